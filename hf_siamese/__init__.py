@@ -7,8 +7,13 @@ folder then loads anywhere with `AutoModel.from_pretrained(path, trust_remote_co
 
 from transformers import AutoConfig, AutoModel
 
+from . import losses
+from .collator import SiamesePairCollator
 from .configuration_siamese import SiameseBertConfig
+from .metrics import STS_SPEARMAN
 from .modeling_siamese import SiameseBertModel, SiameseBertOutput, SiameseBertPreTrainedModel, pool_token_states
+from .sampler import NoDuplicatesBatchSampler
+from .trainer import SiameseTrainer
 
 AutoConfig.register(SiameseBertConfig.model_type, SiameseBertConfig, exist_ok=True)
 AutoModel.register(SiameseBertConfig, SiameseBertModel, exist_ok=True)
@@ -17,10 +22,30 @@ SiameseBertModel.register_for_auto_class("AutoModel")
 
 __version__ = "0.1.0"
 
+_METRIC_FUNCTIONS = ("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings")
+
+
+def __getattr__(name: str):
+    # The metric functions import `evaluate` (seconds); load them on first use.
+    if name in _METRIC_FUNCTIONS:
+        from . import metrics
+
+        return getattr(metrics, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "STS_SPEARMAN",
+    "NoDuplicatesBatchSampler",
     "SiameseBertConfig",
     "SiameseBertModel",
     "SiameseBertOutput",
     "SiameseBertPreTrainedModel",
+    "SiamesePairCollator",
+    "SiameseTrainer",
+    "losses",
+    "paired_similarities",
     "pool_token_states",
+    "sts_correlations",
+    "sts_metrics_from_embeddings",
 ]

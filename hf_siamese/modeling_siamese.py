@@ -87,6 +87,8 @@ class SiameseBertPreTrainedModel(PreTrainedModel):
     config_class = SiameseBertConfig
     config: SiameseBertConfig
     base_model_prefix = "siamese"
+    # Losses live in hf_siamese.losses and average over their batch; Trainer must not pass token counts.
+    accepts_loss_kwargs = False
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _supports_flash_attn = True

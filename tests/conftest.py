@@ -62,3 +62,5 @@ SENTENCES = [
     "Two dogs are playing in the park.",
     "A woman cooks soup in the kitchen.",
 ]
+
+from conftest_hub import fake_hub  # noqa: E402, F401  (the local Hub-API server fixture)

@@ -1,0 +1,240 @@
+"""SiamesePairCollator: raw rows of text pairs, triplets or scored pairs -> one padded tensor batch.
+
+Rows stay raw text in the dataset; the collator tokenizes on the fly and pads every text of the batch together, to
+the longest text in the batch, so the model runs a single encoder pass over `batch * num_texts` texts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Text column layouts recognised by name, tried in order. Ranking layouts may add hard-negative columns.
+PAIR_LAYOUTS: tuple[tuple[str, str], ...] = (
+    ("sentence1", "sentence2"),
+    ("sentence_a", "sentence_b"),
+    ("text1", "text2"),
+    ("premise", "hypothesis"),
+    ("query", "document"),
+    ("anchor", "positive"),
+)
+LABEL_COLUMNS: tuple[str, ...] = ("score", "label", "labels", "similarity")
+ACCEPTED_LAYOUTS = (
+    "scored pairs (sentence1, sentence2, score: float), labelled pairs (sentence1, sentence2 or premise, "
+    "hypothesis, with label: int or str), or ranking rows (anchor, positive[, negative, negative_2, ...]); "
+    "other names work with columns={'texts': [...], 'label': ...}"
+)
+
+
+@dataclass(frozen=True)
+class ColumnLayout:
+    """Which columns hold the texts (in order) and which holds the label, if any."""
+
+    texts: tuple[str, ...]
+    label: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """`ranking` (no label), or `pairs` (with a label)."""
+        return "ranking" if self.label is None else "pairs"
+
+
+def detect_layout(
+    column_names: Sequence[str], columns: Mapping[str, Any] | Sequence[str] | None = None
+) -> ColumnLayout:
+    """Find the text and label columns of a dataset from its column names (or an explicit `columns` override).
+
+    Raises:
+        ValueError: naming the columns seen and the layouts accepted.
+    """
+    names = list(column_names)
+    if columns is not None:
+        if isinstance(columns, Mapping):
+            unknown_keys = set(columns) - {"texts", "label"}
+            if unknown_keys or "texts" not in columns:
+                raise ValueError(
+                    f"columns={dict(columns)!r}: expected a dict with 'texts' (a list of text columns) and "
+                    "optionally 'label', or a plain list of text columns."
+                )
+            texts, label = tuple(columns["texts"]), columns.get("label")
+        else:
+            texts, label = tuple(columns), next((c for c in LABEL_COLUMNS if c in names), None)
+        missing = [c for c in (*texts, label) if c is not None and c not in names]
+        if missing:
+            raise ValueError(f"columns={columns!r} names {missing}, but the dataset has columns {names}.")
+        if len(texts) < 2:
+            raise ValueError(f"columns={columns!r}: need at least two text columns, got {list(texts)}.")
+        return ColumnLayout(texts=texts, label=label)
+
+    for first, second in PAIR_LAYOUTS:
+        if first in names and second in names:
+            texts = [first, second]
+            if first == "anchor":
+                negatives = [c for c in names if c == "negative" or c.startswith("negative_")]
+                texts += sorted(negatives, key=lambda c: (c != "negative", c))
+            label = next((c for c in LABEL_COLUMNS if c in names), None)
+            return ColumnLayout(texts=tuple(texts), label=label)
+    raise ValueError(f"Cannot read a dataset with columns {names}. Accepted layouts: {ACCEPTED_LAYOUTS}.")
+
+
+class SiamesePairCollator:
+    """Tokenize and pad rows of texts for `SiameseBertModel`.
+
+    Accepted rows (found by column name, or given with `columns=`):
+
+    | layout          | text columns                                   | label column                    |
+    |-----------------|------------------------------------------------|---------------------------------|
+    | scored pairs    | `sentence1`, `sentence2` (or `premise`/...)    | `score` / `label`: float        |
+    | labelled pairs  | the same                                       | `label`: int, or str via label2id |
+    | ranking rows    | `anchor`, `positive`[, `negative`, `negative_2`...] | none                        |
+
+    Returns a dict with `input_ids`, `attention_mask` (and `token_type_ids` when the tokenizer makes them) of shape
+    `(batch, num_texts, seq_len)`, `seq_len` being the longest text of the batch, and `labels` of shape `(batch,)`
+    (float32 for scores, int64 for class labels) when the rows have a label.
+
+    Args:
+        tokenizer: the encoder's tokenizer.
+        max_length: truncate texts to this many tokens; defaults to the tokenizer's `model_max_length`
+            (`SiameseTrainer` sets it from the model's `max_seq_length`).
+        pad_to_multiple_of: round the padded length up to a multiple of this (tensor cores like 8).
+        columns: explicit layout, `{"texts": [...], "label": "..."}` or a list of text columns.
+        label2id: maps string labels to class ids (`SiameseTrainer` fills it from the model config).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        columns: Mapping[str, Any] | Sequence[str] | None = None,
+        label2id: Mapping[str, int] | None = None,
+    ) -> None:
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+            raise ValueError(f"SiamesePairCollator: max_length={max_length!r} must be a positive int or None.")
+        if pad_to_multiple_of is not None and (not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1):
+            raise ValueError(
+                f"SiamesePairCollator: pad_to_multiple_of={pad_to_multiple_of!r} must be a positive int or None."
+            )
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self.columns = columns
+        self.label2id = dict(label2id) if label2id is not None else None
+
+    def layout(self, column_names: Sequence[str]) -> ColumnLayout:
+        return detect_layout(column_names, self.columns)
+
+    def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        if len(rows) == 0:
+            raise ValueError("SiamesePairCollator got an empty batch; is the dataset empty?")
+        layout = self.layout(list(rows[0].keys()))
+        texts: list[str] = []
+        for position, row in enumerate(rows):
+            for column in layout.texts:
+                texts.append(_check_text(row.get(column), column, f"batch row {position}"))
+        max_length = self.max_length or _tokenizer_limit(self.tokenizer)
+        encoded = self.tokenizer(
+            texts,
+            padding="longest",
+            truncation=True,
+            max_length=max_length,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+            return_tensors="pt",
+        )
+        batch = {key: value.reshape(len(rows), len(layout.texts), -1) for key, value in encoded.items()}
+        if layout.label is not None:
+            labels = [row.get(layout.label) for row in rows]
+            batch["labels"] = self.labels_to_tensor(labels, layout.label, lambda i: f"batch row {i}")
+        return batch
+
+    def labels_to_tensor(self, labels: Sequence[Any], column: str, where: Callable[[int], str]) -> torch.Tensor:
+        """Float scores -> float32; ints or strings (mapped through `label2id`) -> int64.
+
+        `where(i)` names row `i` in error messages.
+        """
+        if all(isinstance(x, str) for x in labels):
+            if self.label2id is None:
+                raise ValueError(
+                    f"Column {column!r} holds string labels (e.g. {labels[0]!r}) but no label2id is set; build "
+                    "the model with label2id={...} or pass label2id= to SiamesePairCollator."
+                )
+            ids = []
+            for index, value in enumerate(labels):
+                if value not in self.label2id:
+                    raise ValueError(
+                        f"{where(index)}: label {value!r} in column {column!r} is not in label2id "
+                        f"(accepted: {sorted(self.label2id)})."
+                    )
+                ids.append(self.label2id[value])
+            return torch.tensor(ids, dtype=torch.long)
+        for index, value in enumerate(labels):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(
+                    f"{where(index)}: label {value!r} in column {column!r} must be a number (score or class id) or a "
+                    "string in label2id."
+                )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{where(index)}: label {value!r} in column {column!r} is not a finite number.")
+        if all(isinstance(x, int) for x in labels):
+            return torch.tensor(labels, dtype=torch.long)
+        return torch.tensor(labels, dtype=torch.float32)
+
+
+def _check_text(value: Any, column: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: column {column!r} holds {value!r} ({type(value).__name__}); expected a string.")
+    return value
+
+
+def _tokenizer_limit(tokenizer: Any) -> int:
+    limit = getattr(tokenizer, "model_max_length", None)
+    # Tokenizers without a known limit report a huge sentinel value.
+    return limit if isinstance(limit, int) and 0 < limit < 100_000 else 512
+
+
+def check_dataset(
+    dataset: Any,
+    collator: SiamesePairCollator,
+    score_range: tuple[float, float] | None = None,
+    name: str = "train_dataset",
+) -> ColumnLayout:
+    """Validate a whole `datasets.Dataset` once, before training, so an error names the dataset row index.
+
+    Checks: not empty, a readable layout, every text a string, labels numeric/finite (and within `score_range` for
+    float scores), string labels known to the collator's `label2id`.
+    """
+    if len(dataset) == 0:
+        raise ValueError(f"{name} is empty; it needs at least one row.")
+    column_names = list(getattr(dataset, "column_names", None) or dataset[0].keys())
+    try:
+        layout = collator.layout(column_names)
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+    for column in layout.texts:
+        for index, value in enumerate(_column(dataset, column)):
+            _check_text(value, column, f"{name} row {index}")
+    if layout.label is not None:
+        labels = _column(dataset, layout.label)
+        tensor = collator.labels_to_tensor(labels, layout.label, lambda i: f"{name} row {i}")
+        if tensor.is_floating_point() and score_range is not None:
+            low, high = score_range
+            bad = ((tensor < low) | (tensor > high)).nonzero()
+            if len(bad):
+                index = int(bad[0])
+                raise ValueError(
+                    f"{name} row {index}: score {labels[index]!r} in column {layout.label!r} is outside the "
+                    f"score range [{low}, {high}] given to the loss."
+                )
+    return layout
+
+
+def _column(dataset: Any, column: str) -> list[Any]:
+    # Arrow-backed datasets give a whole column at once, far faster than row access.
+    try:
+        return list(dataset[column])
+    except (KeyError, TypeError):
+        return [row[column] for row in dataset]

@@ -1,0 +1,168 @@
+"""PNG plots for similarity evaluation. Needs the optional extra: `pip install "hf-siamese[plots]"`.
+
+Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so no screen is needed and the caller's
+pyplot backend and global figure state are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+MAX_LABEL_CHARS = 40
+MAX_ANNOTATED_SIZE = 12
+
+
+def _matplotlib() -> tuple[Any, Any]:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ImportError(
+            f'Plotting needs matplotlib, which is an optional extra: pip install "hf-siamese[plots]" ({err})'
+        ) from None
+    return Figure, FigureCanvasAgg
+
+
+def _as_vector(values: Any, name: str) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a sequence of numbers: {err}") from None
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one value per sentence pair), got shape {array.shape}")
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        raise ValueError(f"{name} contains a non-finite value ({array[bad[0]]}) at index {int(bad[0])}")
+    return array
+
+
+def _save(figure: Any, canvas_cls: Any, path: str | os.PathLike[str]) -> str:
+    """Render `figure` to PNG at `path` atomically: temp file in the same folder, then os.replace."""
+    target = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(target))
+    os.makedirs(folder, exist_ok=True)
+    canvas_cls(figure)
+    # Not mkstemp: its 0600 mode would survive os.replace; open(..., "xb") honours the umask like any write.
+    tmp = os.path.join(folder, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "xb") as handle:
+            figure.savefig(handle, format="png", dpi=100)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return target
+
+
+def plot_similarity_scatter(
+    predicted: Sequence[float] | np.ndarray,
+    gold: Sequence[float] | np.ndarray,
+    path: str | os.PathLike[str],
+    title: str | None = None,
+) -> str:
+    """Scatter plot of predicted similarity (y) against gold score (x), saved as PNG.
+
+    Args:
+        predicted: predicted similarity per sentence pair, shape (N,), N >= 2, finite.
+        gold: gold similarity score per pair, shape (N,), finite (e.g. 0..5 for STS Benchmark).
+        path: PNG file to write; missing parent folders are created, an existing file is replaced atomically.
+        title: first title line; the second line always shows Spearman x100 with 2 decimals
+            ("undefined" if either side is constant).
+
+    Returns:
+        `path` as a string.
+    """
+    x = _as_vector(gold, "gold")
+    y = _as_vector(predicted, "predicted")
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"predicted and gold must have the same length, got {y.shape[0]} and {x.shape[0]}")
+    if x.shape[0] < 2:
+        raise ValueError(f"at least 2 points are needed for a scatter with a correlation, got {x.shape[0]}")
+    if np.all(x == x[0]) or np.all(y == y[0]):
+        spearman = "undefined (constant input)"
+    else:
+        spearman = f"{100.0 * float(stats.spearmanr(y, x).statistic):.2f}"
+
+    figure_cls, canvas_cls = _matplotlib()
+    figure = figure_cls(figsize=(6.0, 5.0))
+    axes = figure.add_subplot()
+    axes.scatter(x, y, s=12, alpha=0.6, edgecolors="none")
+    axes.set_xlabel("gold score")
+    axes.set_ylabel("predicted similarity")
+    axes.set_title(f"{title or 'Predicted similarity vs gold score'}\nSpearman x100: {spearman}")
+    axes.grid(True, alpha=0.3)
+    figure.tight_layout()
+    return _save(figure, canvas_cls, path)
+
+
+def _shorten(label: str) -> str:
+    label = " ".join(label.split())
+    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
+
+
+def plot_similarity_heatmap(
+    sentences: Sequence[str],
+    similarity_matrix: Sequence[Sequence[float]] | np.ndarray,
+    path: str | os.PathLike[str],
+    title: str | None = None,
+) -> str:
+    """Heatmap of a sentence-by-sentence similarity matrix, saved as PNG.
+
+    Args:
+        sentences: the n sentences labelling rows and columns; labels longer than 40 characters are cut.
+        similarity_matrix: shape (n, n), finite; entry [i, j] is the similarity of sentence i and sentence j.
+            Cells are annotated with their value (2 decimals) when n <= 12.
+        path: PNG file to write; missing parent folders are created, an existing file is replaced atomically.
+        title: figure title, default "Similarity matrix".
+
+    Returns:
+        `path` as a string.
+    """
+    if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
+        raise ValueError("sentences must be a sequence of strings")
+    n = len(sentences)
+    if n == 0:
+        raise ValueError("sentences is empty; at least one sentence is needed")
+    try:
+        matrix = np.asarray(similarity_matrix, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"similarity_matrix must be a numeric (n, n) array: {err}") from None
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"similarity_matrix must be square (n, n), got shape {matrix.shape}")
+    if matrix.shape[0] != n:
+        raise ValueError(
+            f"similarity_matrix is {matrix.shape[0]}x{matrix.shape[1]} but there are {n} sentences; "
+            f"expected shape ({n}, {n})"
+        )
+    bad = np.argwhere(~np.isfinite(matrix))
+    if bad.size:
+        i, j = (int(v) for v in bad[0])
+        raise ValueError(f"similarity_matrix contains a non-finite value ({matrix[i, j]}) at [{i}, {j}]")
+
+    figure_cls, canvas_cls = _matplotlib()
+    side = min(4.0 + 0.55 * n, 30.0)
+    figure = figure_cls(figsize=(side + 1.5, side))
+    axes = figure.add_subplot()
+    image = axes.imshow(matrix, cmap="viridis", aspect="equal")
+    figure.colorbar(image, ax=axes, label="similarity", fraction=0.046, pad=0.04)
+    labels = [_shorten(s) for s in sentences]
+    axes.set_xticks(range(n), labels=labels, rotation=45, ha="right", rotation_mode="anchor", fontsize=8)
+    axes.set_yticks(range(n), labels=labels, fontsize=8)
+    if n <= MAX_ANNOTATED_SIZE:
+        low, high = float(matrix.min()), float(matrix.max())
+        middle = (low + high) / 2.0
+        for i in range(n):
+            for j in range(n):
+                # viridis is dark at the low end: white text there, black on the bright half.
+                color = "white" if matrix[i, j] < middle or low == high else "black"
+                axes.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", color=color, fontsize=8)
+    axes.set_title(title or "Similarity matrix")
+    figure.tight_layout()
+    return _save(figure, canvas_cls, path)
