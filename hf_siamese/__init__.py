@@ -10,6 +10,15 @@ from transformers import AutoConfig, AutoModel
 from . import losses
 from .collator import SiamesePairCollator
 from .configuration_siamese import SiameseBertConfig
+from .data import (
+    DataFormatError,
+    DatasetLoadError,
+    load_demo_dataset,
+    load_pairs,
+    read_nli_csv,
+    read_pairs_file,
+    read_sts_benchmark,
+)
 from .metrics import STS_SPEARMAN
 from .modeling_siamese import SiameseBertModel, SiameseBertOutput, SiameseBertPreTrainedModel, pool_token_states
 from .sampler import NoDuplicatesBatchSampler
@@ -35,6 +44,13 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "DataFormatError",
+    "DatasetLoadError",
+    "load_demo_dataset",
+    "load_pairs",
+    "read_nli_csv",
+    "read_pairs_file",
+    "read_sts_benchmark",
     "STS_SPEARMAN",
     "NoDuplicatesBatchSampler",
     "SiameseBertConfig",

@@ -7,9 +7,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 from transformers import Trainer, TrainingArguments
+from transformers.trainer_utils import EvalLoopOutput
 
 from .collator import SiamesePairCollator, check_dataset, detect_layout
 from .losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
@@ -150,6 +152,64 @@ class SiameseTrainer(Trainer):
         with torch.no_grad(), self.compute_loss_context_manager():
             loss = self.compute_loss(model, inputs)
         return loss.detach(), None, None
+
+    def evaluation_loop(
+        self,
+        dataloader: DataLoader,
+        description: str,
+        prediction_loss_only: bool | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> EvalLoopOutput:
+        """The Trainer's loop (it gives `{prefix}_loss`), plus STS metrics when the eval rows are scored pairs:
+        `{prefix}_spearman_cosine`, `{prefix}_pearson_cosine`, the same for dot / euclidean / manhattan, and
+        `{prefix}_mse_cosine` / `{prefix}_mae_cosine` (cosine against gold rescaled to [0, 1])."""
+        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
+        dataset = getattr(dataloader, "dataset", None)
+        metrics = self.sts_metrics(dataset) if dataset is not None else {}
+        output.metrics.update({f"{metric_key_prefix}_{k}": v for k, v in metrics.items()})
+        return output
+
+    def sts_metrics(self, dataset: Any) -> dict[str, float]:
+        """STS correlations of the model's embeddings on a dataset of scored pairs; `{}` for other layouts.
+
+        Under several processes each encodes a contiguous shard of the unique texts and the shards are gathered in
+        rank order, so every process computes the metric once on the full set, exactly as one process would.
+        """
+        if not isinstance(self.data_collator, SiamesePairCollator) or not hasattr(dataset, "column_names"):
+            return {}
+        layout = self.data_collator.layout(dataset.column_names)
+        if layout.label is None or len(layout.texts) != 2:
+            return {}
+        gold = np.asarray(dataset[layout.label])
+        if gold.dtype.kind != "f" or len(gold) < 2:
+            return {}
+        from .metrics import sts_metrics_from_embeddings
+
+        first, second = list(dataset[layout.texts[0]]), list(dataset[layout.texts[1]])
+        unique = list(dict.fromkeys(first + second))
+        shards = np.array_split(np.arange(len(unique)), self.accelerator.num_processes)
+        local = shards[self.accelerator.process_index]
+        model = self.accelerator.unwrap_model(self.model)
+        embeddings = model.encode(
+            [unique[i] for i in local],
+            tokenizer=self.data_collator.tokenizer,
+            batch_size=self.args.eval_batch_size,
+            max_length=self.data_collator.max_length,
+            convert_to_numpy=True,
+        )
+        if self.accelerator.num_processes > 1:
+            gathered: list[Any] = [None] * self.accelerator.num_processes
+            torch.distributed.all_gather_object(gathered, embeddings)
+            embeddings = np.concatenate(gathered)
+        position = {text: i for i, text in enumerate(unique)}
+        score_range = self.loss.score_range or (float(gold.min()), float(gold.max()))
+        return sts_metrics_from_embeddings(
+            embeddings[[position[t] for t in first]],
+            embeddings[[position[t] for t in second]],
+            gold,
+            score_range=score_range,
+        )
 
     def get_train_dataloader(self) -> DataLoader:
         if not self.no_duplicates_sampler:

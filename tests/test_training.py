@@ -355,3 +355,69 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path: Path, tiny_t
         not torch.equal(a, b)
         for a, b in zip(full.model.state_dict().values(), interrupted.model.state_dict().values(), strict=True)
     )
+
+
+# ---------------------------------------------------------------------------------------------------- evaluation
+
+
+def test_evaluate_reports_sts_metrics_for_each_eval_set(tmp_path: Path, tiny_tokenizer) -> None:
+    from scipy.stats import spearmanr
+
+    model = make_tiny_model()
+    dev, test = scored_pairs(40, seed=1), scored_pairs(30, seed=2)
+    trainer = SiameseTrainer(
+        model=model,
+        args=make_args(tmp_path),
+        train_dataset=scored_pairs(),
+        eval_dataset={"dev": dev, "test": test},
+        processing_class=tiny_tokenizer,
+        loss=losses.CosineSimilarityLoss(score_range=(0, 5)),
+    )
+    metrics = trainer.evaluate()
+    for name in ("dev", "test"):
+        for key in (
+            "loss",
+            "spearman_cosine",
+            "pearson_cosine",
+            "spearman_dot",
+            "spearman_euclidean",
+            "spearman_manhattan",
+            "mse_cosine",
+            "mae_cosine",
+        ):
+            assert f"eval_{name}_{key}" in metrics, key
+    u = model.encode(dev["sentence1"], tokenizer=tiny_tokenizer)
+    v = model.encode(dev["sentence2"], tokenizer=tiny_tokenizer)
+    expected = spearmanr(torch.nn.functional.cosine_similarity(u, v).numpy(), dev["score"]).statistic
+    # Identical pairs have cosine 1 up to float rounding, which reorders ties between batchings: allow 1e-3.
+    assert metrics["eval_dev_spearman_cosine"] == pytest.approx(expected, abs=1e-3)
+
+
+def test_best_model_selected_by_spearman(tmp_path: Path, tiny_tokenizer) -> None:
+    args = make_args(
+        tmp_path,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="steps",
+        save_steps=2,
+        max_steps=8,
+        load_best_model_at_end=True,
+        metric_for_best_model="spearman_cosine",
+        greater_is_better=True,
+        learning_rate=2e-3,
+    )
+    trainer = SiameseTrainer(
+        model=make_tiny_model(),
+        args=args,
+        train_dataset=scored_pairs(),
+        eval_dataset=scored_pairs(40, seed=5),
+        processing_class=tiny_tokenizer,
+        loss=losses.CosineSimilarityLoss(score_range=(0, 5)),
+    )
+    trainer.train()
+    history = [e for e in trainer.state.log_history if "eval_spearman_cosine" in e]
+    best = max(history, key=lambda e: e["eval_spearman_cosine"])
+    assert trainer.state.best_metric == pytest.approx(best["eval_spearman_cosine"])
+    assert trainer.state.best_model_checkpoint.endswith(f"checkpoint-{best['step']}")
+    # the model in memory at the end is the best checkpoint's
+    assert trainer.evaluate()["eval_spearman_cosine"] == pytest.approx(best["eval_spearman_cosine"], abs=1e-6)
