@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 from transformers import Trainer, TrainingArguments
+from transformers.trainer_pt_utils import LengthGroupedSampler
 from transformers.trainer_utils import EvalLoopOutput
 
 from .collator import SiamesePairCollator, check_dataset, detect_layout
@@ -210,6 +211,32 @@ class SiameseTrainer(Trainer):
             gold,
             score_range=score_range,
         )
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
+        """With `train_sampling_strategy="group_by_length"`, group rows of similar token length so batches carry
+        little padding. Rows are raw text, so the lengths (longest text of each row) are computed here once."""
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if (
+            self.args.train_sampling_strategy == "group_by_length"
+            and isinstance(self.data_collator, SiamesePairCollator)
+            and hasattr(dataset, "column_names")
+            and self.args.length_column_name not in dataset.column_names
+        ):
+            return LengthGroupedSampler(
+                self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                lengths=self.row_lengths(dataset),
+            )
+        return super()._get_train_sampler(train_dataset)
+
+    def row_lengths(self, dataset: Any) -> list[int]:
+        """Token count of the longest text of every row (truncated to the collator's `max_length`)."""
+        layout = self.data_collator.layout(dataset.column_names)
+        tokenizer = self.data_collator.tokenizer
+        longest = [0] * len(dataset)
+        for column in layout.texts:
+            ids = tokenizer(list(dataset[column]), truncation=True, max_length=self.data_collator.max_length)
+            longest = [max(a, len(b)) for a, b in zip(longest, ids["input_ids"], strict=True)]
+        return longest
 
     def get_train_dataloader(self) -> DataLoader:
         if not self.no_duplicates_sampler:

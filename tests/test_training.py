@@ -421,3 +421,29 @@ def test_best_model_selected_by_spearman(tmp_path: Path, tiny_tokenizer) -> None
     assert trainer.state.best_model_checkpoint.endswith(f"checkpoint-{best['step']}")
     # the model in memory at the end is the best checkpoint's
     assert trainer.evaluate()["eval_spearman_cosine"] == pytest.approx(best["eval_spearman_cosine"], abs=1e-6)
+
+
+def test_group_by_length_batches_rows_of_similar_length(tmp_path: Path, tiny_tokenizer) -> None:
+    rng = random.Random(0)
+    s1 = [" ".join(rng.choice(WORDS) for _ in range(rng.choice([2, 20]))) for _ in range(64)]
+    data = Dataset.from_dict({"sentence1": s1, "sentence2": ["a man"] * 64, "score": [1.0] * 64})
+    args = make_args(tmp_path, train_sampling_strategy="group_by_length")
+    trainer = SiameseTrainer(
+        model=make_tiny_model(),
+        args=args,
+        train_dataset=data,
+        processing_class=tiny_tokenizer,
+        loss=losses.CosineSimilarityLoss(score_range=(0, 5)),
+    )
+    assert trainer.row_lengths(data) == [len(s.split()) + 2 for s in s1]
+    widths = [batch["input_ids"].shape[-1] for batch in trainer.get_train_dataloader()]
+    plain = SiameseTrainer(
+        model=make_tiny_model(),
+        args=make_args(tmp_path),
+        train_dataset=data,
+        processing_class=tiny_tokenizer,
+        loss=losses.CosineSimilarityLoss(score_range=(0, 5)),
+    )
+    plain_widths = [batch["input_ids"].shape[-1] for batch in plain.get_train_dataloader()]
+    assert sum(widths) < sum(plain_widths)  # less padding
+    assert sum(len(b["labels"]) for b in trainer.get_train_dataloader()) == 64
