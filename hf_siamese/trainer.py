@@ -280,3 +280,131 @@ class SiameseTrainer(Trainer):
         for group in new_groups:
             optimizer.add_param_group(group)
         return optimizer
+
+    # ------------------------------------------------------------------------------------------------ sharing
+
+    def push_to_hub(
+        self,
+        repo_id: str | None = None,
+        commit_message: str | None = "End of training",
+        blocking: bool = True,
+        token: str | None = None,
+        revision: str | None = None,
+        private: bool | None = None,
+        create_pr: bool = False,
+        model_card: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Upload the trained model, its tokenizer (`processing_class`), the modeling code and hf-siamese's model card
+        (architecture, loss, hyperparameters, the STS metrics of the last evaluation, usage) in one commit.
+
+        Unlike `Trainer.push_to_hub`, nothing is saved into `args.output_dir`: the files are staged in a temporary
+        folder (call `save_model()` for a local copy). `training_args.bin` (a pickle) is not uploaded.
+
+        Args:
+            repo_id: defaults to `args.hub_model_id`, else the name of `args.output_dir`.
+            commit_message, revision, private, create_pr: as in `hf_siamese.hub.push_to_hub`; `revision` and
+                `private` default to `args.hub_revision` and `args.hub_private_repo`.
+            blocking: False returns a `Future` of the commit; the files are staged before it returns.
+            token: defaults to `args.hub_token`, then the logged-in token.
+            model_card: markdown to upload instead of the generated card.
+            kwargs: card facts (`base_model`, `datasets`, `license`, `eval_results`, `tags`, `language`, `title`);
+                Trainer's `finetuned_from`, `dataset`, `dataset_tags` and `model_name` are understood too.
+
+        Returns:
+            The `CommitInfo` (or its `Future`); None on processes other than the main one.
+        """
+        from pathlib import Path
+
+        from .hub import push_to_hub
+
+        self.callback_handler.on_push_begin(self.args, self.state, self.control)
+        if not self.is_world_process_zero():
+            return None
+        facts = self._model_card_facts(**kwargs)
+        token = token if token is not None else self.args.hub_token
+        private = private if private is not None else self.args.hub_private_repo
+        revision = revision if revision is not None else self.args.hub_revision
+        if repo_id is None:
+            repo_id = self.hub_model_id or self.args.hub_model_id or Path(self.args.output_dir).absolute().name
+        self._finish_current_push()
+        return push_to_hub(
+            self.accelerator.unwrap_model(self.model),
+            repo_id,
+            tokenizer=self.processing_class,
+            private=private,
+            revision=revision,
+            commit_message=commit_message,
+            token=token,
+            create_pr=create_pr,
+            model_card=model_card,
+            run_as_future=not blocking,
+            **(facts if model_card is not None else {"trainer": self, **facts}),
+        )
+
+    def create_model_card(
+        self,
+        language: str | None = None,
+        license: str | None = None,  # noqa: A002 - Trainer's signature
+        tags: str | list[str] | None = None,
+        model_name: str | None = None,
+        finetuned_from: str | None = None,
+        tasks: str | list[str] | None = None,
+        dataset_tags: str | list[str] | None = None,
+        dataset: str | list[str] | None = None,
+        dataset_args: str | list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Write hf-siamese's model card to `args.output_dir/README.md` (in place of Trainer's generic card)."""
+        import os
+
+        from .model_card import is_hub_id, write_model_card
+
+        if not self.is_world_process_zero():
+            return
+        facts = self._model_card_facts(
+            language=language,
+            license=license,
+            tags=tags,
+            model_name=model_name,
+            finetuned_from=finetuned_from,
+            tasks=tasks,
+            dataset_tags=dataset_tags,
+            dataset=dataset,
+            dataset_args=dataset_args,
+            **kwargs,
+        )
+        repo_id = self.hub_model_id or self.args.hub_model_id
+        os.makedirs(self.args.output_dir, exist_ok=True)
+        write_model_card(
+            self.accelerator.unwrap_model(self.model),
+            self.args.output_dir,
+            repo_id=repo_id if is_hub_id(repo_id) else None,
+            trainer=self,
+            **facts,
+        )
+
+    @staticmethod
+    def _model_card_facts(**kwargs: Any) -> dict[str, Any]:
+        """Card facts from `push_to_hub` / `create_model_card` keywords, Trainer's names included; None is unset."""
+        from .model_card import _CARD_FACT_NAMES
+
+        renamed = {"finetuned_from": "base_model", "model_name": "title", "dataset": "datasets"}
+        facts: dict[str, Any] = {}
+        datasets: list[str] = []
+        for key, value in kwargs.items():
+            if value is None or key in ("tasks", "dataset_args"):  # Trainer-card-only settings
+                continue
+            if key in ("dataset", "dataset_tags", "datasets"):
+                datasets.extend([value] if isinstance(value, str) else list(value))
+                continue
+            name = renamed.get(key, key)
+            if name not in _CARD_FACT_NAMES or name == "trainer":
+                raise TypeError(
+                    f"SiameseTrainer: unknown model card argument {key!r}; accepted: "
+                    f"{sorted(set(_CARD_FACT_NAMES) - {'trainer'} | set(renamed) | {'dataset_tags'})}."
+                )
+            facts[name] = value
+        if datasets:
+            facts["datasets"] = list(dict.fromkeys(datasets))
+        return facts

@@ -447,3 +447,28 @@ def test_group_by_length_batches_rows_of_similar_length(tmp_path: Path, tiny_tok
     plain_widths = [batch["input_ids"].shape[-1] for batch in plain.get_train_dataloader()]
     assert sum(widths) < sum(plain_widths)  # less padding
     assert sum(len(b["labels"]) for b in trainer.get_train_dataloader()) == 64
+
+
+def test_cosine_affine_map_trains_and_is_saved(tmp_path: Path, tiny_tokenizer) -> None:
+    model = make_tiny_model(cosine_affine=True)
+    assert model.cosine_affine_weight.item() == 1.0 and model.cosine_affine_bias.item() == 0.0
+    trainer = SiameseTrainer(
+        model=model,
+        args=make_args(tmp_path, num_train_epochs=1),
+        train_dataset=scored_pairs(),
+        processing_class=tiny_tokenizer,
+        loss=losses.CosineSimilarityLoss(score_range=(0, 5)),
+    )
+    trainer.train()
+    assert model.cosine_affine_weight.item() != 1.0 and model.cosine_affine_bias.item() != 0.0
+    model.save_pretrained(tmp_path / "affine")
+    loaded = AutoModel.from_pretrained(tmp_path / "affine")
+    assert loaded.config.cosine_affine is True
+    assert loaded.cosine_affine_weight.item() == model.cosine_affine_weight.item()
+    assert loaded.cosine_affine_bias.item() == model.cosine_affine_bias.item()
+    # the affine map changes the pair similarity, never the embedding
+    batch = tiny_tokenizer(["a man plays", "a dog"], padding=True, return_tensors="pt")
+    out = loaded(**{k: v.reshape(1, 2, -1) for k, v in batch.items()})
+    u, v = out.sentence_embedding[0]
+    cos = torch.nn.functional.cosine_similarity(u, v, dim=0)
+    torch.testing.assert_close(out.similarity[0], loaded.cosine_affine_weight * cos + loaded.cosine_affine_bias)
