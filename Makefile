@@ -21,7 +21,7 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 demo: install
-	HF_HUB_OFFLINE=1 $(BIN)/hf-siamese demo
+	HF_HUB_OFFLINE=1 $(BIN)/hf-siamese train
 
 test: install
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q

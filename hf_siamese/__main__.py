@@ -1,3 +1,5 @@
+"""`python -m hf_siamese ...`: the same command line as the `hf-siamese` console script."""
+
 import sys
 
 from .cli import main

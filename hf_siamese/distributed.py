@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.distributed as dist
 
@@ -50,3 +52,30 @@ def gather_with_grad(local: torch.Tensor) -> tuple[torch.Tensor, int]:
     dist.all_gather(sizes, size)
     sizes_list = [int(s.item()) for s in sizes]
     return _GatherWithGrad.apply(local, sizes_list), sum(sizes_list[:rank])
+
+
+def shutdown_process_group(settle_s: float = 0.5) -> None:
+    """Wait for every process, then destroy the default process group; a no-op without one (single process).
+
+    Call it once at the very end of a script launched with `accelerate launch` / `torchrun`, after everything that
+    talks to the other processes (`trainer.train()`, `trainer.evaluate()`, `trainer.save_model()`,
+    `push_to_hub`): those fail once the group is gone. Calling it twice is harmless.
+
+    Why not just `destroy_process_group()`: gloo runs collectives on worker threads, and a worker frees a finished
+    collective's tensors only after the caller has already moved on; freeing a tensor whose Python object is gone
+    needs the GIL. Under DDP the last owner of the process group is the DDP reducer, freed at interpreter exit while
+    the main thread holds the GIL and joins the workers. A worker still freeing tensors then either deadlocks (the
+    process hangs after training succeeded) or is killed by the finalizing interpreter (`terminate called without
+    an active exception`). The barrier makes this process's last collective one that every process has finished,
+    and `settle_s` seconds of sleep, with the GIL released, let the workers finish freeing before exit.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if dist.get_backend() == "nccl" and torch.cuda.is_available():
+        # Name the device: NCCL otherwise guesses one for the barrier and warns that it may hang.
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+    else:
+        dist.barrier()
+    if settle_s > 0:
+        time.sleep(settle_s)
+    dist.destroy_process_group()

@@ -5,6 +5,7 @@ Trainer's own."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,10 @@ class SiameseTrainer(Trainer):
                 data_collator.max_length = model.config.effective_max_seq_length
             if data_collator.label2id is None and model.config.classifier_head:
                 data_collator.label2id = dict(model.config.label2id)
+        pad_token_id = getattr(processing_class, "pad_token_id", None)
+        if getattr(model.config, "pad_token_id", None) is None and pad_token_id is not None:
+            # Trainer compares the tokenizer's special tokens with the model config's and warns when they differ.
+            model.config.pad_token_id = pad_token_id
 
         self.loss = self._resolve_loss(loss, train_dataset, data_collator)
         if isinstance(self.loss, SoftmaxLoss) and not model.config.classifier_head:
@@ -105,6 +110,13 @@ class SiameseTrainer(Trainer):
         )
         # Our losses average over the batch themselves; Trainer must not rescale by token counts.
         self.model_accepts_loss_kwargs = False
+        launched = int(os.environ.get("WORLD_SIZE", "1"))
+        if launched > 1 and self.accelerator.num_processes == 1:
+            logger.warning(
+                "WORLD_SIZE=%d but this Trainer runs as a single process: every process trains its own copy. "
+                "On CPU pass TrainingArguments(use_cpu=True) under accelerate launch / torchrun.",
+                launched,
+            )
 
     @staticmethod
     def _resolve_loss(loss: str | SiameseLoss | None, train_dataset: Any, collator: Any) -> SiameseLoss:
@@ -150,9 +162,22 @@ class SiameseTrainer(Trainer):
         ignore_keys: list[str] | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         inputs = self._prepare_inputs(inputs)
+        if not self._loss_fits(inputs):
+            # e.g. a softmax (NLI) run evaluated on scored STS pairs: the STS metrics apply, the loss does not.
+            return None, None, None
         with torch.no_grad(), self.compute_loss_context_manager():
             loss = self.compute_loss(model, inputs)
         return loss.detach(), None, None
+
+    def _loss_fits(self, inputs: dict[str, torch.Tensor]) -> bool:
+        """Whether the batch has the labels `self.loss` reads (float scores, class ids, or none needed)."""
+        labels = inputs.get("labels")
+        kind = self.loss.label_kind
+        if kind is None:
+            return True
+        if labels is None:
+            return False
+        return labels.is_floating_point() == (kind == "score")
 
     def evaluation_loop(
         self,

@@ -472,3 +472,19 @@ def test_cosine_affine_map_trains_and_is_saved(tmp_path: Path, tiny_tokenizer) -
     u, v = out.sentence_embedding[0]
     cos = torch.nn.functional.cosine_similarity(u, v, dim=0)
     torch.testing.assert_close(out.similarity[0], loaded.cosine_affine_weight * cos + loaded.cosine_affine_bias)
+
+
+def test_softmax_run_evaluates_on_scored_pairs(tmp_path: Path, tiny_tokenizer) -> None:
+    """The Sentence-BERT recipe: train softmax on NLI labels, evaluate STS on scored pairs (no eval loss there)."""
+    model = make_tiny_model(label2id={"entailment": 0, "contradiction": 1}, normalize=True)
+    trainer = SiameseTrainer(
+        model=model,
+        args=make_args(tmp_path, num_train_epochs=1),
+        train_dataset=labelled_pairs(),
+        eval_dataset=scored_pairs(30, seed=4),
+        processing_class=tiny_tokenizer,
+        loss="softmax",
+    )
+    metrics = trainer.evaluate()
+    assert "eval_spearman_cosine" in metrics and "eval_loss" not in metrics
+    assert "eval_loss" in trainer.evaluate(labelled_pairs(20, seed=9))

@@ -1,0 +1,90 @@
+"""Fine-tune a sentence encoder on STS Benchmark with the cosine-similarity loss (Sentence-BERT, section 4.2).
+
+Each pair's cosine similarity is regressed onto its gold score (rescaled to 0..1); the dev split is evaluated after
+every epoch and the test split once at the end (Spearman x100 of cosine similarity, the usual STSb number).
+
+    python examples/train_sts.py                     # Hub: google-bert/bert-base-uncased on sentence-transformers/stsb
+    python examples/train_sts.py --model PATH --train ../shared/data/stsb/sts-train.csv \\
+        --dev ../shared/data/stsb/sts-dev.csv --test ../shared/data/stsb/sts-test.csv --max-train 64
+    accelerate launch examples/train_sts.py ...      # same script on several processes / GPUs
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+from transformers import AutoTokenizer, TrainingArguments
+
+from hf_siamese import SiameseBertModel, SiameseTrainer, distributed, load_pairs
+from hf_siamese.losses import CosineSimilarityLoss
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="google-bert/bert-base-uncased", help="base encoder: Hub id or folder")
+    parser.add_argument("--train", default="sentence-transformers/stsb", help="Hub dataset id or local file")
+    parser.add_argument("--dev", default=None, help="local dev file (default: the Hub dataset's validation split)")
+    parser.add_argument("--test", default=None, help="local test file (default: the Hub dataset's test split)")
+    parser.add_argument("--max-train", type=int, default=None, help="train on the first N pairs only (quick runs)")
+    parser.add_argument("--epochs", type=float, default=4)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--output-dir", default="runs/sts")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    # A Hub dataset has all three splits; a local --train file needs --dev and --test files next to it.
+    if os.path.exists(args.train) and not (args.dev and args.test):
+        raise SystemExit("train_sts.py: a local --train file needs --dev and --test files too")
+    train = load_pairs(args.train, split="train")
+    dev = load_pairs(args.dev or args.train, split="validation")
+    test = load_pairs(args.test or args.train, split="test")
+    if args.max_train:
+        train = train.select(range(min(args.max_train, len(train))))
+    # STSb files score 0..5; the Hub copy is already rescaled to 0..1.
+    score_range = (0.0, 5.0) if max(train["score"]) > 1 else (0.0, 1.0)
+
+    model = SiameseBertModel.from_encoder(args.model, pooling="mean")
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    training_args = TrainingArguments(
+        output_dir=args.output_dir,
+        use_cpu=not torch.cuda.is_available(),  # the same script runs on a laptop, a GPU or under accelerate
+        num_train_epochs=args.epochs,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=64,
+        learning_rate=args.lr,
+        warmup_steps=0.1,  # a float below 1 is a fraction of the training steps
+        eval_strategy="epoch",
+        save_strategy="no",
+        logging_steps=50,
+        report_to="none",
+    )
+    trainer = SiameseTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=dev,
+        processing_class=tokenizer,
+        loss=CosineSimilarityLoss(score_range=score_range),
+    )
+    before = trainer.evaluate(test, metric_key_prefix="test")
+    trainer.train()
+    after = trainer.evaluate(test, metric_key_prefix="test")
+    trainer.save_model(args.output_dir)
+
+    if trainer.is_world_process_zero():
+        print(
+            f"STSb test Spearman (cosine) x100: {100 * before['test_spearman_cosine']:.2f} before, "
+            f"{100 * after['test_spearman_cosine']:.2f} after training on {len(train)} pairs"
+        )
+        print(f"Saved to {args.output_dir}; load with AutoModel.from_pretrained({args.output_dir!r})")
+    # Leaves the process group cleanly under accelerate launch; a no-op in a single process.
+    getattr(distributed, "shutdown_process_group", lambda: None)()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""The `hf-siamese` command line end to end on a tiny model and tiny files: train -> eval -> encode -> search, the
+built-in demo default, and one clear stderr line (no traceback) for every kind of bad input."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import WORDS, tiny_encoder_config
+from safetensors.torch import load_file
+from transformers import BertModel
+
+from hf_siamese.cli import main
+
+SENTENCES = [
+    "a man is playing a guitar .",
+    "someone plays music .",
+    "the stock market fell today .",
+    "two dogs are playing in the park .",
+    "a woman cooks soup in the kitchen .",
+    "the red car is fast .",
+]
+
+
+def _sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS[:60]) for _ in range(rng.randint(3, 7)))
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer) -> Path:
+    """A tiny base encoder (plain BertModel + tokenizer, as a user would pass with --model) and small data files."""
+    root = tmp_path_factory.mktemp("cli")
+    torch.manual_seed(0)
+    BertModel(tiny_encoder_config()).save_pretrained(root / "base")
+    tiny_tokenizer.save_pretrained(root / "base")
+
+    rng = random.Random(0)
+    scored, labelled, triplets = ["sentence1\tsentence2\tscore"], ["premise\thypothesis\tgold"], []
+    triplets.append("anchor\tpositive\tnegative")
+    for i in range(24):
+        first = _sentence(rng)
+        same = i % 2 == 0
+        second = first + " ." if same else _sentence(rng)
+        scored.append(f"{first}\t{second}\t{4.5 if same else round(rng.uniform(0, 2), 1)}")
+        labelled.append(f"{first}\t{second}\t{'entailment' if same else 'contradiction'}")
+        triplets.append(f"{first} {i}\t{first} {i} !\t{_sentence(rng)}")
+    _write(root / "train.tsv", scored)
+    _write(root / "eval.tsv", scored[:1] + scored[13:])
+    _write(root / "nli.tsv", labelled)
+    _write(root / "triplets.tsv", triplets)
+    _write(root / "corpus.txt", SENTENCES + ["", "   "])  # blank lines are skipped
+    _write(root / "queries.txt", ["a dog in the park", "music"])
+    return root
+
+
+@pytest.fixture(scope="module")
+def trained(workdir: Path) -> Path:
+    """`hf-siamese train` on scored pairs, saved to a folder the other subcommands load."""
+    out = workdir / "model"
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "train.tsv")]
+    args += ["--eval", str(workdir / "eval.tsv"), "--output-dir", str(out), "--batch-size", "8", "--lr", "1e-3"]
+    assert main(args) == 0
+    return out
+
+
+def test_train_saves_a_loadable_model(trained: Path) -> None:
+    assert (trained / "model.safetensors").is_file() and (trained / "tokenizer_config.json").is_file()
+    from transformers import AutoModel
+
+    import hf_siamese
+
+    loaded = AutoModel.from_pretrained(trained)
+    assert isinstance(loaded, hf_siamese.SiameseBertModel)
+    assert loaded.config.pooling == "mean" and loaded.config.normalize
+
+
+def test_train_eval_encode_search(workdir: Path, trained: Path, tmp_path: Path, capsys) -> None:
+    model = str(trained)
+    # eval: the correlation table, a scatter plot, a heatmap
+    code = main(
+        ["eval", str(workdir / "eval.tsv"), "--model", model, "--plot", str(tmp_path / "scatter.png")]
+        + ["--sentences", str(workdir / "corpus.txt"), "--heatmap", str(tmp_path / "heat.png")]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for word in ("cosine", "dot", "euclidean", "manhattan", "Spearman", "12 pairs"):
+        assert word in out
+    assert (tmp_path / "scatter.png").stat().st_size > 0 and (tmp_path / "heat.png").stat().st_size > 0
+
+    # encode: .npy float32 and .safetensors bfloat16, one row per non-blank line
+    assert main(["encode", str(workdir / "corpus.txt"), "--model", model, "-o", str(tmp_path / "e.npy")]) == 0
+    array = np.load(tmp_path / "e.npy")
+    assert array.shape == (len(SENTENCES), 32) and array.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(array, axis=1), 1.0, atol=1e-5)  # the trained model normalizes
+    target = tmp_path / "sub" / "e.safetensors"
+    assert (
+        main(["encode", str(workdir / "corpus.txt"), "--model", model, "-o", str(target), "--dtype", "bfloat16"]) == 0
+    )
+    tensor = load_file(target)["embeddings"]
+    assert tensor.dtype == torch.bfloat16 and tensor.shape == (len(SENTENCES), 32)
+    torch.testing.assert_close(tensor.float(), torch.from_numpy(array), atol=2e-2, rtol=2e-2)
+
+    # search: --query (repeated) and --queries; top-k clamps to the corpus size
+    capsys.readouterr()
+    code = main(
+        ["search", "--model", model, "--corpus", str(workdir / "corpus.txt"), "--query", SENTENCES[2]]
+        + ["--queries", str(workdir / "queries.txt"), "--top-k", "2"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.count("Query:") == 3 and out.count("  1. ") == 3 and "  3. " not in out
+    first_hit = out.split("Query: " + SENTENCES[2])[1].splitlines()[1]
+    assert first_hit.endswith(SENTENCES[2]) and "1.0000" in first_hit  # a corpus line finds itself first
+    assert (
+        main(["search", "--model", model, "--corpus", str(workdir / "corpus.txt"), "--query", "x", "--top-k", "99"])
+        == 0
+    )
+    assert capsys.readouterr().out.count(". ") >= len(SENTENCES)
+
+
+def test_demo_default_uses_builtin_dataset(workdir: Path, tmp_path: Path, capsys) -> None:
+    """No data argument: the built-in demo set (train split; dev split for before/after). Tiny model, 32 rows."""
+    args = ["train", "--model", str(workdir / "base"), "--max-train", "32", "--epochs", "1"]
+    assert main([*args, "--output-dir", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "built-in demo set (train split) (32 rows)" in out
+    assert "before" in out and "after" in out and "dev split" in out
+    assert "AutoModel.from_pretrained" in out and str(tmp_path / "demo") in out
+    assert (tmp_path / "demo" / "config.json").is_file()
+    # eval defaults to the demo dev split as well
+    assert main(["eval", "--model", str(tmp_path / "demo"), "--max-eval", "40"]) == 0
+    assert "40 pairs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("data", "extra", "expected"),
+    [
+        ("nli.tsv", ["--columns", "sentence1=premise,sentence2=hypothesis,label=gold"], "SoftmaxLoss"),
+        (
+            "nli.tsv",
+            [
+                "--columns",
+                "premise=premise,hypothesis=hypothesis,label=gold",
+                "--labels",
+                "entailment,contradiction",
+                "--eval",
+                "eval.tsv",
+            ],
+            "SoftmaxLoss",
+        ),
+        ("triplets.tsv", ["--eval", "eval.tsv", "--eval-steps", "2"], "MultipleNegativesRankingLoss"),
+        ("train.tsv", ["--loss", "cosent", "--group-by-length", "--max-train", "16"], "CoSENTLoss"),
+    ],
+)
+def test_train_other_losses(workdir: Path, tmp_path: Path, data: str, extra: list, expected: str, capsys) -> None:
+    extra = [str(workdir / x) if x.endswith(".tsv") else x for x in extra]
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / data), "--batch-size", "8"]
+    assert main([*args, *extra, "--output-dir", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert expected in out and "saved" in out
+    if "--eval" in extra:
+        assert "before" in out and "after" in out
+
+
+def test_python_m_help() -> None:
+    result = subprocess.run([sys.executable, "-m", "hf_siamese", "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for command in ("train", "eval", "encode", "search"):
+        assert command in result.stdout
+
+
+def test_help_in_process(capsys) -> None:
+    assert main(["train", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--score-range", "--labels", "--push-to-hub", "--gather-across-processes", "--max-train"):
+        assert option in out
+
+
+BAD_INPUTS = [
+    # (argv with {w} = workdir, fragment expected in the error line)
+    (["train", "--model", "{w}/base", "--train", "{w}/missing.csv"], "data file not found"),
+    (
+        ["train", "--model", "{w}/base", "--train", "{w}/train.tsv", "--columns", "sentence1=nope,sentence2=sentence2"],
+        "unknown column for 'sentence1' (got 'nope')",
+    ),
+    (["train", "--model", "{w}/base", "--train", "{w}/broken.tsv"], "line 3"),
+    (["train", "--model", "{w}/base", "--loss", "hinge"], "invalid choice: 'hinge'"),
+    (["train", "--model", "{w}/base", "--train", "{w}/train.tsv", "--columns", "sentence1"], "NAME=COLUMN"),
+    (["train", "--model", "{w}/base", "--train", "{w}/train.tsv", "--score-range", "5,0"], "LOW must be below HIGH"),
+    (["train", "--model", "{w}/base", "--train", "{w}/train.tsv", "--score-range", "0,1"], "outside the score range"),
+    (
+        [
+            "train",
+            "--model",
+            "{w}/base",
+            "--train",
+            "{w}/nli.tsv",
+            "--columns",
+            "premise=premise,hypothesis=hypothesis,label=gold",
+            "--labels",
+            "entailment,neutral",
+        ],
+        "'contradiction'",
+    ),
+    (["train", "--model", "{w}/base", "--eval", "{w}/nli.tsv"], "expected scored pairs"),
+    (["train", "--model", "{w}/base", "--push-to-hub", "norepo"], "OWNER/NAME"),
+    (["train", "--model", "{w}/no-such-model", "--train", "{w}/train.tsv"], "no-such-model"),
+    (["train", "--epochs"], "expected one argument"),
+    (["encode", "{w}/empty.txt", "--model", "{w}/base", "-o", "{w}/e.npy"], "has no text"),
+    (["encode", "{w}/missing.txt", "--model", "{w}/base", "-o", "{w}/e.npy"], "text file not found"),
+    (["encode", "{w}/corpus.txt", "--model", "{w}/base", "-o", "{w}/e.txt"], ".npy or .safetensors"),
+    (["encode", "{w}/corpus.txt", "--model", "{w}/base", "-o", "{w}/e.npy", "--dtype", "bfloat16"], "numpy"),
+    (["encode", "{w}/latin1.txt", "--model", "{w}/base", "-o", "{w}/e.npy"], "line 2"),
+    (["search", "--model", "{w}/base", "--corpus", "{w}/corpus.txt"], "--query"),
+    (["search", "--model", "{w}/base", "--corpus", "{w}/corpus.txt", "--query", "a", "--top-k", "0"], "--top-k"),
+    (["eval", "{w}/train.tsv", "--model", "{w}/base", "--heatmap", "{w}/h.png"], "--sentences"),
+    (["eval", "{w}/train.tsv", "--model", "{w}/model", "--pooling", "cls"], "hf-siamese model"),
+    (["eval", "{w}/train.tsv", "--model", "{w}/base", "--columns", "a=b=c"], "unknown column"),
+    ([], "required"),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), BAD_INPUTS, ids=[" ".join(a[:1] + a[-2:]) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_clear_line(workdir: Path, trained: Path, argv: list, fragment: str, capsys) -> None:
+    (workdir / "broken.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1.0\na\tb\n", encoding="utf-8")
+    (workdir / "empty.txt").write_text("\n  \n", encoding="utf-8")
+    (workdir / "latin1.txt").write_bytes("fine\ncaf\xe9\n".encode("latin-1"))
+    code = main([part.format(w=workdir) for part in argv])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hf-siamese: error: "), err
+    assert fragment in lines[0]
+
+
+def test_push_to_hub(workdir: Path, tmp_path: Path, fake_hub, capsys) -> None:
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "train.tsv"), "--max-train", "8"]
+    assert main([*args, "--output-dir", str(tmp_path / "out"), "--push-to-hub", "someone/tiny-siamese"]) == 0
+    files = fake_hub.files("someone/tiny-siamese")
+    assert {"config.json", "model.safetensors", "modeling_siamese.py", "tokenizer_config.json"} <= set(files)
+    assert "someone/tiny-siamese" in capsys.readouterr().out
