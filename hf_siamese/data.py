@@ -317,8 +317,7 @@ def read_nli_csv(path: PathLike) -> datasets.Dataset:
     text = _read_text(path)
     _check_not_empty(path, text)
     delimiter = "\t" if Path(path).suffix.lower() in (".tsv", ".txt") else ","
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    header = [name.strip() for name in next(reader)]
+    header, columns, lines = _read_delimited(path, text, delimiter)
     label_name = "label" if "label" in header else "gold_label"
     missing = [name for name in ("sentence1", "sentence2", label_name) if name not in header]
     if missing:
@@ -329,32 +328,12 @@ def read_nli_csv(path: PathLike) -> datasets.Dataset:
             value=delimiter.join(header),
             expected="a header with sentence1, sentence2 and label (e.g. pairID,sentence1,sentence2,label)",
         )
-    i1, i2, il = header.index("sentence1"), header.index("sentence2"), header.index(label_name)
+    first, second, gold = (columns[header.index(name)] for name in ("sentence1", "sentence2", label_name))
     sentence1: list[str] = []
     sentence2: list[str] = []
     labels: list[str] = []
-    while True:
-        # A quoted field may span lines; the record starts on the line after the previous one ended.
-        line = reader.line_num + 1
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:
-            raise DataFormatError(
-                path, f"CSV syntax error: {err}", line=line, value=None, expected="RFC-4180 CSV"
-            ) from err
-        if not fields:
-            continue
-        if len(fields) != len(header):
-            raise DataFormatError(
-                path,
-                f"row has {len(fields)} fields but the header has {len(header)}",
-                line=line,
-                value=delimiter.join(fields),
-                expected=f"{len(header)} fields: {delimiter.join(header)}",
-            )
-        label = fields[il].strip()
+    for line, text1, text2, raw_label in zip(lines, first, second, gold, strict=True):
+        label = raw_label.strip()
         if label == _NLI_DROP_LABEL:
             continue
         if not label:
@@ -362,11 +341,11 @@ def read_nli_csv(path: PathLike) -> datasets.Dataset:
                 path,
                 "empty label",
                 line=line,
-                value=fields[il],
+                value=raw_label,
                 expected="a label such as entailment, neutral or contradiction ('-' marks rows to drop)",
             )
-        sentence1.append(fields[i1])
-        sentence2.append(fields[i2])
+        sentence1.append(text1)
+        sentence2.append(text2)
         labels.append(label)
     if not labels:
         raise DataFormatError(path, "has no labelled rows", value="", expected="rows whose label is not '-'")
