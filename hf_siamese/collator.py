@@ -1,7 +1,8 @@
 """SiamesePairCollator: raw rows of text pairs, triplets or scored pairs -> one padded tensor batch.
 
 Rows stay raw text in the dataset; the collator tokenizes on the fly and pads every text of the batch together, to
-the longest text in the batch, so the model runs a single encoder pass over `batch * num_texts` texts.
+the longest text in the batch, in one `(batch, num_texts, seq_len)` tensor; the model then cuts each column (anchors,
+positives, ...) to its own longest text before encoding it.
 """
 
 from __future__ import annotations

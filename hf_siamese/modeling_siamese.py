@@ -64,15 +64,16 @@ class SiameseBertOutput(ModelOutput):
     r"""
     sentence_embedding (`torch.FloatTensor`, `(batch, hidden)`, or `(batch, num_texts, hidden)` for grouped input):
         Pooled (and, if configured, L2-normalized) sentence embeddings.
-    last_hidden_state (`torch.FloatTensor`, `(batch, seq_len, hidden)` or `(batch, num_texts, seq_len, hidden)`):
-        Token states of the encoder's last layer.
+    last_hidden_state (`torch.FloatTensor` of shape `(batch, seq_len, hidden)`):
+        Token states of the encoder's last layer (ungrouped input only: grouped texts are encoded column by column,
+        each cut to its own length).
     similarity (`torch.FloatTensor` of shape `(batch,)`, *optional*):
         For pairs (`num_texts == 2`): similarity of the two sides under `config.similarity`, after the learned affine
         map when `config.cosine_affine` is set.
     logits (`torch.FloatTensor` of shape `(batch, num_labels)`, *optional*):
         For pairs with a classifier head: scores over `config.id2label`.
     hidden_states, attentions:
-        Passed through from the encoder when requested.
+        Passed through from the encoder when requested (ungrouped input only).
     """
 
     sentence_embedding: torch.FloatTensor | None = None
@@ -112,8 +113,8 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
     """Encoder + pooling [+ L2 normalization] [+ softmax classifier head over pair features].
 
     Call it on `(batch, seq_len)` inputs to embed texts, or on `(batch, num_texts, seq_len)` inputs (a pair, a
-    triplet, ... per row) to embed all texts in one encoder pass; for pairs the output also holds their similarity
-    and, with a head, the classifier logits.
+    triplet, ... per row) to embed all of them, one encoder call per column; for pairs the output also holds their
+    similarity and, with a head, the classifier logits.
     """
 
     def __init__(self, config: SiameseBertConfig, encoder: PreTrainedModel | None = None) -> None:
@@ -173,47 +174,68 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         seq_len = reference.shape[2 if grouped else 1]
         if attention_mask is None:
             attention_mask = torch.ones(*lead, seq_len, dtype=torch.long, device=reference.device)
+        extra = {"output_hidden_states": output_hidden_states, "output_attentions": output_attentions, **kwargs}
+        if not grouped:
+            embeddings, encoded = self._embed(
+                input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **extra
+            )
+            return SiameseBertOutput(
+                sentence_embedding=embeddings,
+                last_hidden_state=encoded.last_hidden_state,
+                hidden_states=encoded.hidden_states if output_hidden_states else None,
+                attentions=encoded.attentions if output_attentions else None,
+            )
 
-        def flat(t: torch.Tensor | None) -> torch.Tensor | None:
-            if t is None or not grouped:
-                return t
-            return t.reshape(-1, *t.shape[2:])
+        # One encoder call per text column (anchors, positives, ...), each cut to its own longest text: the
+        # collator pads all texts of a batch together, and short hypotheses padded to long premises would double
+        # the work and the activation memory.
+        columns = []
+        for j in range(lead[1]):
+            column = [None if t is None else t[:, j] for t in (input_ids, token_type_ids, position_ids, inputs_embeds)]
+            mask = attention_mask[:, j]
+            keep = mask.bool().any(dim=0)
+            width = int(keep.sum())
+            if width < mask.shape[1]:
+                index = slice(0, width) if bool(keep[:width].all()) else keep.nonzero().squeeze(-1)
+                column = [None if t is None else t[:, index] for t in column]
+                mask = mask[:, index]
+            ids, types, positions, embeds = column
+            columns.append(self._embed(ids, mask, types, positions, embeds, **extra)[0])
+        embeddings = torch.stack(columns, dim=1)
 
+        similarity = logits = None
+        if lead[1] == 2:
+            u, v = embeddings[:, 0], embeddings[:, 1]
+            similarity = self.pair_similarity(u, v)
+            if self.classifier is not None:
+                logits = self.classify(u, v)
+        return SiameseBertOutput(sentence_embedding=embeddings, similarity=similarity, logits=logits)
+
+    def _embed(
+        self,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, Any]:
+        """Encoder + pooling [+ normalize] on `(batch, seq_len)` inputs -> `(batch, hidden)`, encoder output."""
         encoder_inputs = {
-            "input_ids": flat(input_ids),
-            "attention_mask": flat(attention_mask),
-            "token_type_ids": flat(token_type_ids),
-            "position_ids": flat(position_ids),
-            "inputs_embeds": flat(inputs_embeds),
-            "output_hidden_states": output_hidden_states,
-            "output_attentions": output_attentions,
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": token_type_ids,
+            "position_ids": position_ids,
+            "inputs_embeds": inputs_embeds,
             **kwargs,
         }
         # Encoders differ in what they accept (DistilBERT has no token types); pass only what this one takes.
         encoder_inputs = {k: v for k, v in encoder_inputs.items() if v is not None and k in self._encoder_arguments}
         encoded = self.encoder(**encoder_inputs, return_dict=True)
-        token_states = encoded.last_hidden_state
-        embeddings = pool_token_states(token_states, encoder_inputs["attention_mask"], self.config.pooling)
+        embeddings = pool_token_states(encoded.last_hidden_state, attention_mask, self.config.pooling)
         if self.config.normalize:
             embeddings = F.normalize(embeddings, p=2, dim=-1)
-
-        similarity = logits = None
-        if grouped:
-            embeddings = embeddings.reshape(*lead, -1)
-            token_states = token_states.reshape(*lead, *token_states.shape[1:])
-            if lead[1] == 2:
-                u, v = embeddings[:, 0], embeddings[:, 1]
-                similarity = self.pair_similarity(u, v)
-                if self.classifier is not None:
-                    logits = self.classify(u, v)
-        return SiameseBertOutput(
-            sentence_embedding=embeddings,
-            last_hidden_state=token_states,
-            similarity=similarity,
-            logits=logits,
-            hidden_states=encoded.hidden_states if output_hidden_states else None,
-            attentions=encoded.attentions if output_attentions else None,
-        )
+        return embeddings, encoded
 
     def pair_similarity(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Row-wise similarity of `u` and `v` (`(batch, hidden)` each) -> `(batch,)`, with the affine map if any."""

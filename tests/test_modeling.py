@@ -415,3 +415,26 @@ def test_from_encoder_matches_independent_mean_pooling() -> None:
 def test_package_registers_auto_classes() -> None:
     assert AutoConfig.for_model("siamese-bert").__class__ is SiameseBertConfig
     assert hf_siamese.SiameseBertModel is SiameseBertModel
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_grouped_columns_are_cut_to_their_own_length(padding_side: str, tiny_tokenizer) -> None:
+    """Each column is encoded as if it had been padded on its own (BERT positions make left padding matter)."""
+    model = make_tiny_model()
+    long = "two dogs are playing in the park and the red car is fast ."
+    columns = [[long, "a cat"], ["a man", "a dog"]]  # column 0: long + short, column 1: short only
+    tiny_tokenizer.padding_side = padding_side
+    try:
+        together = tiny_tokenizer(
+            [t for pair in zip(*columns, strict=True) for t in pair], padding=True, return_tensors="pt"
+        )
+        alone = [tiny_tokenizer(column, padding=True, return_tensors="pt") for column in columns]
+    finally:
+        tiny_tokenizer.padding_side = "right"
+    grouped = model(**{k: v.reshape(2, 2, -1) for k, v in together.items()})
+    for j, batch in enumerate(alone):
+        assert batch["input_ids"].shape[1] < together["input_ids"].shape[1] or j == 0
+        torch.testing.assert_close(
+            grouped.sentence_embedding[:, j], model(**batch).sentence_embedding, atol=1e-5, rtol=1e-5
+        )
+    assert grouped.last_hidden_state is None
