@@ -133,6 +133,35 @@ def encode_unique(encode: Any, texts: list[str]) -> Any:
     return encode(unique)[[position[t] for t in texts]]
 
 
+class LoadSampler:
+    """Mean 1-minute load average of the machine while the block runs (sampled every 2 s): 2 means the run had the
+    2 cores to itself; more means other work shared them, which slows this run's rows/s."""
+
+    def __init__(self, interval: float = 2.0) -> None:
+        import threading
+
+        self.interval = interval
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One (library, recipe) run: build the model, train (unless zero-shot), evaluate; returns the measurements."""
     import resource
@@ -242,9 +271,12 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
     if train is not None:
         result["train_rows"] = len(next(iter(train.values())))
+        load = LoadSampler()
         start = time.perf_counter()
-        output = trainer.train()
+        with load:
+            output = trainer.train()
         result["train_seconds"] = time.perf_counter() - start
+        result["load_average"] = load.mean
         result["rows_per_second"] = result["train_rows"] * spec["epochs"] / result["train_seconds"]
         result["train_loss"] = float(output.training_loss)
         result["steps"] = int(output.global_step)
@@ -280,7 +312,7 @@ def run_child(spec: dict[str, Any], log_prefix: str) -> dict[str, Any]:
     completed = subprocess.run(command, env=env)
     try:
         if completed.returncode != 0:
-            return {**spec, "error": f"child exited with {completed.returncode}"}
+            return {**spec, "library": spec["row"], "error": f"child exited with {completed.returncode}"}
         with open(result_file, encoding="utf-8") as handle:
             result = json.load(handle)
     finally:
@@ -297,23 +329,54 @@ def fmt(value: Any, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def table(results: list[dict[str, Any]]) -> str:
-    st_speed = {r["recipe"]: r.get("rows_per_second") for r in results if r["library"] == "st"}
+def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (recipe, library): speeds and training times as medians over repeats, quality as the mean (the
+    runs are seeded, so repeats normally agree exactly), peak RSS as the maximum; `speeds` keeps every repeat."""
+    import statistics
+
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["recipe"], r["library"]), []).append(r)
+    rows = []
+    for (recipe, library), runs in groups.items():
+        good = [r for r in runs if "error" not in r]
+        if not good:
+            rows.append(runs[0])
+            continue
+        row: dict[str, Any] = {"recipe": recipe, "library": library, "train_rows": good[0]["train_rows"]}
+        row["repeats"], row["errors"] = len(good), len(runs) - len(good)
+        for key in ("stsb_dev", "stsb_test", "nli_accuracy", "load_average"):
+            values = [r[key] for r in good if r.get(key) is not None]
+            row[key] = statistics.mean(values) if values else None
+        for key in ("rows_per_second", "train_seconds"):
+            values = [r[key] for r in good if r.get(key) is not None]
+            row[key] = statistics.median(values) if values else None
+        row["speeds"] = [r["rows_per_second"] for r in good if r.get("rows_per_second") is not None]
+        row["peak_rss_mib"] = max(r["peak_rss_mib"] for r in good)
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    st_speed = {r["recipe"]: r.get("rows_per_second") for r in rows if r["library"] == "st"}
     header = (
         "| recipe | library | train rows | STSb dev | STSb test | NLI acc | train s | rows/s | ours/ST speed "
-        "| peak RSS MiB |"
+        "| load avg | peak RSS MiB |"
     )
-    lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
-    for r in results:
+    lines = [header, "|" + "---|" * (header.count(" | ") + 1)]
+    for r in rows:
         if "error" in r:
-            lines.append(f"| {r['recipe']} | {LIBRARY_NAMES[r['row']]} | {r['error']} |" + " |" * 7)
+            lines.append(f"| {r['recipe']} | {LIBRARY_NAMES[r['library']]} | {r['error']} |" + " |" * 8)
             continue
         speed, base = r.get("rows_per_second"), st_speed.get(r["recipe"])
         ratio = speed / base if speed and base and r["library"] != "st" else None
+        shown = fmt(speed, 1)
+        if len(r.get("speeds", [])) > 1:
+            shown += " (" + ", ".join(f"{v:.1f}" for v in r["speeds"]) + ")"
         lines.append(
             f"| {r['recipe']} | {LIBRARY_NAMES[r['library']]} | {r['train_rows']} | {fmt(r.get('stsb_dev'))} "
             f"| {fmt(r.get('stsb_test'))} | {fmt(r.get('nli_accuracy'), 1)} | {fmt(r.get('train_seconds'), 0)} "
-            f"| {fmt(speed, 1)} | {fmt(ratio)} | {fmt(r.get('peak_rss_mib'), 0)} |"
+            f"| {shown} | {fmt(ratio)} | {fmt(r.get('load_average'), 1)} | {fmt(r.get('peak_rss_mib'), 0)} |"
         )
     return "\n".join(lines)
 
@@ -334,6 +397,12 @@ def targets(results: list[dict[str, Any]]) -> list[str]:
             f"({'met' if ours['peak_rss_mib'] <= st['peak_rss_mib'] else 'NOT met'}: not more than ST)"
         )
         gbl = by.get((recipe, "ours-gbl"))
+        loads = [r.get("load_average") for r in (st, ours, gbl) if r and r.get("load_average") is not None]
+        if loads and max(loads) - min(loads) > 1.0:
+            notes.append(
+                f"{recipe}: the machine's load differed between these runs ({', '.join(f'{x:.1f}' for x in loads)}): "
+                "the speed ratio is distorted by other work; rerun with --repeats to compare"
+            )
         if recipe == "cosine":
             for row in (ours, gbl):
                 if row:
@@ -424,6 +493,12 @@ def main() -> None:
         help="add hf-siamese rows trained with train_sampling_strategy='group_by_length' for these recipes "
         "(default when given without a value: cosine; mnr has its own no-duplicates batches)",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="train every (recipe, library) this many times, interleaved; rows/s is the median",
+    )
     parser.add_argument("--nli-heldout", type=int, default=1000, help="NLI pairs held out for the softmax accuracy")
     parser.add_argument("--no-zero-shot", action="store_true", help="skip the zero-shot rows")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads in every run")
@@ -459,9 +534,11 @@ def main() -> None:
         rows = [(lib, lib, False) for lib in libraries]
         if "ours" in libraries and recipe in grouped:
             rows.append(("ours", "ours-gbl", True))
-        if index % 2:  # alternate which library goes first, so drift of the machine does not favour one
-            rows.reverse()
-        for library, row, group in rows:
+        order = []
+        for repeat in range(args.repeats):
+            # Alternate which library goes first, so that drift of the machine's load does not favour one.
+            order += rows[::-1] if (index + repeat) % 2 else rows
+        for library, row, group in order:
             runs.append(
                 {
                     **base,
@@ -478,8 +555,9 @@ def main() -> None:
     results = [run_child(spec, f"run {i + 1}/{len(runs)}") for i, spec in enumerate(runs)]
     elapsed = (datetime.datetime.now() - started).total_seconds() / 60
 
-    rendered = table(results)
-    notes = targets(results)
+    rows = aggregate(results)
+    rendered = table(rows)
+    notes = targets(rows)
     print("\n" + rendered + "\n")
     for note in notes:
         print("- " + note)
@@ -502,9 +580,11 @@ def main() -> None:
                 f"and {args.epochs} epoch(s): cosine = STSb train, cosine loss on score/5, batch 16; mnr = NLI "
                 "triplets, MNR scale 20, batch 64, no-duplicates batches; softmax = NLI labelled pairs, softmax loss "
                 f"on (u, v, |u-v|), batch 16 (NLI acc on {args.nli_heldout} held-out pairs). STSb = Spearman of "
-                "cosine x100; rows/s = training rows / wall time of the training call; peak RSS per run (each run "
+                "cosine x100; rows/s = training rows / wall time of the training call (median over repeats, each "
+                "repeat in parentheses); load avg = mean 1-min load average of the machine during training (2 = "
+                "the run had both cores to itself; higher means other work slowed it); peak RSS per run (each run "
                 "is its own process; libraries interleaved). Timings on a shared 2-core machine vary ~15% run to "
-                "run: read speed as the ratio.",
+                "run: read speed as the ratio, and only between rows of similar load.",
                 "",
                 rendered,
                 "",
