@@ -40,14 +40,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results_file import write_section
+
 HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("HF_SIAMESE_DATA", "/work/shared/data"))
 STSB = DATA / "stsb"
 NLI_PAIRS = DATA / "nli" / "derived" / "nli_pairs_labelled.tsv"
 NLI_TRIPLETS = DATA / "nli" / "derived" / "nli_triplets.tsv"
 RESULTS = HERE / "RESULTS.md"
-MARK_START = "<!-- bench_training:start -->"
-MARK_END = "<!-- bench_training:end -->"
 
 SEED = 42
 LABEL2ID = {"entailment": 0, "neutral": 1, "contradiction": 2}
@@ -433,18 +433,8 @@ def targets(results: list[dict[str, Any]]) -> list[str]:
     return notes
 
 
-def write_results(section: str, path: Path = RESULTS) -> None:
-    block = f"{MARK_START}\n{section.strip()}\n{MARK_END}"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    if MARK_START in text and MARK_END in text:
-        before, rest = text.split(MARK_START, 1)
-        after = rest.split(MARK_END, 1)[1]
-        text = before + block + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    temporary = path.with_suffix(".md.bench_training.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)  # atomic: other benchmarks update their own sections of the same file
+def write_results(section: str) -> None:
+    write_section("bench_training", section)
 
 
 def versions() -> str:

@@ -10,17 +10,23 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def update_results(name: str, title: str, command: str, body: str) -> None:
-    """Replace (or append) the section `<!-- {name}:start -->` ... `<!-- {name}:end -->` of RESULTS.md."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    """Write a section with a title, the command that made it and its body (see `write_section`)."""
     stamp = datetime.date.today().isoformat()
-    section = f"{start}\n## {title}\n\nCommand ({stamp}):\n\n```bash\n{command}\n```\n\n{body}\n{end}"
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    write_section(name, f"## {title}\n\nCommand ({stamp}):\n\n```bash\n{command}\n```\n\n{body}")
+
+
+def write_section(name: str, section: str) -> None:
+    """Replace (or append) the section `<!-- {name}:start -->` ... `<!-- {name}:end -->` of RESULTS.md, atomically
+    (other benchmarks update their own sections of the same file)."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    block = f"{start}\n{section.strip()}\n{end}"
+    text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
     if start in text and end in text:
         before, rest = text.split(start, 1)
         after = rest.split(end, 1)[1]
-        text = before + section + after
+        text = before + block + after
     else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    temporary = RESULTS.with_suffix(".md.tmp")
-    temporary.write_text(text)
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    temporary = RESULTS.with_suffix(f".md.{name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, RESULTS)
