@@ -12,8 +12,11 @@ from typing import Any
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
-POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len")
-SIMILARITY_FUNCTIONS = ("cosine", "dot")
+POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken")
+SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
+# Activations a projection layer may use (the ones sentence-transformers' Dense layers are saved with), by the name
+# stored in config.json.
+PROJECTION_ACTIVATIONS = ("identity", "tanh", "relu", "gelu", "sigmoid", "silu")
 CLASSIFIER_FEATURES = ("u", "v", "|u-v|", "u*v")
 
 
@@ -30,12 +33,26 @@ class SiameseBertConfig(PreTrainedConfig):
             electra, ...). A dict needs a `model_type`; defaults to a `BertConfig()`.
         pooling (`str`, *optional*, defaults to `"mean"`):
             How token states become one vector: `"mean"` (over non-padding tokens; the Sentence-BERT ablation found it
-            best), `"cls"` (first token), `"max"` (element-wise max over non-padding tokens) or `"mean_sqrt_len"` (sum
-            divided by the square root of the number of tokens).
+            best), `"cls"` (first token), `"max"` (element-wise max over non-padding tokens), `"mean_sqrt_len"` (sum
+            divided by the square root of the number of tokens), `"weightedmean"` (token i weighted by i, SGPT) or
+            `"lasttoken"` (the last non-padding token, for decoder embedders; left or right padding).
+        include_prompt (`bool`, *optional*, defaults to `True`):
+            Whether the tokens of a prompt (see `prompts`) count in the pooling; `False` leaves them out.
+        projections (`list[dict]`, *optional*):
+            Dense layers applied after pooling, in order, each `{"in_features", "out_features", "bias",
+            "activation"}` with `activation` one of `identity`, `tanh`, `relu`, `gelu`, `sigmoid`, `silu`.
         normalize (`bool`, *optional*, defaults to `False`):
-            L2-normalize sentence embeddings, so dot product equals cosine similarity.
+            L2-normalize sentence embeddings (after the projections), so dot product equals cosine similarity.
         similarity (`str`, *optional*, defaults to `"cosine"`):
-            The similarity the embeddings are meant for: `"cosine"` or `"dot"`.
+            The similarity the embeddings are meant for: `"cosine"`, `"dot"`, `"euclidean"` or `"manhattan"` (the
+            last two as negative distances, so larger is more similar).
+        prompts (`dict[str, str]`, *optional*):
+            Named texts put before the input, e.g. `{"query": "query: ", "passage": "passage: "}`; chosen with
+            `encode(..., prompt_name="query")`.
+        default_prompt_name (`str`, *optional*):
+            The prompt `encode` uses when none is named.
+        do_lower_case (`bool`, *optional*, defaults to `False`):
+            Lowercase texts before tokenizing them.
         max_seq_length (`int`, *optional*):
             Texts are truncated to this many tokens by `encode` and the data collator. Defaults to the encoder's
             `max_position_embeddings` (capped at 512).
@@ -60,8 +77,13 @@ class SiameseBertConfig(PreTrainedConfig):
 
     encoder_config: dict | PreTrainedConfig | None = None
     pooling: str = "mean"
+    include_prompt: bool = True
+    projections: list[dict] = field(default_factory=list)
     normalize: bool = False
     similarity: str = "cosine"
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
+    do_lower_case: bool = False
     max_seq_length: int | None = None
     classifier_head: bool = False
     classifier_features: list[str] = field(default_factory=lambda: ["u", "v", "|u-v|"])
@@ -100,7 +122,7 @@ class SiameseBertConfig(PreTrainedConfig):
             raise ValueError(
                 f"SiameseBertConfig: similarity={self.similarity!r} is not one of {list(SIMILARITY_FUNCTIONS)}."
             )
-        for name in ("normalize", "classifier_head", "cosine_affine"):
+        for name in ("normalize", "classifier_head", "cosine_affine", "include_prompt", "do_lower_case"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"SiameseBertConfig: {name}={getattr(self, name)!r} must be True or False.")
         if self.max_seq_length is not None and (
@@ -109,6 +131,8 @@ class SiameseBertConfig(PreTrainedConfig):
             raise ValueError(
                 f"SiameseBertConfig: max_seq_length={self.max_seq_length!r} must be a positive int or None."
             )
+        self.projections = [self._checked_projection(i, p) for i, p in enumerate(self.projections or [])]
+        self._check_prompts()
         limit = getattr(self.encoder_config, "max_position_embeddings", None)
         if self.max_seq_length is not None and isinstance(limit, int) and self.max_seq_length > limit:
             raise ValueError(
@@ -135,6 +159,45 @@ class SiameseBertConfig(PreTrainedConfig):
                 f"SiameseBertConfig: num_labels={self.num_labels!r}; a classifier head needs at least 2 labels."
             )
 
+    def _checked_projection(self, index: int, projection: Any) -> dict[str, Any]:
+        keys = {"in_features", "out_features", "bias", "activation"}
+        if not isinstance(projection, dict) or not {"in_features", "out_features"} <= set(projection) <= keys:
+            raise ValueError(
+                f"SiameseBertConfig: projections[{index}]={projection!r} must be a dict with in_features and "
+                f"out_features and optionally bias and activation (keys {sorted(keys)})."
+            )
+        checked = {"bias": True, "activation": "identity", **projection}
+        expected_in = self.projections[index - 1]["out_features"] if index else self.hidden_size
+        for name in ("in_features", "out_features"):
+            value = checked[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SiameseBertConfig: projections[{index}].{name}={value!r} must be a positive int.")
+        if checked["in_features"] != expected_in:
+            raise ValueError(
+                f"SiameseBertConfig: projections[{index}].in_features={checked['in_features']} does not match the "
+                f"width of its input ({expected_in})."
+            )
+        if not isinstance(checked["bias"], bool):
+            raise ValueError(f"SiameseBertConfig: projections[{index}].bias={checked['bias']!r} must be True or False.")
+        if checked["activation"] not in PROJECTION_ACTIVATIONS:
+            raise ValueError(
+                f"SiameseBertConfig: projections[{index}].activation={checked['activation']!r} is not one of "
+                f"{list(PROJECTION_ACTIVATIONS)}."
+            )
+        return checked
+
+    def _check_prompts(self) -> None:
+        prompts = self.prompts if self.prompts is not None else {}
+        valid = isinstance(prompts, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items())
+        if not valid:
+            raise ValueError(f"SiameseBertConfig: prompts={self.prompts!r} must be a dict of prompt name -> text.")
+        self.prompts = dict(prompts)
+        if self.default_prompt_name is not None and self.default_prompt_name not in self.prompts:
+            raise ValueError(
+                f"SiameseBertConfig: default_prompt_name={self.default_prompt_name!r} is not one of the prompts "
+                f"{sorted(self.prompts)}."
+            )
+
     def to_dict(self) -> dict[str, Any]:
         output = super().to_dict()
         encoder = output.get("encoder_config")
@@ -146,9 +209,14 @@ class SiameseBertConfig(PreTrainedConfig):
 
     @property
     def hidden_size(self) -> int:
-        """Width of the sentence embedding (the encoder's hidden size)."""
+        """Width of the encoder's token states (its hidden size)."""
         encoder = self.encoder_config
         return getattr(encoder, "hidden_size", None) or encoder.dim  # distilbert calls it `dim`
+
+    @property
+    def embedding_size(self) -> int:
+        """Width of the sentence embedding: the last projection's `out_features`, else the encoder's hidden size."""
+        return self.projections[-1]["out_features"] if self.projections else self.hidden_size
 
     @property
     def effective_max_seq_length(self) -> int:
@@ -164,7 +232,13 @@ class SiameseBertConfig(PreTrainedConfig):
     def effective_feature_scale(self) -> float:
         if self.classifier_feature_scale is not None:
             return float(self.classifier_feature_scale)
-        return float(self.hidden_size) ** 0.5 if self.normalize else 1.0
+        return float(self.embedding_size) ** 0.5 if self.normalize else 1.0
 
 
-__all__ = ["SiameseBertConfig", "POOLING_MODES", "SIMILARITY_FUNCTIONS", "CLASSIFIER_FEATURES"]
+__all__ = [
+    "SiameseBertConfig",
+    "POOLING_MODES",
+    "PROJECTION_ACTIVATIONS",
+    "SIMILARITY_FUNCTIONS",
+    "CLASSIFIER_FEATURES",
+]

@@ -8,7 +8,6 @@ next to the weights: Hub users load them as remote code with `trust_remote_code=
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -20,37 +19,95 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel
-from transformers.utils import ModelOutput, cached_file
+from transformers.utils import ModelOutput
 
 from .configuration_siamese import SiameseBertConfig
 
 logger = logging.getLogger(__name__)
 
+# Where `save_pretrained` puts the encoder (config, weights, tokenizer) in the sentence-transformers layout.
+ENCODER_FOLDER = "0_Transformer"
 
-def pool_token_states(hidden_states: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+
+def prompt_free_mask(attention_mask: torch.Tensor, prompt_length: int | torch.Tensor | None) -> torch.Tensor:
+    """`attention_mask` with the first `prompt_length` real tokens of each row (after any left padding) set to 0,
+    so a prompt is left out of the pooling. `prompt_length` is an int, or a tensor holding one value per row."""
+    if prompt_length is None:
+        return attention_mask
+    if isinstance(prompt_length, torch.Tensor):
+        prompt_length = prompt_length.reshape(-1, 1).to(attention_mask.device)
+    if not isinstance(prompt_length, torch.Tensor) and prompt_length <= 0:
+        return attention_mask
+    start = attention_mask.to(torch.int32).argmax(dim=1, keepdim=True)  # first real token: after left padding
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device).unsqueeze(0)
+    return attention_mask.masked_fill(positions < start + prompt_length, 0)
+
+
+def pool_token_states(
+    hidden_states: torch.Tensor,
+    attention_mask: torch.Tensor,
+    pooling: str,
+    prompt_length: int | torch.Tensor | None = None,
+) -> torch.Tensor:
     """Turn token states into one vector per text.
 
     Args:
         hidden_states: `(batch, seq_len, hidden)` token states of the encoder's last layer.
-        attention_mask: `(batch, seq_len)`, 1 for real tokens, 0 for padding. Padding never reaches the result.
-        pooling: one of `mean`, `cls`, `max`, `mean_sqrt_len`.
+        attention_mask: `(batch, seq_len)`, 1 for real tokens, 0 for padding (left or right). Padding never reaches
+            the result.
+        pooling: one of `mean`, `cls`, `max`, `mean_sqrt_len`, `weightedmean`, `lasttoken`.
+        prompt_length: leave out this many leading real tokens (a prompt) from the pooling.
 
     Returns:
         `(batch, hidden)` sentence vectors.
     """
-    if pooling == "cls":
-        return hidden_states[:, 0]
-    mask = attention_mask.unsqueeze(-1).to(hidden_states.dtype)
+    mask = prompt_free_mask(attention_mask, prompt_length)
+    if pooling in ("cls", "lasttoken"):
+        seq_len = mask.shape[1]
+        if pooling == "cls":  # the first pooled token: position 0 unless the batch is left-padded
+            index = mask.to(torch.int32).argmax(dim=1)
+        else:  # the last pooled token, whichever side the padding is on
+            index = seq_len - 1 - mask.to(torch.int32).flip(1).argmax(dim=1)
+        picked = hidden_states[torch.arange(len(index), device=index.device), index]
+        return picked if pooling == "cls" else picked * mask.any(dim=1, keepdim=True).to(picked.dtype)
+    weights = mask.unsqueeze(-1).to(hidden_states.dtype)
     if pooling == "max":
-        padded = hidden_states.masked_fill(mask == 0, torch.finfo(hidden_states.dtype).min)
-        return padded.max(dim=1).values
-    summed = (hidden_states * mask).sum(dim=1)
-    counts = mask.sum(dim=1).clamp(min=1.0)
-    if pooling == "mean":
+        return hidden_states.masked_fill(weights == 0, torch.finfo(hidden_states.dtype).min).max(dim=1).values
+    if pooling == "weightedmean":
+        # Weight 1, 2, 3, ... from the first real token on (left padding shifts the count, as in SGPT).
+        start = attention_mask.to(torch.int32).argmax(dim=1).view(-1, 1, 1)
+        positions = torch.arange(1, mask.shape[1] + 1, device=mask.device, dtype=hidden_states.dtype).view(1, -1, 1)
+        weights = weights * (positions - start)
+    summed = (hidden_states * weights).sum(dim=1)
+    counts = weights.sum(dim=1).clamp(min=1e-9)
+    if pooling in ("mean", "weightedmean"):
         return summed / counts
     if pooling == "mean_sqrt_len":
         return summed / counts.sqrt()
-    raise ValueError(f"pooling={pooling!r} is not one of ['mean', 'cls', 'max', 'mean_sqrt_len'].")
+    raise ValueError(
+        f"pooling={pooling!r} is not one of ['mean', 'cls', 'max', 'mean_sqrt_len', 'weightedmean', 'lasttoken']."
+    )
+
+
+class SiameseProjection(nn.Module):
+    """A dense layer after pooling: `activation(linear(x))` (sentence-transformers' `Dense`)."""
+
+    ACTIVATIONS = {
+        "identity": nn.Identity,
+        "tanh": nn.Tanh,
+        "relu": nn.ReLU,
+        "gelu": nn.GELU,
+        "sigmoid": nn.Sigmoid,
+        "silu": nn.SiLU,
+    }
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, activation: str = "identity") -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=bias)
+        self.activation = self.ACTIVATIONS[activation]()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.linear(x))
 
 
 def pair_features(u: torch.Tensor, v: torch.Tensor, features: Sequence[str]) -> torch.Tensor:
@@ -128,8 +185,12 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             encoder.pooler = None
         self.encoder = encoder
         self._encoder_arguments = set(inspect.signature(encoder.forward).parameters)
+        # Decoder encoders (Qwen2, Llama) would build a key/value cache on every call; embeddings never use it.
+        if getattr(encoder.config, "use_cache", None):
+            encoder.config.use_cache = False
+        self.projections = nn.ModuleList(SiameseProjection(**projection) for projection in config.projections)
         if config.classifier_head:
-            self.classifier = nn.Linear(len(config.classifier_features) * config.hidden_size, config.num_labels)
+            self.classifier = nn.Linear(len(config.classifier_features) * config.embedding_size, config.num_labels)
         else:
             self.classifier = None
         if config.cosine_affine:
@@ -156,6 +217,7 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         output_attentions: bool | None = None,
+        prompt_length: int | torch.Tensor | None = None,
         **kwargs: Any,
     ) -> SiameseBertOutput:
         """Embed texts.
@@ -165,6 +227,8 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             attention_mask: same shape as `input_ids`; defaults to all ones.
             token_type_ids, position_ids: same shape as `input_ids`; passed to encoders that accept them.
             inputs_embeds: `(batch, [num_texts,] seq_len, hidden)` instead of `input_ids`.
+            prompt_length: number of leading prompt tokens in each text: an int, or a `(batch,)` /
+                `(batch, num_texts)` tensor. Left out of the pooling when `config.include_prompt` is False.
         """
         reference = input_ids if input_ids is not None else inputs_embeds
         if reference is None:
@@ -175,9 +239,11 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         if attention_mask is None:
             attention_mask = torch.ones(*lead, seq_len, dtype=torch.long, device=reference.device)
         extra = {"output_hidden_states": output_hidden_states, "output_attentions": output_attentions, **kwargs}
+        if self.config.include_prompt:
+            prompt_length = None
         if not grouped:
             embeddings, encoded = self._embed(
-                input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **extra
+                input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, prompt_length, **extra
             )
             return SiameseBertOutput(
                 sentence_embedding=embeddings,
@@ -200,7 +266,8 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
                 column = [None if t is None else t[:, index] for t in column]
                 mask = mask[:, index]
             ids, types, positions, embeds = column
-            columns.append(self._embed(ids, mask, types, positions, embeds, **extra)[0])
+            column_prompt = prompt_length[:, j] if isinstance(prompt_length, torch.Tensor) else prompt_length
+            columns.append(self._embed(ids, mask, types, positions, embeds, column_prompt, **extra)[0])
         embeddings = torch.stack(columns, dim=1)
 
         similarity = logits = None
@@ -218,9 +285,11 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         token_type_ids: torch.Tensor | None,
         position_ids: torch.Tensor | None,
         inputs_embeds: torch.Tensor | None,
+        prompt_length: int | torch.Tensor | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, Any]:
-        """Encoder + pooling [+ normalize] on `(batch, seq_len)` inputs -> `(batch, hidden)`, encoder output."""
+        """Encoder + pooling [+ projections] [+ normalize] on `(batch, seq_len)` inputs -> `(batch, embedding)`,
+        encoder output."""
         encoder_inputs = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,
@@ -232,17 +301,22 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         # Encoders differ in what they accept (DistilBERT has no token types); pass only what this one takes.
         encoder_inputs = {k: v for k, v in encoder_inputs.items() if v is not None and k in self._encoder_arguments}
         encoded = self.encoder(**encoder_inputs, return_dict=True)
-        embeddings = pool_token_states(encoded.last_hidden_state, attention_mask, self.config.pooling)
+        embeddings = pool_token_states(encoded.last_hidden_state, attention_mask, self.config.pooling, prompt_length)
+        for projection in self.projections:
+            embeddings = projection(embeddings)
         if self.config.normalize:
             embeddings = F.normalize(embeddings, p=2, dim=-1)
         return embeddings, encoded
 
     def pair_similarity(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Row-wise similarity of `u` and `v` (`(batch, hidden)` each) -> `(batch,)`, with the affine map if any."""
-        if self.config.similarity == "cosine":
+        similarity = self.config.similarity
+        if similarity == "cosine":
             scores = F.cosine_similarity(u, v, dim=-1)
-        else:
+        elif similarity == "dot":
             scores = (u * v).sum(dim=-1)
+        else:  # distances, negated so that larger means more similar
+            scores = -(u - v).norm(p=2 if similarity == "euclidean" else 1, dim=-1)
         if self.cosine_affine_weight is not None:
             scores = self.cosine_affine_weight * scores + self.cosine_affine_bias
         return scores
@@ -257,8 +331,12 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         return self.classifier(features)
 
     def similarity(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """All-pairs similarity `(n, m)` of `a` `(n, hidden)` and `b` `(m, hidden)` under `config.similarity`."""
-        if self.config.similarity == "cosine":
+        """All-pairs similarity `(n, m)` of `a` `(n, hidden)` and `b` `(m, hidden)` under `config.similarity`
+        (`euclidean` and `manhattan` as negative distances)."""
+        similarity = self.config.similarity
+        if similarity in ("euclidean", "manhattan"):
+            return -torch.cdist(a.float(), b.float(), p=2.0 if similarity == "euclidean" else 1.0)
+        if similarity == "cosine":
             a, b = F.normalize(a, p=2, dim=-1), F.normalize(b, p=2, dim=-1)
         return a @ b.transpose(-1, -2)
 
@@ -275,7 +353,17 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             # Running as Hub remote code means the user already trusted this repository; without that flag
             # AutoTokenizer would stop at a trust prompt because config.json names our remote config class.
             trusted = type(self).__module__.startswith("transformers_modules") or None
-            self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trusted)
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trusted)
+            except (OSError, ValueError, KeyError):
+                # A folder saved without a tokenizer at its root may still hold one with its encoder.
+                try:
+                    self.tokenizer = AutoTokenizer.from_pretrained(source, subfolder=ENCODER_FOLDER)
+                except (OSError, ValueError, KeyError):
+                    raise ValueError(
+                        f"encode() found no tokenizer in {source!r} (nor in its {ENCODER_FOLDER}/ folder): pass "
+                        "tokenizer=AutoTokenizer.from_pretrained(...) or set model.tokenizer."
+                    ) from None
         return self.tokenizer
 
     @torch.inference_mode()
@@ -289,6 +377,8 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         max_length: int | None = None,
         dtype: torch.dtype | None = None,
         device: str | torch.device | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> torch.Tensor | np.ndarray:
         """Embed texts for inference.
 
@@ -304,6 +394,9 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             max_length: truncate to this many tokens; defaults to `config.max_seq_length`.
             dtype: run the encoder under autocast with this dtype (`torch.bfloat16`, `torch.float16`).
             device: where to run; defaults to the model's device.
+            prompt_name: put the prompt `config.prompts[prompt_name]` before each text (e.g. `"query"`). Defaults to
+                `config.default_prompt_name`, if the model has one.
+            prompt: a prompt text to put before each text instead (wins over `prompt_name`; `""` for none).
 
         Returns:
             `(len(texts), hidden)` embeddings, or `(hidden,)` for a single string.
@@ -318,8 +411,9 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
                 raise TypeError(f"encode(): texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"encode(): batch_size={batch_size!r} must be a positive int.")
+        prompt = self.resolve_prompt(prompt_name, prompt)
         if len(texts) == 0:
-            empty = torch.empty(0, self.config.hidden_size)
+            empty = torch.empty(0, self.config.embedding_size)
             return empty.numpy() if convert_to_numpy else empty
 
         tokenizer = self._resolve_tokenizer(tokenizer)
@@ -327,7 +421,10 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         device = torch.device(device) if device is not None else self.device
         # Repeated texts (common in pair datasets) are encoded once.
         unique = list(dict.fromkeys(texts))
-        batches, order, truncated = self._tokenize_sorted(unique, tokenizer, max_length, batch_size)
+        inputs = [self.prepare_text(text, prompt) for text in unique]
+        batches, order, truncated = self._tokenize_sorted(inputs, tokenizer, max_length, batch_size)
+        truncated = {text for text, prepared in zip(unique, inputs, strict=True) if prepared in truncated}
+        prompt_length = prompt_token_count(tokenizer, self.prepare_text("", prompt)) if prompt else None
         if truncated:
             logger.warning(
                 "%d of %d texts were longer than max_length=%d tokens and were truncated.",
@@ -353,7 +450,7 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             with autocast:
                 for batch in iterator:
                     batch = {k: v.to(device) for k, v in batch.items()}
-                    chunks.append(self(**batch).sentence_embedding.float().cpu())
+                    chunks.append(self(**batch, prompt_length=prompt_length).sentence_embedding.float().cpu())
         finally:
             self.train(was_training)
         sorted_embeddings = torch.cat(chunks)
@@ -365,6 +462,30 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         if single:
             embeddings = embeddings[0]
         return embeddings.numpy() if convert_to_numpy else embeddings
+
+    def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
+        """The prompt text to put before inputs: `prompt` if given, else `config.prompts[prompt_name]`, else the
+        default prompt, else `""`. An unknown `prompt_name` raises `ValueError` listing the known ones."""
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise TypeError(f"prompt={prompt!r} must be a string.")
+            return prompt
+        prompts = self.config.prompts or {}
+        if prompt_name is None:
+            prompt_name = self.config.default_prompt_name
+            if prompt_name is None:
+                return ""
+        if prompt_name not in prompts:
+            raise ValueError(
+                f"prompt_name={prompt_name!r} is not one of this model's prompts {sorted(prompts)}; set them with "
+                "model.config.prompts = {name: text} or pass prompt='...'."
+            )
+        return prompts[prompt_name]
+
+    def prepare_text(self, text: str, prompt: str = "") -> str:
+        """The string the tokenizer sees: the prompt, then the text, lowercased when `config.do_lower_case`."""
+        text = prompt + text
+        return text.lower() if self.config.do_lower_case else text
 
     def _tokenize_sorted(
         self, texts: Sequence[str], tokenizer: Any, max_length: int, batch_size: int
@@ -378,6 +499,7 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         lengths = torch.tensor([len(ids) for ids in encoded["input_ids"]])
         order = torch.argsort(lengths, descending=True, stable=True)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        left = getattr(tokenizer, "padding_side", "right") == "left"  # decoder embedders pool the last token
         keys = [k for k in ("input_ids", "token_type_ids") if k in encoded]
         batches = []
         for start in range(0, len(texts), batch_size):
@@ -387,9 +509,10 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             batch["attention_mask"] = torch.zeros(len(index), width, dtype=torch.long)
             for row, i in enumerate(index):
                 n = len(encoded["input_ids"][i])
+                span = slice(width - n, width) if left else slice(0, n)
                 for k in keys:
-                    batch[k][row, :n] = torch.tensor(encoded[k][i])
-                batch["attention_mask"][row, :n] = 1
+                    batch[k][row, span] = torch.tensor(encoded[k][i])
+                batch["attention_mask"][row, span] = 1
             batches.append(batch)
         return batches, order, truncated
 
@@ -407,31 +530,67 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
     def from_encoder(
         cls,
         model_name_or_path: str | os.PathLike,
-        pooling: str = "mean",
-        normalize: bool = False,
-        similarity: str = "cosine",
+        pooling: str | None = None,
+        normalize: bool | None = None,
+        similarity: str | None = None,
         max_seq_length: int | None = None,
         num_labels: int | None = None,
         label2id: dict[str, int] | None = None,
         classifier_features: Sequence[str] | None = None,
         classifier_feature_scale: float | None = None,
         cosine_affine: bool = False,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
+        include_prompt: bool | None = None,
         **from_pretrained_kwargs: Any,
     ) -> SiameseBertModel:
         """Build a siamese model around an existing encoder checkpoint (local folder or Hub id), keeping its weights.
 
-        `from_pretrained_kwargs` (`revision`, `token`, `cache_dir`, `dtype`, ...) go to `AutoModel.from_pretrained`.
-        When the checkpoint is a sentence-transformers folder, its `max_seq_length` is used unless one is given.
+        A sentence-transformers checkpoint (one with `modules.json`: BGE, E5, all-MiniLM, ...) brings its pooling,
+        Dense projections, normalization, prompts, similarity function, max length and lowercasing, so the model gives
+        the embedding `SentenceTransformer` gives. Arguments given here override what the checkpoint says; a plain
+        transformers checkpoint gets `pooling="mean"`, `normalize=False`, `similarity="cosine"`.
+
+        `from_pretrained_kwargs` (`revision`, `token`, `cache_dir`, `dtype`, ...) go to `AutoModel.from_pretrained`
+        (and the hub ones to every file read).
         """
         source = str(model_name_or_path)
-        encoder = AutoModel.from_pretrained(source, **from_pretrained_kwargs)
+        settings: dict[str, Any] = {}
+        projection_state: dict[str, torch.Tensor] = {}
+        encoder_kwargs: dict[str, Any] = {}
+        try:
+            from hf_siamese.sentence_transformers_format import read_layout
+        except ImportError:  # running as remote code without hf-siamese: a plain encoder checkpoint
+            read_layout = None
+        if read_layout is not None:
+            hub_kwargs = {
+                k: from_pretrained_kwargs[k]
+                for k in ("revision", "token", "cache_dir", "local_files_only")
+                if k in from_pretrained_kwargs
+            }
+            layout = read_layout(source, **hub_kwargs)
+            if layout is not None:
+                settings, projection_state, encoder_kwargs = (
+                    layout.settings,
+                    layout.projection_state,
+                    layout.encoder_kwargs,
+                )
+        encoder = AutoModel.from_pretrained(source, **{**encoder_kwargs, **from_pretrained_kwargs})
         if isinstance(encoder, SiameseBertModel):
             encoder = encoder.encoder
-        if max_seq_length is None:
-            max_seq_length = _sentence_transformers_max_seq_length(source, from_pretrained_kwargs)
+        explicit = {
+            "pooling": pooling,
+            "normalize": normalize,
+            "similarity": similarity,
+            "max_seq_length": max_seq_length,
+            "prompts": prompts,
+            "default_prompt_name": default_prompt_name,
+            "include_prompt": include_prompt,
+        }
+        settings.update({k: v for k, v in explicit.items() if v is not None})
         limit = getattr(encoder.config, "max_position_embeddings", None)
-        if max_seq_length is not None and isinstance(limit, int):
-            max_seq_length = min(max_seq_length, limit)
+        if settings.get("max_seq_length") is not None and isinstance(limit, int):
+            settings["max_seq_length"] = min(settings["max_seq_length"], limit)
         head_kwargs: dict[str, Any] = {}
         if label2id is not None:
             head_kwargs["label2id"] = dict(label2id)
@@ -442,19 +601,33 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         attention_implementation = encoder.config._attn_implementation
         config = SiameseBertConfig(
             encoder_config=encoder.config,
-            pooling=pooling,
-            normalize=normalize,
-            similarity=similarity,
-            max_seq_length=max_seq_length,
             classifier_features=list(classifier_features or ["u", "v", "|u-v|"]),
             classifier_feature_scale=classifier_feature_scale,
             cosine_affine=cosine_affine,
+            **settings,
             **head_kwargs,
         )
         encoder.config._attn_implementation = attention_implementation
         model = cls(config, encoder=encoder)
+        if projection_state:
+            model.load_state_dict(projection_state, strict=False)
         model.config.name_or_path = source
         return model
+
+    def save_pretrained(self, save_directory: str | os.PathLike, tokenizer: Any = None, **kwargs: Any) -> None:
+        """Save config, weights and modeling code, plus, with hf-siamese installed, the sentence-transformers files
+        (`modules.json`, `0_Transformer/`, `1_Pooling/`, ...) so `SentenceTransformer(save_directory)` gives the same
+        embedding. The encoder weights are stored once, in `0_Transformer/`. `tokenizer` (default `model.tokenizer`,
+        or the one where the model came from) is saved into `0_Transformer/`, where sentence-transformers reads it.
+        Other keywords (`max_shard_size`, `state_dict`, ...) are `PreTrainedModel.save_pretrained`'s.
+        """
+        try:
+            from hf_siamese.sentence_transformers_format import save_pretrained as save_with_layout
+        except ImportError:  # remote code without hf-siamese: transformers' own layout
+            return super().save_pretrained(save_directory, **kwargs)
+        save_with_layout(
+            self, save_directory, super_save=super().save_pretrained, tokenizer=tokenizer or self.tokenizer, **kwargs
+        )
 
     def push_to_hub(self, repo_id: str, tokenizer: Any = None, **kwargs: Any) -> Any:
         """Share the model on the Hub: weights, config, modeling code, tokenizer and a generated model card, in one
@@ -494,24 +667,13 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         return push_to_hub(self, repo_id, tokenizer=tokenizer, **kwargs)
 
 
-def _sentence_transformers_max_seq_length(source: str, hub_kwargs: dict[str, Any]) -> int | None:
-    """Read `max_seq_length` from a sentence-transformers checkpoint's `sentence_bert_config.json`, if it has one."""
-    download_kwargs = {k: hub_kwargs[k] for k in ("revision", "token", "cache_dir") if k in hub_kwargs}
-    try:
-        path = cached_file(
-            source,
-            "sentence_bert_config.json",
-            _raise_exceptions_for_missing_entries=False,
-            _raise_exceptions_for_connection_errors=False,
-            **download_kwargs,
-        )
-    except OSError:
-        return None
-    if path is None:
-        return None
-    with open(path, encoding="utf-8") as handle:
-        value = json.load(handle).get("max_seq_length")
-    return int(value) if isinstance(value, int) and value > 0 else None
+def prompt_token_count(tokenizer: Any, prompt: str) -> int:
+    """How many leading tokens a prompt takes in a tokenized input: its tokens with the special tokens the
+    tokenizer adds in front (e.g. `[CLS]`), without a trailing one (e.g. `[SEP]`), as sentence-transformers counts
+    them for `include_prompt=False`."""
+    ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    return len(ids) - 1 if ids and ids[-1] in special else len(ids)
 
 
 __all__ = ["SiameseBertModel", "SiameseBertPreTrainedModel", "SiameseBertOutput", "pool_token_states"]
