@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 PROG = "hf-siamese"
 LOSS_NAMES = ("cosine", "cosent", "softmax", "mnr")
-POOLING_NAMES = ("mean", "cls", "max", "mean_sqrt_len")
+POOLING_NAMES = ("mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken")
 DTYPES = ("float32", "bfloat16", "float16")
 DEMO_OUTPUT_DIR = "runs/demo-minilm"
 DEMO_TRAIN_NAME = "built-in demo set (train split)"
@@ -221,9 +221,9 @@ def load_inference_model(
 ) -> tuple[SiameseBertModel, Any]:
     """A model and tokenizer for eval/encode/search.
 
-    A hf-siamese checkpoint keeps its own pooling and normalization (its config decides the embedding); any other
-    encoder (e.g. a plain BERT or a sentence-transformers folder) is wrapped with `--pooling` (default mean) and
-    `--normalize` (default on).
+    A hf-siamese checkpoint keeps its own pooling and normalization (its config decides the embedding); a
+    sentence-transformers checkpoint brings its own (overridden by `--pooling` / `--normalize` when given); a plain
+    encoder is wrapped with `--pooling` (default mean) and `--normalize` (default on).
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -246,14 +246,22 @@ def load_inference_model(
                 model.config.max_seq_length = max_seq_length
         else:
             model = SiameseBertModel.from_encoder(
-                path,
-                pooling=pooling or "mean",
-                normalize=True if normalize is None else normalize,
-                max_seq_length=max_seq_length,
+                path, **encoder_defaults(path, pooling, normalize), max_seq_length=max_seq_length
             )
         tokenizer = AutoTokenizer.from_pretrained(path)
     model.eval()
     return model, tokenizer
+
+
+def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> dict[str, Any]:
+    """`from_encoder` arguments for `--pooling` / `--normalize`: what was given, else what a sentence-transformers
+    checkpoint says (by leaving them out), else mean pooling and normalization for a plain encoder."""
+    from .sentence_transformers_format import read_layout
+
+    if read_layout(path) is None:
+        pooling = pooling or "mean"
+        normalize = True if normalize is None else normalize
+    return {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}
 
 
 def shutdown_distributed() -> None:
@@ -432,8 +440,7 @@ def run_train(args: argparse.Namespace) -> int:
     with quiet_progress_bars():
         model = SiameseBertModel.from_encoder(
             model_path,
-            pooling=args.pooling,
-            normalize=args.normalize,
+            **encoder_defaults(model_path, args.pooling, args.normalize),
             max_seq_length=args.max_seq_length,
             **head_kwargs,
         )
@@ -697,14 +704,12 @@ def _add_model_arguments(parser: argparse.ArgumentParser, *, training: bool) -> 
     parser.add_argument(
         "--pooling",
         choices=POOLING_NAMES,
-        default="mean" if training else None,
-        help="token states -> sentence vector (default: mean)",
+        help="token states -> sentence vector (default: the sentence-transformers checkpoint's, else mean)",
     )
     parser.add_argument(
         "--normalize",
         action=argparse.BooleanOptionalAction,
-        default=True if training else None,
-        help="L2-normalize the embeddings (default: on)",
+        help="L2-normalize the embeddings (default: the sentence-transformers checkpoint's, else on)",
     )
     parser.add_argument("--max-seq-length", type=_positive_int, help="truncate texts to this many tokens")
 

@@ -10,6 +10,7 @@ the Hub token or a local path, and uploads the folder as a single commit. Any fa
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import logging
 import os
@@ -223,7 +224,11 @@ def stage_folder(
     and `README.md`; machine-specific tokenizer settings and local paths are removed from the JSON files."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder, max_shard_size=max_shard_size)
+    if "tokenizer" in inspect.signature(model.save_pretrained).parameters:
+        # A SiameseBertModel also puts the tokenizer with its encoder, where sentence-transformers reads it.
+        model.save_pretrained(folder, max_shard_size=max_shard_size, tokenizer=tokenizer)
+    else:
+        model.save_pretrained(folder, max_shard_size=max_shard_size)
     if tokenizer is not None:
         tokenizer.save_pretrained(folder)
     missing = [name for name in _REQUIRED_FILES if not (folder / name).is_file()]
@@ -236,7 +241,7 @@ def stage_folder(
             "copy cannot load with trust_remote_code=True. Import hf_siamese before building the model (it registers "
             "the classes for auto-class export)."
         )
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.rglob("*.json")):
         _clean_json_file(
             path, drop_keys=MACHINE_SPECIFIC_TOKENIZER_KEYS if path.name == "tokenizer_config.json" else ()
         )

@@ -65,6 +65,9 @@ class SiameseTrainer(Trainer):
             args.remove_unused_columns = False
         if processing_class is None:
             processing_class = getattr(data_collator, "tokenizer", None) or model.tokenizer
+        if model.tokenizer is None and processing_class is not None:
+            # save_pretrained (checkpoints, save_model) puts it with the encoder for sentence-transformers.
+            model.tokenizer = processing_class
         if data_collator is None:
             if processing_class is None:
                 raise ValueError("SiameseTrainer needs a tokenizer: pass processing_class= or data_collator=.")

@@ -74,7 +74,8 @@ def trained(workdir: Path) -> Path:
 
 
 def test_train_saves_a_loadable_model(trained: Path) -> None:
-    assert (trained / "model.safetensors").is_file() and (trained / "tokenizer_config.json").is_file()
+    assert (trained / "model.safetensors.index.json").is_file() and (trained / "tokenizer_config.json").is_file()
+    assert (trained / "0_Transformer" / "model.safetensors").is_file() and (trained / "modules.json").is_file()
     from transformers import AutoModel
 
     import hf_siamese
@@ -248,5 +249,6 @@ def test_push_to_hub(workdir: Path, tmp_path: Path, fake_hub, capsys) -> None:
     args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "train.tsv"), "--max-train", "8"]
     assert main([*args, "--output-dir", str(tmp_path / "out"), "--push-to-hub", "someone/tiny-siamese"]) == 0
     files = fake_hub.files("someone/tiny-siamese")
-    assert {"config.json", "model.safetensors", "modeling_siamese.py", "tokenizer_config.json"} <= set(files)
+    assert {"config.json", "model.safetensors.index.json", "modeling_siamese.py", "tokenizer_config.json"} <= set(files)
+    assert {"modules.json", "0_Transformer/model.safetensors", "0_Transformer/tokenizer_config.json"} <= set(files)
     assert "someone/tiny-siamese" in capsys.readouterr().out

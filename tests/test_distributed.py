@@ -171,8 +171,12 @@ def test_accelerate_launch_trains_one_model_across_two_processes(trained) -> Non
 @pytest.mark.slow
 def test_accelerate_launch_saves_exactly_one_loadable_model(trained) -> None:
     _, out = trained
-    assert [p.relative_to(out).as_posix() for p in out.rglob("config.json")] == ["model/config.json"]
-    assert [p.relative_to(out).as_posix() for p in out.rglob("*.safetensors")] == ["model/model.safetensors"]
+    assert [p.relative_to(out).as_posix() for p in out.rglob("config_sentence_transformers.json")] == [
+        "model/config_sentence_transformers.json"
+    ]
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*.safetensors")] == [
+        "model/0_Transformer/model.safetensors"
+    ]
     assert not list((out / "run").glob("checkpoint-*"))
     loaded = AutoModel.from_pretrained(out / "model")
     assert isinstance(loaded, hf_siamese.SiameseBertModel)

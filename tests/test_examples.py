@@ -73,7 +73,7 @@ def test_training_examples(script: str, args: list, expected: str, files: Path, 
     run_example(script, [*argv, "--output-dir", str(tmp_path / "out")], monkeypatch)
     out = capsys.readouterr().out
     assert expected in out and "before" in out and "after" in out
-    assert (tmp_path / "out" / "model.safetensors").is_file()
+    assert (tmp_path / "out" / "model.safetensors.index.json").is_file()
 
 
 @pytest.mark.parametrize("corpus", ["corpus.txt", "sts-test.csv"])

@@ -70,7 +70,14 @@ def test_push_then_load_by_id(fake_hub: FakeHub, tiny_tokenizer) -> None:
     # One commit on top of the repo's initial one, holding everything.
     assert fake_hub.history(REPO) == [info.oid, fake_hub.history(REPO)[-1]]
     files = fake_hub.files(REPO)
-    assert {"config.json", "model.safetensors", "tokenizer_config.json", "README.md", *CODE_FILES} <= files.keys()
+    assert {
+        "config.json",
+        "model.safetensors.index.json",
+        "tokenizer_config.json",
+        "README.md",
+        *CODE_FILES,
+    } <= files.keys()
+    assert {"modules.json", "0_Transformer/model.safetensors", "0_Transformer/tokenizer_config.json"} <= files.keys()
     config = json.loads(files["config.json"])
     assert config["auto_map"] == {
         "AutoConfig": "configuration_siamese.SiameseBertConfig",
@@ -128,6 +135,7 @@ def test_push_then_load_without_hf_siamese(fake_hub: FakeHub, tiny_tokenizer, tm
     assert "PUSHED" in output and "Do you wish to run the custom code" not in output
 
     copy = fake_hub.files("alice/copy")
+    # Without hf_siamese the copy is saved in transformers' own layout (no sentence-transformers files).
     assert {"config.json", "model.safetensors", "tokenizer_config.json", *CODE_FILES} <= copy.keys()
     assert torch.allclose(embed(AutoModel.from_pretrained("alice/copy")), embed(model, tiny_tokenizer), atol=1e-6)
 

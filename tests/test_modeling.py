@@ -85,7 +85,7 @@ def test_config_rejects_bad_values(kwargs: dict, fragment: str) -> None:
 
 
 def test_config_error_lists_allowed_values() -> None:
-    with pytest.raises(ValueError, match=r"\['mean', 'cls', 'max', 'mean_sqrt_len'\]"):
+    with pytest.raises(ValueError, match=r"\['mean', 'cls', 'max', 'mean_sqrt_len', 'weightedmean', 'lasttoken'\]"):
         SiameseBertConfig(pooling="first")
 
 
@@ -239,7 +239,7 @@ def test_save_load_round_trip(tmp_path: Path, tiny_tokenizer) -> None:
     model.save_pretrained(tmp_path)
     tiny_tokenizer.save_pretrained(tmp_path)
     files = set(os.listdir(tmp_path))
-    assert {"config.json", "model.safetensors", "modeling_siamese.py", "configuration_siamese.py"} <= files
+    assert {"config.json", "model.safetensors.index.json", "modeling_siamese.py", "configuration_siamese.py"} <= files
     assert not any(f.endswith((".bin", ".pt", ".pkl")) for f in files)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"] == {

@@ -38,12 +38,22 @@ def tiny_bert_folder(tmp_path_factory, tiny_tokenizer) -> Path:
     return folder
 
 
-def build_st_model(encoder_folder: Path, folder: Path, pooling: str, dense: bool = False, normalize: bool = False,
-                   prompts: dict | None = None, include_prompt: bool = True, **kwargs) -> SentenceTransformer:
+def build_st_model(
+    encoder_folder: Path,
+    folder: Path,
+    pooling: str,
+    dense: bool = False,
+    normalize: bool = False,
+    prompts: dict | None = None,
+    include_prompt: bool = True,
+    **kwargs,
+) -> SentenceTransformer:
     """A sentence-transformers model built and saved with its own API."""
     torch.manual_seed(1)
-    modules = [Transformer(str(encoder_folder), max_seq_length=48), Pooling(32, pooling_mode=pooling,
-                                                                            include_prompt=include_prompt)]
+    modules = [
+        Transformer(str(encoder_folder), max_seq_length=48),
+        Pooling(32, pooling_mode=pooling, include_prompt=include_prompt),
+    ]
     if dense:
         modules.append(Dense(32, 16, activation_function=torch.nn.Tanh()))
     if normalize:
@@ -118,8 +128,15 @@ def test_encoder_weights_are_stored_once(tiny_bert_folder: Path, tmp_path: Path)
 
 
 def test_remote_code_reads_the_saved_layout(tiny_bert_folder: Path, tmp_path: Path) -> None:
-    reference = build_st_model(tiny_bert_folder, tmp_path / "st", pooling="cls", dense=True, normalize=True,
-                               prompts=PROMPTS, include_prompt=False)
+    reference = build_st_model(
+        tiny_bert_folder,
+        tmp_path / "st",
+        pooling="cls",
+        dense=True,
+        normalize=True,
+        prompts=PROMPTS,
+        include_prompt=False,
+    )
     SiameseBertModel.from_encoder(tmp_path / "st").save_pretrained(tmp_path / "ours")
     torch.save(reference.encode(SENTENCES, prompt_name="query", convert_to_tensor=True), tmp_path / "expected.pt")
     script = BLOCKED_IMPORT + textwrap.dedent(
@@ -169,8 +186,10 @@ def _edit_json(path: Path, edit) -> None:
 
 
 def test_unknown_module_type_is_named(st_folder: Path) -> None:
-    _edit_json(st_folder / "modules.json", lambda m: m.insert(2, {"idx": 9, "name": "9", "path": "9_LSTM",
-                                                                    "type": "sentence_transformers.models.LSTM"}))
+    _edit_json(
+        st_folder / "modules.json",
+        lambda m: m.insert(2, {"idx": 9, "name": "9", "path": "9_LSTM", "type": "sentence_transformers.models.LSTM"}),
+    )
     with pytest.raises(SentenceTransformersFormatError, match=r"modules\.json.*'sentence_transformers\.models\.LSTM'"):
         SiameseBertModel.from_encoder(st_folder)
 
@@ -222,8 +241,9 @@ def test_config_rejects_bad_projection_and_prompt() -> None:
     with pytest.raises(ValueError, match=r"projections\[0\]\.in_features=8 does not match .*\(32\)"):
         SiameseBertConfig(encoder_config=encoder, projections=[{"in_features": 8, "out_features": 4}])
     with pytest.raises(ValueError, match=r"activation='swish' is not one of"):
-        SiameseBertConfig(encoder_config=encoder, projections=[{"in_features": 32, "out_features": 4,
-                                                                "activation": "swish"}])
+        SiameseBertConfig(
+            encoder_config=encoder, projections=[{"in_features": 32, "out_features": 4, "activation": "swish"}]
+        )
     with pytest.raises(ValueError, match=r"default_prompt_name='query' is not one of the prompts \['q'\]"):
         SiameseBertConfig(encoder_config=encoder, prompts={"q": "x"}, default_prompt_name="query")
 
@@ -234,8 +254,15 @@ def test_config_rejects_bad_projection_and_prompt() -> None:
 @pytest.mark.parametrize("padding_side", ["left", "right"])
 def test_decoder_embedder_with_last_token_pooling(padding_side: str, tmp_path: Path, tiny_tokenizer) -> None:
     torch.manual_seed(0)
-    encoder = Qwen2Config(vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    encoder = Qwen2Config(
+        vocab_size=99,
+        hidden_size=32,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    )
     model = SiameseBertModel(SiameseBertConfig(encoder_config=encoder, pooling="lasttoken", normalize=True)).eval()
     tokenizer = AutoTokenizer.from_pretrained(_save_tokenizer(tiny_tokenizer, tmp_path), padding_side=padding_side)
     embeddings = model.encode(SENTENCES, tokenizer=tokenizer)

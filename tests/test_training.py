@@ -343,7 +343,7 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(tmp_path: Path, tiny_t
     interrupted.train()
     assert interrupted.state.global_step == 4
     checkpoint = tmp_path / "interrupted" / "checkpoint-4"
-    assert (checkpoint / "model.safetensors").exists()
+    assert (checkpoint / "model.safetensors.index.json").exists()
     resumed = trainer_for("interrupted")
     resumed.train(resume_from_checkpoint=str(checkpoint))
     assert resumed.state.global_step == 12
