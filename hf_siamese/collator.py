@@ -94,8 +94,9 @@ class SiamesePairCollator:
     | ranking rows    | `anchor`, `positive`[, `negative`, `negative_2`...] | none                        |
 
     Returns a dict with `input_ids`, `attention_mask` (and `token_type_ids` when the tokenizer makes them) of shape
-    `(batch, num_texts, seq_len)`, `seq_len` being the longest text of the batch, and `labels` of shape `(batch,)`
-    (float32 for scores, int64 for class labels) when the rows have a label.
+    `(batch, num_texts, seq_len)`, `seq_len` being the longest text of the batch, `labels` of shape `(batch,)`
+    (float32 for scores, int64 for class labels) when the rows have a label, and, with prompts, `prompt_length` of
+    shape `(batch, num_texts)` (each column's prompt in tokens, for models that leave prompts out of the pooling).
 
     Args:
         tokenizer: the encoder's tokenizer.
@@ -104,6 +105,9 @@ class SiamesePairCollator:
         pad_to_multiple_of: round the padded length up to a multiple of this (tensor cores like 8).
         columns: explicit layout, `{"texts": [...], "label": "..."}` or a list of text columns.
         label2id: maps string labels to class ids (`SiameseTrainer` fills it from the model config).
+        prompts: a prompt put before the texts of each column, `{"anchor": "query: ", "positive": "passage: "}`, or
+            one string for every column; train a model the way it will be queried (`encode(..., prompt_name=...)`).
+        lowercase: lowercase texts first (`SiameseTrainer` sets it from the model's `do_lower_case`).
     """
 
     def __init__(
@@ -113,6 +117,8 @@ class SiamesePairCollator:
         pad_to_multiple_of: int | None = None,
         columns: Mapping[str, Any] | Sequence[str] | None = None,
         label2id: Mapping[str, int] | None = None,
+        prompts: Mapping[str, str] | str | None = None,
+        lowercase: bool | None = None,
     ) -> None:
         if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
             raise ValueError(f"SiamesePairCollator: max_length={max_length!r} must be a positive int or None.")
@@ -125,9 +131,48 @@ class SiamesePairCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
         self.columns = columns
         self.label2id = dict(label2id) if label2id is not None else None
+        if prompts is not None and not isinstance(prompts, str):
+            if not isinstance(prompts, Mapping) or not all(isinstance(v, str) for v in prompts.values()):
+                raise ValueError(
+                    f"SiamesePairCollator: prompts={prompts!r} must be a string or a dict of text column -> prompt."
+                )
+            prompts = dict(prompts)
+        self.prompts = prompts
+        self.lowercase = lowercase
+        self._prompt_lengths: dict[str, int] = {}
 
     def layout(self, column_names: Sequence[str]) -> ColumnLayout:
-        return detect_layout(column_names, self.columns)
+        layout = detect_layout(column_names, self.columns)
+        if isinstance(self.prompts, dict):
+            unknown = sorted(set(self.prompts) - set(layout.texts))
+            if unknown:
+                raise ValueError(
+                    f"SiamesePairCollator: prompts name columns {unknown} that are not text columns of the data "
+                    f"(text columns: {list(layout.texts)})."
+                )
+        return layout
+
+    def prompt_for(self, column: str) -> str:
+        """The prompt put before the texts of `column` (`""` for none)."""
+        if isinstance(self.prompts, str):
+            return self.prompts
+        return (self.prompts or {}).get(column, "")
+
+    def prepare(self, text: str, column: str) -> str:
+        """The string the tokenizer sees for `text` of `column`: its prompt, then the text, lowercased if asked."""
+        text = self.prompt_for(column) + text
+        return text.lower() if self.lowercase else text
+
+    def prompt_length(self, column: str) -> int:
+        """Tokens the prompt of `column` takes at the start of a tokenized text (0 without a prompt)."""
+        prompt = self.prompt_for(column)
+        if not prompt:
+            return 0
+        if prompt not in self._prompt_lengths:
+            from .modeling_siamese import prompt_token_count
+
+            self._prompt_lengths[prompt] = prompt_token_count(self.tokenizer, self.prepare("", column))
+        return self._prompt_lengths[prompt]
 
     def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if len(rows) == 0:
@@ -136,7 +181,7 @@ class SiamesePairCollator:
         texts: list[str] = []
         for position, row in enumerate(rows):
             for column in layout.texts:
-                texts.append(_check_text(row.get(column), column, f"batch row {position}"))
+                texts.append(self.prepare(_check_text(row.get(column), column, f"batch row {position}"), column))
         max_length = self.max_length or _tokenizer_limit(self.tokenizer)
         encoded = self.tokenizer(
             texts,
@@ -147,6 +192,9 @@ class SiamesePairCollator:
             return_tensors="pt",
         )
         batch = {key: value.reshape(len(rows), len(layout.texts), -1) for key, value in encoded.items()}
+        if any(self.prompt_for(column) for column in layout.texts):
+            lengths = [self.prompt_length(column) for column in layout.texts]
+            batch["prompt_length"] = torch.tensor([lengths] * len(rows), dtype=torch.long)
         if layout.label is not None:
             labels = [row.get(layout.label) for row in rows]
             batch["labels"] = self.labels_to_tensor(labels, layout.label, lambda i: f"batch row {i}")

@@ -38,6 +38,8 @@ class SiameseTrainer(Trainer):
             (see `SoftmaxLoss` for why). Ignored when the model has no head.
         no_duplicates_sampler: for ranking losses, batch rows so that no text occurs twice in a batch (a repeated
             text would be a false negative). On by default for `MultipleNegativesRankingLoss`.
+        prompts: a prompt per text column (`{"anchor": "query: ", "positive": "passage: "}`) or one for all, put
+            before the texts in training and in STS evaluation; goes to the default collator.
         Other arguments are the Trainer's.
     """
 
@@ -52,6 +54,7 @@ class SiameseTrainer(Trainer):
         loss: str | SiameseLoss | None = None,
         head_learning_rate: float | None = None,
         no_duplicates_sampler: bool | None = None,
+        prompts: dict[str, str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(model, SiameseBertModel):
@@ -72,7 +75,18 @@ class SiameseTrainer(Trainer):
             if processing_class is None:
                 raise ValueError("SiameseTrainer needs a tokenizer: pass processing_class= or data_collator=.")
             data_collator = SiamesePairCollator(processing_class)
+        if prompts is not None:
+            if not isinstance(data_collator, SiamesePairCollator):
+                raise ValueError("SiameseTrainer(prompts=...) needs a SiamesePairCollator; give the prompts to yours.")
+            if data_collator.prompts is not None and data_collator.prompts != prompts:
+                raise ValueError(
+                    f"SiameseTrainer(prompts={prompts!r}) conflicts with the collator's prompts "
+                    f"{data_collator.prompts!r}; give them in one place."
+                )
+            data_collator.prompts = prompts
         if isinstance(data_collator, SiamesePairCollator):
+            if data_collator.lowercase is None:
+                data_collator.lowercase = model.config.do_lower_case
             if data_collator.max_length is None:
                 data_collator.max_length = model.config.effective_max_seq_length
             if data_collator.label2id is None and model.config.classifier_head:
@@ -215,18 +229,12 @@ class SiameseTrainer(Trainer):
             return {}
         from .metrics import sts_metrics_from_embeddings
 
-        first, second = list(dataset[layout.texts[0]]), list(dataset[layout.texts[1]])
+        # Each text with its column's prompt, as in training; each (prompt, text) encoded once.
+        first, second = ([(self.data_collator.prompt_for(c), text) for text in dataset[c]] for c in layout.texts)
         unique = list(dict.fromkeys(first + second))
         shards = np.array_split(np.arange(len(unique)), self.accelerator.num_processes)
-        local = shards[self.accelerator.process_index]
-        model = self.accelerator.unwrap_model(self.model)
-        embeddings = model.encode(
-            [unique[i] for i in local],
-            tokenizer=self.data_collator.tokenizer,
-            batch_size=self.args.eval_batch_size,
-            max_length=self.data_collator.max_length,
-            convert_to_numpy=True,
-        )
+        local = [unique[i] for i in shards[self.accelerator.process_index]]
+        embeddings = self._encode_prompted(self.accelerator.unwrap_model(self.model), local)
         if self.accelerator.num_processes > 1:
             gathered: list[Any] = [None] * self.accelerator.num_processes
             torch.distributed.all_gather_object(gathered, embeddings)
@@ -239,6 +247,21 @@ class SiameseTrainer(Trainer):
             gold,
             score_range=score_range,
         )
+
+    def _encode_prompted(self, model: SiameseBertModel, items: list[tuple[str, str]]) -> np.ndarray:
+        """Embeddings `(len(items), dim)` of `(prompt, text)` items, one `encode` call per distinct prompt."""
+        embeddings = np.zeros((len(items), model.config.embedding_size), dtype=np.float32)
+        for prompt in dict.fromkeys(prompt for prompt, _ in items):
+            index = [i for i, (p, _) in enumerate(items) if p == prompt]
+            embeddings[index] = model.encode(
+                [items[i][1] for i in index],
+                tokenizer=self.data_collator.tokenizer,
+                batch_size=self.args.eval_batch_size,
+                max_length=self.data_collator.max_length,
+                convert_to_numpy=True,
+                prompt=prompt,  # "" too: the model's default prompt would not match training
+            )
+        return embeddings
 
     def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
         """With `train_sampling_strategy="group_by_length"`, group rows of similar token length so batches carry
@@ -262,7 +285,8 @@ class SiameseTrainer(Trainer):
         tokenizer = self.data_collator.tokenizer
         longest = [0] * len(dataset)
         for column in layout.texts:
-            ids = tokenizer(list(dataset[column]), truncation=True, max_length=self.data_collator.max_length)
+            texts = [self.data_collator.prepare(text, column) for text in dataset[column]]
+            ids = tokenizer(texts, truncation=True, max_length=self.data_collator.max_length)
             longest = [max(a, len(b)) for a, b in zip(longest, ids["input_ids"], strict=True)]
         return longest
 
