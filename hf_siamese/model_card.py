@@ -5,10 +5,11 @@ The template is ``model_cards/siamese_model_card.md`` (installed as the data pac
 ``<!-- section: NAME -->`` and ``<!-- /section -->``. A section is rendered only when its facts are known, so a card
 never holds "TBD"; a card never holds a local filesystem path either (`scrub_local_paths`).
 
-Front matter: ``library_name: transformers`` because `transformers.AutoModel` is what loads the checkpoint. The Hub
-knows that library: it shows a working ``AutoModel.from_pretrained(..., trust_remote_code=True)`` snippet and adds the
-``custom_code`` tag from ``auto_map`` in ``config.json``. ``hf-siamese`` is no library the Hub knows (no snippet, no
-widget), and ``sentence-transformers`` would advertise a loader that cannot read this repository.
+Front matter: ``library_name: sentence-transformers``, because a saved model carries the sentence-transformers layout
+(`modules.json`, ...) and ``SentenceTransformer(repo_id)`` loads it with no remote code: that is the snippet and the
+listing most users of embedding models look for. The ``transformers`` tag lists it for transformers too, where
+``AutoModel.from_pretrained`` loads the same embedding (the Hub adds ``custom_code`` from ``auto_map``).
+``hf-siamese`` is no library the Hub knows (no snippet, no widget), so it is a tag.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ _POOLING_TEXT = {
     "cls": "first token (`[CLS]`) state",
     "max": "element-wise max over the token states (padding excluded)",
     "mean_sqrt_len": "sum of the token states divided by the square root of the number of tokens",
+    "weightedmean": "mean of the token states weighted by position (padding excluded)",
+    "lasttoken": "state of the last token (padding excluded)",
 }
 _LOSS_TEXT = {
     "CosineSimilarityLoss": "mean squared error between the similarity of each pair and its gold score rescaled to "
@@ -322,6 +325,11 @@ def architecture_facts(model: Any) -> dict[str, Any]:
         "encoder_type": getattr(encoder, "model_type", None),
         "layers": getattr(encoder, "num_hidden_layers", None) or getattr(encoder, "n_layers", None),
         "hidden_size": config.hidden_size,
+        "embedding_size": config.embedding_size,
+        "projections": [dict(p) for p in config.projections],
+        "prompts": dict(config.prompts or {}),
+        "default_prompt_name": config.default_prompt_name,
+        "include_prompt": bool(config.include_prompt),
         "pooling": config.pooling,
         "normalize": bool(config.normalize),
         "similarity": config.similarity,
@@ -432,7 +440,8 @@ def collect_facts(
             state.log_history, best_step
         )
 
-    tag_list = ["sentence-similarity", "feature-extraction", "siamese", "hf-siamese"]
+    tag_list = ["sentence-transformers", "transformers", "sentence-similarity", "feature-extraction", "siamese"]
+    tag_list.append("hf-siamese")
     if trainer is not None:
         tag_list.append("generated_from_trainer")
     if facts.loss_name:
@@ -480,7 +489,7 @@ def front_matter(facts: ModelCardFacts) -> dict[str, Any]:
     data = ModelCardData(
         language=facts.language or None,
         license=facts.license,
-        library_name="transformers",
+        library_name="sentence-transformers",
         pipeline_tag="sentence-similarity",
         tags=facts.tags,
         base_model=facts.base_model,
@@ -518,11 +527,26 @@ def _details_rows(facts: ModelCardFacts) -> str:
     rows.append(("Encoder", encoder))
     if arch.get("parameters"):
         rows.append(("Parameters", _format_parameters(arch["parameters"])))
-    rows.append(("Output", f"{arch['hidden_size']}-dimensional sentence embedding"))
-    rows.append(("Pooling", f"`{arch['pooling']}`: {_POOLING_TEXT.get(arch['pooling'], arch['pooling'])}"))
+    rows.append(("Output", f"{arch['embedding_size']}-dimensional sentence embedding"))
+    pooling = f"`{arch['pooling']}`: {_POOLING_TEXT.get(arch['pooling'], arch['pooling'])}"
+    if arch["prompts"] and not arch["include_prompt"]:
+        pooling += "; prompt tokens left out"
+    rows.append(("Pooling", pooling))
+    for projection in arch["projections"]:
+        rows.append(
+            (
+                "Projection",
+                f"dense {projection['in_features']} -> {projection['out_features']}, {projection['activation']}"
+                + ("" if projection["bias"] else ", no bias"),
+            )
+        )
     rows.append(("Normalization", "L2 (unit-length embeddings)" if arch["normalize"] else "none"))
     rows.append(("Similarity", _similarity_name(arch["similarity"])))
     rows.append(("Max sequence length", f"{arch['max_seq_length']} tokens (longer texts are truncated)"))
+    if arch["prompts"]:
+        prompts = ", ".join(f"`{name}`: `{text!r}`" for name, text in arch["prompts"].items())
+        default = arch["default_prompt_name"]
+        rows.append(("Prompts", prompts + (f" (default: `{default}`)" if default else "")))
     if arch["classifier_head"]:
         labels = ", ".join(f"`{label}`" for label in arch["labels"])
         features = ", ".join(f"`{f}`" for f in arch["classifier_features"])
@@ -543,12 +567,13 @@ def _format_parameters(count: int) -> str:
 
 
 def _similarity_name(similarity: str) -> str:
-    return "cosine similarity" if similarity == "cosine" else "dot product"
+    names = {"cosine": "cosine similarity", "dot": "dot product"}
+    return names.get(similarity, f"negative {similarity} distance")
 
 
 def _summary(facts: ModelCardFacts) -> str:
     arch = facts.architecture
-    vector = f"{arch['hidden_size']}-dimensional {'unit-length ' if arch['normalize'] else ''}vector"
+    vector = f"{arch['embedding_size']}-dimensional {'unit-length ' if arch['normalize'] else ''}vector"
     text = (
         f"A siamese sentence encoder (Sentence-BERT) built with hf-siamese: it maps a sentence or short paragraph "
         f"to a {vector}, and the {_similarity_name(arch['similarity'])} of two vectors tells how similar the texts "
@@ -649,7 +674,7 @@ def render_model_card(facts: ModelCardFacts, template: str | None = None) -> str
         "usage_intro": ""
         if facts.model_id
         else "Replace `path/to/this/model` with the folder or Hub id that holds this model.\n\n",
-        "hidden_size": arch["hidden_size"],
+        "hidden_size": arch["embedding_size"],
         "similarity_name": _similarity_name(arch["similarity"]),
         "max_seq_length": arch["max_seq_length"],
         "labels": ", ".join(f"`{label}`" for label in arch.get("labels", [])),

@@ -308,7 +308,9 @@ def test_card_without_training_facts(fake_hub: FakeHub, tmp_path: Path) -> None:
     model = make_tiny_model(label2id={"entailment": 0, "neutral": 1, "contradiction": 2}, normalize=True)
     card = build_model_card(model, repo_id=REPO, base_model="sentence-transformers/all-MiniLM-L6-v2")
     metadata, body = split_front_matter(card)
-    assert metadata["library_name"] == "transformers" and metadata["pipeline_tag"] == "sentence-similarity"
+    assert metadata["library_name"] == "sentence-transformers" and metadata["pipeline_tag"] == "sentence-similarity"
+    assert {"sentence-transformers", "transformers"} <= set(metadata["tags"])
+    assert f'SentenceTransformer("{REPO}")' in body
     assert metadata["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and metadata["license"] == "apache-2.0"
     assert {"sentence-similarity", "feature-extraction", "siamese", "hf-siamese"} <= set(metadata["tags"])
     assert "model-index" not in metadata

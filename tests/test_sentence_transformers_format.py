@@ -299,3 +299,14 @@ def test_minilm_matches_sentence_transformers_both_ways(tmp_path: Path) -> None:
     model.save_pretrained(tmp_path / "ours")
     assert_close(SentenceTransformer(str(tmp_path / "ours"), device="cpu").encode(texts), reference)
     assert_close(AutoModel.from_pretrained(tmp_path / "ours").encode(texts), reference)
+
+
+def test_model_card_describes_the_pipeline(st_folder: Path) -> None:
+    from hf_siamese.model_card import build_model_card, split_front_matter
+
+    model = SiameseBertModel.from_encoder(st_folder, prompts=PROMPTS, default_prompt_name="query")
+    metadata, body = split_front_matter(build_model_card(model, repo_id="alice/tiny"))
+    assert metadata["library_name"] == "sentence-transformers" and "transformers" in metadata["tags"]
+    assert "16-dimensional sentence embedding" in body and "dense 32 -> 16, tanh" in body
+    assert "`query`: `'the weather : '`" in body and "(default: `query`)" in body
+    assert 'SentenceTransformer("alice/tiny")' in body
