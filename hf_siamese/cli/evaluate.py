@@ -1,0 +1,70 @@
+"""`hf-siamese eval`: STS Spearman/Pearson of a model on scored pairs, with optional scatter plot and heatmap."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import (
+    DEMO_DEV_NAME,
+    default_model_path,
+    infer_score_range,
+    load_data,
+    load_inference_model,
+    parse_columns,
+    parse_score_range,
+    read_text_lines,
+    scored_pairs_layout,
+    take,
+)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """Spearman/Pearson x100 of cosine, dot, euclidean and manhattan similarity on scored pairs; optional plots."""
+    from ..data import load_demo_dataset
+    from ..metrics import paired_similarities, sts_metrics_from_embeddings
+
+    if (args.sentences is None) != (args.heatmap is None):
+        raise ValueError("--sentences and --heatmap go together: the heatmap shows the sentences of the file")
+    columns = parse_columns(args.columns)
+    score_range = parse_score_range(args.score_range)
+    if args.data is None:
+        if columns or args.dataset_config:
+            raise ValueError("--columns/--dataset-config describe a data source; give one")
+        data, name = load_demo_dataset()["dev"], DEMO_DEV_NAME
+    else:
+        data, name = load_data(args.data, args.split, columns, args.dataset_config), args.data
+    data = take(data, args.max_eval, 0)
+    first, second, score = scored_pairs_layout(data, name)
+    sentences = read_text_lines(args.sentences) if args.sentences else None
+
+    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)
+    left = list(data[first])
+    right = list(data[second])
+    gold = list(data[score])
+    score_range = score_range or infer_score_range(gold, name)
+    embeddings = model.encode(
+        left + right, tokenizer=tokenizer, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=True
+    )
+    e1, e2 = embeddings[: len(left)], embeddings[len(left) :]
+    metrics = sts_metrics_from_embeddings(e1, e2, gold, score_range=score_range, percent=True)
+
+    print(f"STS evaluation of {args.model or default_model_path()}")
+    print(f"on {name}: {len(gold)} pairs, scores {score_range[0]:g}..{score_range[1]:g}")
+    print(f"{'similarity':<12}{'Spearman':>10}{'Pearson':>10}   (x100)")
+    for function in ("cosine", "dot", "euclidean", "manhattan"):
+        print(f"{function:<12}{metrics[f'spearman_{function}']:>10.2f}{metrics[f'pearson_{function}']:>10.2f}")
+
+    if args.plot:
+        from ..plots import plot_similarity_scatter
+
+        predicted = paired_similarities(e1, e2, "cosine")
+        written = plot_similarity_scatter(predicted, gold, args.plot, title=f"Cosine similarity vs gold: {name}")
+        print(f"scatter plot: {written}")
+    if sentences is not None:
+        from ..plots import plot_similarity_heatmap
+
+        vectors = model.encode(sentences, tokenizer=tokenizer, batch_size=args.batch_size)
+        matrix = model.similarity(vectors, vectors).numpy()
+        written = plot_similarity_heatmap(sentences, matrix, args.heatmap, title=f"Similarity: {args.sentences}")
+        print(f"heatmap: {written}")
+    return 0

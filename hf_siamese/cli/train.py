@@ -1,0 +1,316 @@
+"""`hf-siamese train` (alias `demo`): fine-tune a sentence encoder and report Spearman before and after."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+from typing import TYPE_CHECKING, Any
+
+from .common import (
+    DEMO_DEV_NAME,
+    DEMO_OUTPUT_DIR,
+    DEMO_TRAIN_NAME,
+    PROG,
+    check_model_source,
+    default_model_path,
+    encoder_defaults,
+    infer_score_range,
+    load_data,
+    parse_columns,
+    parse_labels,
+    parse_score_range,
+    quiet_progress_bars,
+    scored_pairs_layout,
+    shutdown_distributed,
+    take,
+)
+
+if TYPE_CHECKING:
+    import datasets
+
+
+def _infer_loss(dataset: datasets.Dataset, source: str) -> str:
+    """Same rule as SiameseTrainer: no label -> mnr, float score -> cosine, class label -> softmax."""
+    from ..collator import detect_layout
+
+    try:
+        layout = detect_layout(dataset.column_names)
+    except ValueError as err:
+        raise ValueError(f"{source}: {err}") from None
+    if layout.label is None:
+        return "mnr"
+    return "cosine" if isinstance(dataset[0][layout.label], float) else "softmax"
+
+
+def _as_scores(dataset: datasets.Dataset, source: str, loss: str) -> datasets.Dataset:
+    """Scores read from CSV under a column not named `score` arrive as text; score losses need numbers."""
+    from ..collator import detect_layout
+
+    layout = detect_layout(dataset.column_names)
+    if layout.label is None:
+        raise ValueError(f"--loss {loss} needs a score column; {source} has columns {dataset.column_names}")
+    values = dataset[layout.label]
+    if all(isinstance(v, float) for v in values):
+        return dataset
+    scores = []
+    for index, value in enumerate(values):
+        try:
+            scores.append(float(value))
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{source}, row {index + 1}: --loss {loss} needs numeric scores, column {layout.label!r} "
+                f"holds {value!r}"
+            ) from None
+    return dataset.remove_columns(layout.label).add_column(layout.label, scores)
+
+
+def _softmax_labels(dataset: datasets.Dataset, label2id: dict[str, int] | None) -> dict[str, Any]:
+    """`from_encoder` arguments for the classifier head: from `--labels`, or from the labels found in the data."""
+    from ..collator import detect_layout
+
+    layout = detect_layout(dataset.column_names)
+    if layout.label is None:
+        raise ValueError(f"--loss softmax needs a label column; the data has columns {dataset.column_names}")
+    if label2id is not None:
+        return {"label2id": label2id}
+    values = set(dataset[layout.label])
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return {"num_labels": max(values) + 1}
+    # Sorted, so the same data always gives the same class ids.
+    return {"label2id": {str(name): index for index, name in enumerate(sorted(map(str, values)))}}
+
+
+def _percent(metrics: dict[str, float]) -> str:
+    return f"{100 * metrics['spearman_cosine']:.2f}"
+
+
+def _training_data(args: argparse.Namespace) -> tuple[Any, str, Any, str | None]:
+    """(train rows, their name, eval rows or None, their name): from the arguments, or the built-in demo set."""
+    from ..data import load_demo_dataset
+
+    columns = parse_columns(args.columns)
+    eval_columns = parse_columns(args.eval_columns, "--eval-columns")
+    demo = args.train is None
+    if demo and (columns or args.dataset_config):
+        raise ValueError("--columns/--dataset-config describe --train data; give --train too")
+    demo_splits = load_demo_dataset() if demo else None
+    if demo:
+        train_data, train_name = demo_splits["train"], DEMO_TRAIN_NAME
+    else:
+        train_data, train_name = load_data(args.train, args.train_split, columns, args.dataset_config), args.train
+    train_data = take(train_data, args.max_train, args.seed)
+
+    if args.eval is not None:
+        eval_data, eval_name = load_data(args.eval, args.eval_split, eval_columns, args.eval_dataset_config), args.eval
+    elif demo:
+        eval_data, eval_name = demo_splits["dev"], DEMO_DEV_NAME
+    else:
+        if args.eval_steps:
+            raise ValueError("--eval-steps needs --eval data")
+        return train_data, train_name, None, None
+    eval_data = take(eval_data, args.max_eval, args.seed)
+    scored_pairs_layout(eval_data, eval_name)
+    return train_data, train_name, eval_data, eval_name
+
+
+def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> tuple[str, Any, dict[str, Any], Any]:
+    """(loss name, loss object, classifier-head arguments for `from_encoder`, train rows with numeric scores)."""
+    from .. import losses
+
+    score_range = parse_score_range(args.score_range)
+    label2id = parse_labels(args.labels)
+    loss_name = args.loss or _infer_loss(train_data, train_name)
+    loss_kwargs: dict[str, Any] = {}
+    head_kwargs: dict[str, Any] = {}
+    if loss_name in ("cosine", "cosent"):
+        train_data = _as_scores(train_data, train_name, loss_name)
+    if loss_name == "cosine":
+        score_range = score_range or infer_score_range(train_data[_infer_label_column(train_data)], train_name)
+        loss_kwargs["score_range"] = score_range
+    elif score_range is not None:
+        raise ValueError(f"--score-range applies to --loss cosine, not {loss_name}")
+    if loss_name == "softmax":
+        head_kwargs = _softmax_labels(train_data, label2id)
+        if args.eval_steps:
+            # The Trainer's evaluation computes the training loss on the eval rows, and scored pairs have no
+            # class labels; the before/after Spearman is computed all the same.
+            raise ValueError("--eval-steps does not work with --loss softmax (scored eval pairs have no classes)")
+    elif label2id is not None:
+        raise ValueError(f"--labels applies to --loss softmax, not {loss_name}")
+    if loss_name == "mnr":
+        loss_kwargs["gather_across_processes"] = args.gather_across_processes
+    elif args.gather_across_processes:
+        raise ValueError(f"--gather-across-processes applies to --loss mnr, not {loss_name}")
+    return loss_name, losses.get_loss(loss_name, **loss_kwargs), head_kwargs, train_data
+
+
+def _training_arguments(args: argparse.Namespace, output_dir: str, periodic_eval: bool) -> Any:
+    import torch
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=output_dir,
+        # Runs unchanged on a CPU-only machine, a GPU, and under `accelerate launch` / torchrun.
+        use_cpu=not torch.cuda.is_available(),
+        num_train_epochs=args.epochs,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=max(args.batch_size, 32),
+        learning_rate=args.lr,
+        warmup_steps=args.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps in transformers 5
+        seed=args.seed,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        bf16=args.bf16,
+        train_sampling_strategy="group_by_length" if args.group_by_length else "random",
+        save_strategy="steps" if args.save_steps else "no",
+        save_steps=args.save_steps or 500,
+        eval_strategy="steps" if periodic_eval else "no",
+        eval_steps=args.eval_steps,
+        logging_steps=args.logging_steps,
+        hub_model_id=args.push_to_hub,
+        disable_tqdm=False,  # transformers hides the bar at its default log level; a CLI user wants it
+        # Every parameter of the models built here gets a gradient (a classifier head exists only for softmax), so
+        # DDP need not search for unused ones, and does not warn about the search on every process.
+        ddp_find_unused_parameters=False,
+        report_to="none",
+    )
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Fine-tune, print a before/after summary on the main process, save (and optionally push) the model."""
+    from transformers import AutoTokenizer, set_seed
+
+    from ..modeling_siamese import SiameseBertModel
+    from ..trainer import SiameseTrainer
+
+    if args.push_to_hub is not None and "/" not in args.push_to_hub.strip("/"):
+        raise ValueError(f"--push-to-hub {args.push_to_hub!r}: expected a repository id OWNER/NAME")
+    demo = args.train is None
+    train_data, train_name, eval_data, eval_name = _training_data(args)
+    loss_name, loss, head_kwargs, train_data = _objective(args, train_data, train_name)
+
+    model_path = check_model_source(args.model or default_model_path())
+    set_seed(args.seed)  # before building the model: a classifier head is initialised at random
+    with quiet_progress_bars():
+        model = SiameseBertModel.from_encoder(
+            model_path,
+            **encoder_defaults(model_path, args.pooling, args.normalize),
+            max_seq_length=args.max_seq_length,
+            **head_kwargs,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+
+    # The Trainer would align these itself, with a warning that reads like a problem; the encoder has no
+    # generation config, only the pad id matters.
+    text_config = model.config.get_text_config()
+    if getattr(text_config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
+        text_config.pad_token_id = tokenizer.pad_token_id
+
+    output_dir = args.output_dir or (DEMO_OUTPUT_DIR if demo else "runs/hf-siamese")
+    training_args = _training_arguments(args, output_dir, periodic_eval=bool(args.eval_steps and eval_data))
+    try:
+        trainer = SiameseTrainer(
+            model=model,
+            args=training_args,
+            train_dataset=train_data,
+            # The softmax loss cannot be computed on scored eval pairs, so the Trainer does not get them then.
+            eval_dataset=None if loss_name == "softmax" else eval_data,
+            processing_class=tokenizer,
+            loss=loss,
+        )
+    except ValueError as err:
+        # The Trainer checks every row up front; say which of the user's sources the row is in.
+        message = str(err)
+        source = eval_name if message.startswith("eval_dataset") else train_name
+        if "outside the score range" in message:
+            message += " Pass --score-range LOW,HIGH to match the data."
+        raise ValueError(f"{source}: {message}") from None
+    main_process = trainer.is_world_process_zero()
+    show = print if main_process else _silent
+
+    show(f"{PROG} train: {train_name} ({len(train_data)} rows), loss {_describe_loss(loss)}, base model {model_path}")
+    before = trainer.sts_metrics(eval_data) if eval_data is not None else None
+    if before:
+        show(f"{PROG} train: Spearman (cosine) x100 on {eval_name} before training: {_percent(before)}")
+    trainer.train()
+    after = trainer.sts_metrics(eval_data) if eval_data is not None else None
+    if after:
+        # Recorded like an evaluation, so the model card (written from the log history) states the final scores.
+        entry = {f"eval_{key}": value for key, value in after.items()}
+        trainer.state.log_history.append({**entry, "epoch": trainer.state.epoch, "step": trainer.state.global_step})
+    card_facts = _card_facts(args, demo)
+    with quiet_progress_bars():
+        trainer.save_model(output_dir)
+        if main_process and "create_model_card" in vars(SiameseTrainer):  # hf-siamese's own card, not Trainer's
+            trainer.create_model_card(**card_facts)
+
+    pushed = None
+    if args.push_to_hub is not None:
+        push = getattr(trainer, "push_to_hub", None)
+        if push is None:
+            raise ValueError("--push-to-hub: this version of SiameseTrainer cannot push to the Hub")
+        push_kwargs: dict[str, Any] = {"commit_message": f"{PROG} train: {loss_name} loss on {train_name}"}
+        if "repo_id" in inspect.signature(push).parameters:
+            push_kwargs["repo_id"] = args.push_to_hub
+        with quiet_progress_bars():
+            push(**push_kwargs, **card_facts)
+        pushed = args.push_to_hub
+
+    show("")
+    show("=" * 80)
+    show(f"Trained {model_path}")
+    show(f"  on      {train_name}: {len(train_data)} rows, {args.epochs:g} epoch(s), loss {_describe_loss(loss)}")
+    if before and after:
+        gain = 100 * (after["spearman_cosine"] - before["spearman_cosine"])
+        show(f"  eval    {eval_name}: {len(eval_data)} pairs")
+        show(f"          Spearman (cosine) x100: before {_percent(before)}  ->  after {_percent(after)}  ({gain:+.2f})")
+    show(f"  saved   {os.path.abspath(output_dir)}")
+    if pushed:
+        from huggingface_hub import constants
+
+        show(f"  pushed  {constants.ENDPOINT}/{pushed}")
+    show("Load it with:")
+    show(_load_snippet(pushed or output_dir))
+    show("=" * 80)
+    shutdown_distributed()
+    return 0
+
+
+def _card_facts(args: argparse.Namespace, demo: bool) -> dict[str, str]:
+    """Model-card facts under Trainer's keyword names: where the weights and the training data came from."""
+    facts = {}
+    # The default weights are a local copy of this Hub model; naming it links the card to its base.
+    facts["finetuned_from"] = args.model or "sentence-transformers/all-MiniLM-L6-v2"
+    if not demo:
+        facts["dataset"] = args.train
+    return facts
+
+
+def _infer_label_column(dataset: datasets.Dataset) -> str:
+    from ..collator import detect_layout
+
+    label = detect_layout(dataset.column_names).label
+    assert label is not None  # _as_scores has checked it
+    return label
+
+
+def _describe_loss(loss: Any) -> str:
+    name = type(loss).__name__
+    if getattr(loss, "score_range", None):
+        low, high = loss.score_range
+        return f"{name} (scores {low:g}..{high:g})"
+    return name
+
+
+def _load_snippet(location: str) -> str:
+    return (
+        "    import hf_siamese  # registers the model class; without it pass trust_remote_code=True below\n"
+        "    from transformers import AutoModel\n"
+        f"    model = AutoModel.from_pretrained({location!r})\n"
+        '    embeddings = model.encode(["A man plays a guitar.", "Someone makes music."])\n'
+        "    print(model.similarity(embeddings, embeddings))"
+    )
+
+
+def _silent(*_args: Any, **_kwargs: Any) -> None:
+    """print() for processes other than the main one."""
