@@ -310,3 +310,22 @@ def test_model_card_describes_the_pipeline(st_folder: Path) -> None:
     assert "16-dimensional sentence embedding" in body and "dense 32 -> 16, tanh" in body
     assert "`query`: `'the weather : '`" in body and "(default: `query`)" in body
     assert 'SentenceTransformer("alice/tiny")' in body
+
+
+def test_hub_id_and_revision(fake_hub, tiny_bert_folder: Path, tmp_path: Path) -> None:
+    """A sentence-transformers repo on the (local) Hub: every module file is fetched by id, at the asked revision."""
+    import huggingface_hub
+
+    repo, token = "bob/tiny-st", "hf_test"
+    first = build_st_model(tiny_bert_folder, tmp_path / "first", pooling="cls", normalize=True)
+    huggingface_hub.create_repo(repo, token=token)
+    sha = huggingface_hub.upload_folder(folder_path=tmp_path / "first", repo_id=repo, token=token).oid
+    second = build_st_model(tiny_bert_folder, tmp_path / "second", pooling="max", dense=True)
+    huggingface_hub.upload_folder(folder_path=tmp_path / "second", repo_id=repo, token=token)
+
+    latest = SiameseBertModel.from_encoder(repo)
+    assert (latest.config.pooling, len(latest.config.projections)) == ("max", 1)
+    assert_close(latest.encode(SENTENCES), second.encode(SENTENCES))
+    pinned = SiameseBertModel.from_encoder(repo, revision=sha)
+    assert (pinned.config.pooling, pinned.config.normalize, pinned.config.projections) == ("cls", True, [])
+    assert_close(pinned.encode(SENTENCES), first.encode(SENTENCES))
