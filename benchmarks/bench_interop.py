@@ -47,7 +47,9 @@ def before_layout_reading(folder: str):
     from hf_siamese import SiameseBertConfig, SiameseBertModel
 
     encoder = AutoModel.from_pretrained(folder)
+    attention = encoder.config._attn_implementation  # building the outer config resets it, as from_encoder notes
     config = SiameseBertConfig(encoder_config=encoder.config, pooling="mean", normalize=False, max_seq_length=256)
+    encoder.config._attn_implementation = attention
     model = SiameseBertModel(config, encoder=encoder)
     model.config.name_or_path = folder
     return model

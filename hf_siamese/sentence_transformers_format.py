@@ -284,6 +284,13 @@ def save_pretrained(
     """
     if kwargs.get("push_to_hub"):
         raise ValueError("save_pretrained(push_to_hub=True) is not supported; call model.push_to_hub(repo_id) instead.")
+    if kwargs.get("variant"):
+        raise ValueError(
+            f"save_pretrained(variant={kwargs['variant']!r}) is not supported: sentence-transformers reads one weights "
+            "file name; save a copy in the dtype you want instead (model.to(dtype).save_pretrained(folder))."
+        )
+    if not kwargs.get("is_main_process", True):
+        return  # as in transformers: under several processes only the main one writes
     target = Path(save_directory)
     if target.is_file():
         raise ValueError(f"save_pretrained: {str(target)!r} is a file; give a folder (it is created if missing).")

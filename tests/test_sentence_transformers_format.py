@@ -329,3 +329,16 @@ def test_hub_id_and_revision(fake_hub, tiny_bert_folder: Path, tmp_path: Path) -
     pinned = SiameseBertModel.from_encoder(repo, revision=sha)
     assert (pinned.config.pooling, pinned.config.normalize, pinned.config.projections) == ("cls", True, [])
     assert_close(pinned.encode(SENTENCES), first.encode(SENTENCES))
+
+
+def test_save_pretrained_options(st_folder: Path, tmp_path: Path) -> None:
+    model = SiameseBertModel.from_encoder(st_folder)
+    model.save_pretrained(tmp_path / "other-rank", is_main_process=False)
+    assert not (tmp_path / "other-rank").exists() or not any((tmp_path / "other-rank").iterdir())
+    with pytest.raises(ValueError, match=r"variant='fp16'\) is not supported"):
+        model.save_pretrained(tmp_path / "variant", variant="fp16")
+    with pytest.raises(ValueError, match=r"push_to_hub=True.*model\.push_to_hub"):
+        model.save_pretrained(tmp_path / "push", push_to_hub=True)
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(ValueError, match=r"is a file; give a folder"):
+        model.save_pretrained(tmp_path / "file")
