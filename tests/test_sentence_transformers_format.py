@@ -81,26 +81,62 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def round_trips(tiny_bert_folder: Path, tmp_path_factory) -> dict[str, dict]:
+    """Each case built and saved by sentence-transformers, loaded by `from_encoder` and saved by us; with the
+    reference embeddings of sentence-transformers on its own folder, per prompt name."""
+    results = {}
+    for case, kwargs in CASES.items():
+        folder = tmp_path_factory.mktemp(case)
+        reference = build_st_model(tiny_bert_folder, folder / "st", **kwargs)
+        names = [None, *sorted(kwargs.get("prompts") or {})]
+        model = SiameseBertModel.from_encoder(folder / "st")
+        model.save_pretrained(folder / "ours")
+        expected = {name: reference.encode(SENTENCES, prompt_name=name, convert_to_tensor=True) for name in names}
+        results[case] = {"folder": folder, "model": model, "expected": expected}
+    return results
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_sentence_transformers_round_trip(case: str, tiny_bert_folder: Path, tmp_path: Path, tiny_tokenizer) -> None:
-    reference = build_st_model(tiny_bert_folder, tmp_path / "st", **CASES[case])
-    prompt_names = [None, *sorted(CASES[case].get("prompts") or {})]
+def test_sentence_transformers_round_trip(case: str, round_trips: dict) -> None:
+    model, expected, folder = (round_trips[case][k] for k in ("model", "expected", "folder"))
+    for name, reference in expected.items():
+        assert_close(model.encode(SENTENCES, prompt_name=name), reference)
 
-    model = SiameseBertModel.from_encoder(tmp_path / "st")
-    for name in prompt_names:
-        assert_close(model.encode(SENTENCES, prompt_name=name), reference.encode(SENTENCES, prompt_name=name))
-
-    model.save_pretrained(tmp_path / "ours")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning when sentence-transformers reads our folder
-        reloaded = SentenceTransformer(str(tmp_path / "ours"), device="cpu")
-    auto = AutoModel.from_pretrained(tmp_path / "ours")
+        reloaded = SentenceTransformer(str(folder / "ours"), device="cpu")
+    auto = AutoModel.from_pretrained(folder / "ours")
     assert isinstance(auto, SiameseBertModel)
-    for name in prompt_names:
-        expected = reference.encode(SENTENCES, prompt_name=name)
-        assert_close(reloaded.encode(SENTENCES, prompt_name=name), expected)
-        assert_close(auto.encode(SENTENCES, prompt_name=name), expected)
+    for name, reference in expected.items():
+        assert_close(reloaded.encode(SENTENCES, prompt_name=name), reference)
+        assert_close(auto.encode(SENTENCES, prompt_name=name), reference)
     assert reloaded.similarity_fn_name == model.config.similarity
+
+
+def test_remote_code_reads_every_saved_layout(round_trips: dict, tmp_path: Path) -> None:
+    """Each saved folder, loaded as remote code in a process where hf_siamese cannot be imported."""
+    checks = []
+    for case, result in round_trips.items():
+        for index, (name, reference) in enumerate(result["expected"].items()):
+            torch.save(reference, tmp_path / f"{case}-{index}.pt")
+            checks.append((case, str(result["folder"] / "ours"), name, str(tmp_path / f"{case}-{index}.pt")))
+    script = BLOCKED_IMPORT + textwrap.dedent(
+        f"""
+        import torch
+        from transformers import AutoModel
+        for case, path, name, expected in {checks!r}:
+            model = AutoModel.from_pretrained(path, trust_remote_code=True)
+            assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+            got = model.encode({SENTENCES!r}, prompt_name=name)  # its tokenizer: 0_Transformer/
+            diff = float((got - torch.load(expected, weights_only=True)).abs().max())
+            print("MAXDIFF", case, name, diff)
+        """
+    )
+    output = _run_isolated(script, tmp_path)
+    diffs = [line.split() for line in output.splitlines() if line.startswith("MAXDIFF")]
+    assert len(diffs) == len(checks), output
+    assert all(float(diff[-1]) < TOLERANCE for diff in diffs), output
 
 
 def test_saved_folder_is_read_without_warnings(tiny_bert_folder: Path, tmp_path: Path, caplog) -> None:
@@ -125,34 +161,6 @@ def test_encoder_weights_are_stored_once(tiny_bert_folder: Path, tmp_path: Path)
     reloaded = AutoModel.from_pretrained(tmp_path / "ours")
     for name, value in model.state_dict().items():
         assert torch.equal(value, reloaded.state_dict()[name]), name
-
-
-def test_remote_code_reads_the_saved_layout(tiny_bert_folder: Path, tmp_path: Path) -> None:
-    reference = build_st_model(
-        tiny_bert_folder,
-        tmp_path / "st",
-        pooling="cls",
-        dense=True,
-        normalize=True,
-        prompts=PROMPTS,
-        include_prompt=False,
-    )
-    SiameseBertModel.from_encoder(tmp_path / "st").save_pretrained(tmp_path / "ours")
-    torch.save(reference.encode(SENTENCES, prompt_name="query", convert_to_tensor=True), tmp_path / "expected.pt")
-    script = BLOCKED_IMPORT + textwrap.dedent(
-        f"""
-        import torch
-        from transformers import AutoModel
-        path = {str(tmp_path / "ours")!r}
-        model = AutoModel.from_pretrained(path, trust_remote_code=True)
-        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-        got = model.encode({SENTENCES!r}, prompt_name="query")  # its tokenizer: 0_Transformer/
-        expected = torch.load({str(tmp_path / "expected.pt")!r}, weights_only=True)
-        print("MAXDIFF", float((got - expected).abs().max()))
-        """
-    )
-    output = _run_isolated(script, tmp_path)
-    assert float(output.split("MAXDIFF")[1].split()[0]) < TOLERANCE, output
 
 
 def test_explicit_arguments_override_the_checkpoint(tiny_bert_folder: Path, tmp_path: Path) -> None:
