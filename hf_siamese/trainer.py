@@ -167,8 +167,7 @@ class SiameseTrainer(Trainer):
         a mean over its batch."""
         labels = inputs.get("labels")
         model_inputs = {k: v for k, v in inputs.items() if k != "labels"}
-        outputs = model(**model_inputs)
-        loss = self.loss(outputs, labels)
+        loss, outputs = self.loss.compute(model, model_inputs, labels)
         return (loss, outputs) if return_outputs else loss
 
     def prediction_step(
