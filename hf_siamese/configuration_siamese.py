@@ -41,6 +41,9 @@ class SiameseBertConfig(PreTrainedConfig):
         projections (`list[dict]`, *optional*):
             Dense layers applied after pooling, in order, each `{"in_features", "out_features", "bias",
             "activation"}` with `activation` one of `identity`, `tanh`, `relu`, `gelu`, `sigmoid`, `silu`.
+        truncate_dim (`int`, *optional*):
+            Keep only the first `truncate_dim` dims of the embedding (after the projections, before normalizing): for
+            models trained with `MatryoshkaLoss`. Also settable at load time, `from_pretrained(..., truncate_dim=128)`.
         normalize (`bool`, *optional*, defaults to `False`):
             L2-normalize sentence embeddings (after the projections), so dot product equals cosine similarity.
         similarity (`str`, *optional*, defaults to `"cosine"`):
@@ -79,6 +82,7 @@ class SiameseBertConfig(PreTrainedConfig):
     pooling: str = "mean"
     include_prompt: bool = True
     projections: list[dict] = field(default_factory=list)
+    truncate_dim: int | None = None
     normalize: bool = False
     similarity: str = "cosine"
     prompts: dict[str, str] = field(default_factory=dict)
@@ -132,6 +136,18 @@ class SiameseBertConfig(PreTrainedConfig):
                 f"SiameseBertConfig: max_seq_length={self.max_seq_length!r} must be a positive int or None."
             )
         self.projections = [self._checked_projection(i, p) for i, p in enumerate(self.projections or [])]
+        if self.truncate_dim is not None:
+            full = self.projections[-1]["out_features"] if self.projections else self.hidden_size
+            value = self.truncate_dim
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= full:
+                raise ValueError(
+                    f"SiameseBertConfig: truncate_dim={value!r} must be an int from 1 to the embedding size {full}."
+                )
+            if self.classifier_head:
+                raise ValueError(
+                    f"SiameseBertConfig: truncate_dim={value!r} with a classifier head; the head reads the whole "
+                    "embedding, so truncation is for models without one."
+                )
         self._check_prompts()
         limit = getattr(self.encoder_config, "max_position_embeddings", None)
         if self.max_seq_length is not None and isinstance(limit, int) and self.max_seq_length > limit:
@@ -215,7 +231,10 @@ class SiameseBertConfig(PreTrainedConfig):
 
     @property
     def embedding_size(self) -> int:
-        """Width of the sentence embedding: the last projection's `out_features`, else the encoder's hidden size."""
+        """Width of the sentence embedding: `truncate_dim`, else the last projection's `out_features`, else the
+        encoder's hidden size."""
+        if self.truncate_dim is not None:
+            return self.truncate_dim
         return self.projections[-1]["out_features"] if self.projections else self.hidden_size
 
     @property

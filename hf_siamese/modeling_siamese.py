@@ -176,6 +176,8 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
 
     def __init__(self, config: SiameseBertConfig, encoder: PreTrainedModel | None = None) -> None:
         super().__init__(config)
+        # from_pretrained(..., truncate_dim=...) sets fields after the config checked itself: check again.
+        config.validate_siamese_fields()
         if encoder is None:
             encoder = AutoModel.from_config(config.encoder_config)
         config.encoder_config = encoder.config
@@ -304,6 +306,8 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         embeddings = pool_token_states(encoded.last_hidden_state, attention_mask, self.config.pooling, prompt_length)
         for projection in self.projections:
             embeddings = projection(embeddings)
+        if self.config.truncate_dim is not None:
+            embeddings = embeddings[..., : self.config.truncate_dim]
         if self.config.normalize:
             embeddings = F.normalize(embeddings, p=2, dim=-1)
         return embeddings, encoded

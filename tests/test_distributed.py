@@ -116,29 +116,41 @@ def test_single_process_helpers() -> None:
 
 
 @pytest.fixture(scope="module")
-def gradient_report(scratch: Path) -> dict[tuple[int, bool, bool], dict[str, Any]]:
+def gradient_report(scratch: Path) -> dict[tuple[int, bool, bool, bool], dict[str, Any]]:
     out = scratch / "gradients.json"
     torchrun("mnr_gradients.py", str(out))
-    return {(r["negatives"], r["symmetric"], r["gather"]): r for r in json.loads(out.read_text())}
+    return {(r["negatives"], r["symmetric"], r["gather"], r["cached"]): r for r in json.loads(out.read_text())}
 
 
 @pytest.mark.parametrize("negatives", [0, 1], ids=["pairs", "hard-negative"])
 @pytest.mark.parametrize("symmetric", [False, True], ids=["one-way", "symmetric"])
 def test_gathered_mnr_gradients_equal_one_process_with_the_global_batch(
-    gradient_report: dict[tuple[int, bool, bool], dict[str, Any]], negatives: int, symmetric: bool
+    gradient_report: dict[tuple[int, bool, bool, bool], dict[str, Any]], negatives: int, symmetric: bool
 ) -> None:
     """2 processes x 4 rows with gathering, gradients averaged by DDP == 1 process x 8 rows, loss and gradients.
 
     The gather's backward sums each candidate's gradient over processes; DDP then divides by the world size. The
     loss needs no extra factor: the result is the gradient of the global mean loss, not W times it."""
-    gathered = gradient_report[(negatives, symmetric, True)]
+    gathered = gradient_report[(negatives, symmetric, True, False)]
     assert gathered["loss_diff"] < 1e-6, gathered
     assert gathered["grad_diff"] < 1e-5, gathered
     # Without gathering each process only sees its own 4 candidates: a different loss and clearly different
     # gradients, so the comparison above can fail.
-    local_only = gradient_report[(negatives, symmetric, False)]
+    local_only = gradient_report[(negatives, symmetric, False, False)]
     assert local_only["loss_diff"] > 0.1, local_only
     assert local_only["grad_diff"] > 0.05 * local_only["grad_max"], local_only
+
+
+@pytest.mark.parametrize("negatives", [0, 1], ids=["pairs", "hard-negative"])
+@pytest.mark.parametrize("symmetric", [False, True], ids=["one-way", "symmetric"])
+def test_cached_gathered_mnr_gradients_equal_one_process_with_the_global_batch(
+    gradient_report: dict[tuple[int, bool, bool, bool], dict[str, Any]], negatives: int, symmetric: bool
+) -> None:
+    """The same with CachedMultipleNegativesRankingLoss: each process embeds its 4 rows in chunks of 3 and 1 (DDP
+    synchronises once, after the last chunk), the loss is taken on the gathered global batch."""
+    cached = gradient_report[(negatives, symmetric, True, True)]
+    assert cached["loss_diff"] < 1e-6, cached
+    assert cached["grad_diff"] < 1e-5, cached
 
 
 # ------------------------------------------------------------------------------------ accelerate launch end to end

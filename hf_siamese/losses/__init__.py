@@ -22,6 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from .base import SiameseLoss
+from .cached import CachedMultipleNegativesRankingLoss  # noqa: I001 - after ranking, which it builds on
+from .matryoshka import MatryoshkaLoss, truncated_output
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss
 from .ranking import MultipleNegativesRankingLoss
 
@@ -30,11 +32,12 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "cosent": CoSENTLoss,
     "softmax": SoftmaxLoss,
     "mnr": MultipleNegativesRankingLoss,
+    "cached_mnr": CachedMultipleNegativesRankingLoss,
 }
 
 
 def get_loss(loss: str | SiameseLoss, **kwargs: Any) -> SiameseLoss:
-    """A loss object from itself or from its name (`cosine`, `cosent`, `softmax`, `mnr`)."""
+    """A loss object from itself or from its name (`cosine`, `cosent`, `softmax`, `mnr`, `cached_mnr`)."""
     if isinstance(loss, SiameseLoss):
         return loss
     if isinstance(loss, str) and loss.lower() in LOSSES:
@@ -48,6 +51,9 @@ __all__ = [
     "CoSENTLoss",
     "SoftmaxLoss",
     "MultipleNegativesRankingLoss",
+    "CachedMultipleNegativesRankingLoss",
+    "MatryoshkaLoss",
+    "truncated_output",
     "LOSSES",
     "get_loss",
 ]

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conf
 from conftest import VOCAB_SIZE, make_tiny_model  # noqa: E402
 
 from hf_siamese.distributed import shutdown_process_group  # noqa: E402
-from hf_siamese.losses import MultipleNegativesRankingLoss  # noqa: E402
+from hf_siamese.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss  # noqa: E402
 
 ROWS = 4  # rows per process; the global batch has 2 * ROWS
 SEQ_LEN = 7
@@ -62,10 +62,14 @@ def main() -> None:
             reference_loss = reference_loss_fn(reference_model(**batch), None)
             reference_loss.backward()
             reference_grad = gradients(reference_model)
-            for gather in (True, False):
+            # (gather, cached): the cached loss embeds 3 rows at a time (4 local rows: chunks of 3 and 1).
+            for gather, cached in ((True, False), (False, False), (True, True)):
                 ddp.zero_grad(set_to_none=True)
-                loss_fn = MultipleNegativesRankingLoss(symmetric=symmetric, gather_across_processes=gather)
-                loss = loss_fn(ddp(**local), None)
+                if cached:
+                    loss_fn = CachedMultipleNegativesRankingLoss(3, symmetric=symmetric, gather_across_processes=True)
+                else:
+                    loss_fn = MultipleNegativesRankingLoss(symmetric=symmetric, gather_across_processes=gather)
+                loss, _ = loss_fn.compute(ddp, local, None)
                 loss.backward()  # DDP all-reduces and averages the parameter gradients here
                 # The global loss is the mean of the per-process means (equal batch sizes), as Trainer logs it.
                 mean_loss = loss.detach().clone()
@@ -85,6 +89,7 @@ def main() -> None:
                         "negatives": num_texts - 2,
                         "symmetric": symmetric,
                         "gather": gather,
+                        "cached": cached,
                         "loss_diff": diffs[0].item(),
                         "grad_diff": diffs[1].item(),
                         "grad_max": diffs[2].item(),
