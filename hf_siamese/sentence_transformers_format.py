@@ -391,7 +391,17 @@ def write_layout(model: Any, folder: str | os.PathLike, tokenizer: Any = None) -
     pooling.update({key: mode == st_mode for mode, (_, key) in _POOLING.items()})
     pooling["include_prompt"] = config.include_prompt
     _write_json(add("Pooling") / "config.json", pooling)
-    for projection, spec in zip(model.projections, config.projections, strict=True):
+    dense_layers = [
+        (spec, {k: v.detach() for k, v in projection.linear.state_dict().items()})
+        for projection, spec in zip(model.projections, config.projections, strict=True)
+    ]
+    if config.truncate_dim is not None:
+        # sentence-transformers saves no truncate_dim; a Dense layer holding the first rows of the identity matrix
+        # (no bias, no activation) cuts the embedding exactly, so its pipeline gives the same vectors.
+        full = dense_layers[-1][0]["out_features"] if dense_layers else config.hidden_size
+        spec = {"in_features": full, "out_features": config.truncate_dim, "bias": False, "activation": "identity"}
+        dense_layers.append((spec, {"weight": torch.eye(full)[: config.truncate_dim]}))
+    for spec, weights in dense_layers:
         dense = add("Dense")
         _write_json(
             dense / "config.json",
@@ -402,7 +412,7 @@ def write_layout(model: Any, folder: str | os.PathLike, tokenizer: Any = None) -
                 "activation_function": _ACTIVATIONS[spec["activation"]],
             },
         )
-        state = {f"linear.{k}": v.detach().contiguous().cpu() for k, v in projection.linear.state_dict().items()}
+        state = {f"linear.{k}": v.contiguous().cpu() for k, v in weights.items()}
         save_file(state, str(dense / "model.safetensors"), metadata={"format": "pt"})
     if config.normalize:
         _write_json(add("Normalize") / "config.json", {})
