@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .streaming import stream_row_names
+
 # Text column layouts recognised by name, tried in order. Ranking layouts may add hard-negative columns.
 PAIR_LAYOUTS: tuple[tuple[str, str], ...] = (
     ("sentence1", "sentence2"),
@@ -178,10 +180,12 @@ class SiamesePairCollator:
         if len(rows) == 0:
             raise ValueError("SiamesePairCollator got an empty batch; is the dataset empty?")
         layout = self.layout(list(rows[0].keys()))
+        # Rows of a stream carry their position in it: errors name that, not the row's place in the batch.
+        names = stream_row_names(rows) or [f"batch row {position}" for position in range(len(rows))]
         texts: list[str] = []
-        for position, row in enumerate(rows):
+        for name, row in zip(names, rows, strict=True):
             for column in layout.texts:
-                texts.append(self.prepare(_check_text(row.get(column), column, f"batch row {position}"), column))
+                texts.append(self.prepare(_check_text(row.get(column), column, name), column))
         max_length = self.max_length or _tokenizer_limit(self.tokenizer)
         encoded = self.tokenizer(
             texts,
@@ -197,7 +201,7 @@ class SiamesePairCollator:
             batch["prompt_length"] = torch.tensor([lengths] * len(rows), dtype=torch.long)
         if layout.label is not None:
             labels = [row.get(layout.label) for row in rows]
-            batch["labels"] = self.labels_to_tensor(labels, layout.label, lambda i: f"batch row {i}")
+            batch["labels"] = self.labels_to_tensor(labels, layout.label, lambda i: names[i])
         return batch
 
     def labels_to_tensor(self, labels: Sequence[Any], column: str, where: Callable[[int], str]) -> torch.Tensor:

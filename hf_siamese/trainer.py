@@ -19,6 +19,10 @@ from .collator import SiamesePairCollator, check_dataset, detect_layout
 from .losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
 from .modeling_siamese import SiameseBertModel
 from .sampler import NoDuplicatesBatchSampler
+from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
+
+# Rows of a streamed train_dataset checked before training (later rows are checked as batches are built).
+STREAM_CHECK_ROWS = 1000
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +44,16 @@ class SiameseTrainer(Trainer):
             text would be a false negative). On by default for `MultipleNegativesRankingLoss`.
         prompts: a prompt per text column (`{"anchor": "query: ", "positive": "passage: "}`) or one for all, put
             before the texts in training and in STS evaluation; goes to the default collator.
+        stream_buffer_size: for a streamed `train_dataset` (`datasets.IterableDataset`) and a ranking loss, the rows
+            held to form batches without repeated texts (default 8 x the batch size).
         Other arguments are the Trainer's.
+
+    Streams: `train_dataset` may be a `datasets.IterableDataset` (`load_dataset(..., streaming=True)`) with every
+    loss; `TrainingArguments(max_steps=...)` is then required. Its first `STREAM_CHECK_ROWS` rows are checked before
+    training; a bad row later is an error naming its position in the stream. Under several processes each reads its
+    own part of the stream (whole shards when their number divides evenly). Resuming from a checkpoint reads the
+    stream again from its start and skips the batches already trained on, so training continues where it stopped
+    (for a shuffled stream, with the same seed).
     """
 
     def __init__(
@@ -55,6 +68,7 @@ class SiameseTrainer(Trainer):
         head_learning_rate: float | None = None,
         no_duplicates_sampler: bool | None = None,
         prompts: dict[str, str] | str | None = None,
+        stream_buffer_size: int | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(model, SiameseBertModel):
@@ -107,11 +121,25 @@ class SiameseTrainer(Trainer):
             no_duplicates_sampler = isinstance(self.loss, MultipleNegativesRankingLoss)
         self.no_duplicates_sampler = no_duplicates_sampler
 
+        self.stream_buffer_size = stream_buffer_size
+        if is_stream(train_dataset) and args.max_steps <= 0:
+            raise ValueError(
+                f"SiameseTrainer: train_dataset is a stream ({type(train_dataset).__name__}, no length), so the "
+                "number of steps is unknown: set TrainingArguments(max_steps=N)."
+            )
+        eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
+        for name, dataset in eval_sets.items():
+            if is_stream(dataset):
+                raise ValueError(
+                    f"SiameseTrainer: {name} is a stream ({type(dataset).__name__}); evaluation reads its set whole "
+                    "and more than once: give a map-style dataset, e.g. Dataset.from_list(list(stream.take(n)))."
+                )
         if isinstance(data_collator, SiamesePairCollator):
             score_range = self.loss.score_range
-            if train_dataset is not None:
+            if is_stream(train_dataset):
+                check_dataset(first_rows(train_dataset, STREAM_CHECK_ROWS), data_collator, score_range, "train_dataset")
+            elif train_dataset is not None:
                 check_dataset(train_dataset, data_collator, score_range, name="train_dataset")
-            eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
             for name, dataset in eval_sets.items():
                 if dataset is not None:
                     check_dataset(dataset, data_collator, None, name=name)
@@ -139,19 +167,19 @@ class SiameseTrainer(Trainer):
     def _resolve_loss(loss: str | SiameseLoss | None, train_dataset: Any, collator: Any) -> SiameseLoss:
         if loss is not None:
             return get_loss(loss)
-        if train_dataset is None or not hasattr(train_dataset, "column_names"):
+        sample = first_rows(train_dataset, 1) if is_stream(train_dataset) else None
+        if sample:
+            first, columns = sample[0], list(sample[0])
+        elif train_dataset is not None and hasattr(train_dataset, "column_names") and len(train_dataset):
+            first, columns = train_dataset[0], train_dataset.column_names
+        else:
             raise ValueError("SiameseTrainer: pass loss= ('cosine', 'cosent', 'softmax', 'mnr' or a loss object).")
-        layout = (
-            collator.layout(train_dataset.column_names)
-            if isinstance(collator, SiamesePairCollator)
-            else detect_layout(train_dataset.column_names)
-        )
+        layout = collator.layout(columns) if isinstance(collator, SiamesePairCollator) else detect_layout(columns)
         if layout.label is None:
             chosen = "mnr"
         else:
-            value = train_dataset[0][layout.label]
-            chosen = "cosine" if isinstance(value, float) else "softmax"
-        logger.info("SiameseTrainer: no loss given; using %r for columns %s.", chosen, train_dataset.column_names)
+            chosen = "cosine" if isinstance(first[layout.label], float) else "softmax"
+        logger.info("SiameseTrainer: no loss given; using %r for columns %s.", chosen, columns)
         return get_loss(chosen)
 
     # ------------------------------------------------------------------------------------------------ training
@@ -290,6 +318,8 @@ class SiameseTrainer(Trainer):
         return longest
 
     def get_train_dataloader(self) -> DataLoader:
+        if is_stream(self.train_dataset):
+            return self._stream_dataloader()
         if not self.no_duplicates_sampler:
             return super().get_train_dataloader()
         if self.train_dataset is None:
@@ -310,6 +340,31 @@ class SiameseTrainer(Trainer):
             pin_memory=self.args.dataloader_pin_memory,
         )
         return self.accelerator.prepare(loader)
+
+    def _stream_dataloader(self) -> DataLoader:
+        """This process's part of the stream, numbered, batched (without repeated texts for ranking losses). It is
+        not passed through `accelerator.prepare`, which would split it again or read it all on the main process;
+        the Trainer moves each batch to the device."""
+        if self.args.dataloader_num_workers:
+            logger.warning("SiameseTrainer: a streamed train_dataset is read in the main process (num_workers=0).")
+        stream = NumberedStream(
+            stream_for_process(self.train_dataset, self.accelerator.process_index, self.accelerator.num_processes)
+        )
+        if not self.no_duplicates_sampler:
+            return DataLoader(
+                stream,
+                batch_size=self._train_batch_size,
+                collate_fn=self.data_collator,
+                drop_last=self.args.dataloader_drop_last,
+            )
+        batches = NoDuplicatesStreamBatcher(
+            stream,
+            self.data_collator.layout(list(first_rows(self.train_dataset, 1)[0])).texts,
+            batch_size=self._train_batch_size,
+            buffer_size=self.stream_buffer_size,
+            drop_last=self.args.dataloader_drop_last,
+        )
+        return DataLoader(batches, batch_size=None, collate_fn=self.data_collator)
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
         optimizer = super().create_optimizer(model)
