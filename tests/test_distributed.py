@@ -197,6 +197,23 @@ def test_accelerate_launch_saves_exactly_one_loadable_model(trained) -> None:
     assert loaded.encode(["a man plays the guitar"]).shape == (1, 32)  # the saved tokenizer is found
 
 
+@pytest.mark.slow  # about 20 s, as above
+def test_streamed_training_each_process_reads_its_own_part(scratch: Path) -> None:
+    """A 4-shard stream, 2 processes x 4 steps x 8 rows, cached MNR gathered across processes: each process reads
+    its own 2 shards (32 rows), so together they see every row once, and DDP keeps the replicas identical."""
+    out = scratch / "accelerate_stream"
+    out.mkdir()
+    result = accelerate_launch("train_mnr.py", str(out), "--stream")
+    assert "terminate called" not in result.stderr + result.stdout
+    reports = rank_reports(out)
+    seen = [report["anchors"] for report in reports]
+    assert len(seen[0]) == len(seen[1]) == 32
+    assert not set(seen[0]) & set(seen[1])
+    assert len(set(seen[0]) | set(seen[1])) == 64
+    assert reports[0]["checksum"] == reports[1]["checksum"]
+    assert reports[0]["checksum"] != pytest.approx(reports[0]["initial_checksum"], abs=1e-4)
+
+
 # ------------------------------------------------------------------------------------ sharded STS evaluation
 
 

@@ -1,6 +1,8 @@
 """Short MNR training of the tiny model under `accelerate launch` (2 processes), then save and shut down.
 
-Usage: `accelerate launch ... train_mnr.py OUT_DIR [--no-use-cpu]`. Every rank writes `OUT_DIR/rank{N}.json` with
+Usage: `accelerate launch ... train_mnr.py OUT_DIR [--no-use-cpu] [--stream]`. With `--stream` the rows come as a
+`datasets.IterableDataset` of 4 shards and the loss is the cached MNR (chunks of 3 rows); each rank also reports the
+anchors it trained on. Every rank writes `OUT_DIR/rank{N}.json` with
 what the test checks: world size, the accelerate distributed type, the loss, and a checksum of the trained weights
 (equal on all ranks when DDP synchronised them; different when each rank silently trained its own copy). The model
 is saved by `trainer.save_model` to `OUT_DIR/model`.
@@ -21,9 +23,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conf
 
 from conftest import VOCAB, WORDS, make_tiny_model  # noqa: E402
 
-from hf_siamese import SiameseTrainer  # noqa: E402
+from hf_siamese import SiamesePairCollator, SiameseTrainer  # noqa: E402
 from hf_siamese.distributed import shutdown_process_group  # noqa: E402
-from hf_siamese.losses import MultipleNegativesRankingLoss  # noqa: E402
+from hf_siamese.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss  # noqa: E402
+
+
+class RecordingCollator(SiamesePairCollator):
+    """Remembers the anchors of every batch it collates."""
+
+    anchors: list[str] = []
+
+    def __call__(self, rows):
+        self.anchors.extend(row["anchor"] for row in rows)
+        return super().__call__(rows)
 
 
 def triplets(n: int, seed: int = 0) -> Dataset:
@@ -46,6 +58,7 @@ def checksum(model: torch.nn.Module) -> float:
 def main() -> None:
     out = Path(sys.argv[1])
     use_cpu = "--no-use-cpu" not in sys.argv
+    stream = "--stream" in sys.argv
     tokenizer = BertTokenizer(vocab={token: i for i, token in enumerate(VOCAB)}, model_max_length=64)
     model = make_tiny_model(seed=0)
     initial = checksum(model)
@@ -61,12 +74,15 @@ def main() -> None:
         disable_tqdm=True,
         seed=7,
     )
+    collator = RecordingCollator(tokenizer)
     trainer = SiameseTrainer(
         model=model,
         args=args,
-        train_dataset=triplets(64),
-        processing_class=tokenizer,
-        loss=MultipleNegativesRankingLoss(gather_across_processes=True),
+        train_dataset=triplets(64).to_iterable_dataset(num_shards=4) if stream else triplets(64),
+        data_collator=collator,
+        loss=CachedMultipleNegativesRankingLoss(3, gather_across_processes=True)
+        if stream
+        else MultipleNegativesRankingLoss(gather_across_processes=True),
     )
     result = trainer.train()
     trainer.save_model(str(out / "model"))
@@ -81,6 +97,7 @@ def main() -> None:
         "train_loss": result.training_loss,
         "initial_checksum": initial,
         "checksum": checksum(trainer.accelerator.unwrap_model(trainer.model)),
+        "anchors": collator.anchors,
     }
     (out / f"rank{state.process_index}.json").write_text(json.dumps(info))
     shutdown_process_group()
