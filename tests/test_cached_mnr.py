@@ -10,6 +10,7 @@ from transformers import TrainingArguments
 
 from hf_siamese import SiameseBertOutput, SiameseTrainer
 from hf_siamese.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss
+from hf_siamese.losses.cached import chunk_plan, embed_chunk
 
 ROWS, SEQ_LEN = 8, 7
 
@@ -27,13 +28,19 @@ def gradients(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.grad.flatten() for p in model.parameters() if p.requires_grad])
 
 
+def chunked_embeddings(model, batch, mini_batch_size: int) -> torch.Tensor:
+    """The batch's embeddings with one graph, the encoder run on the cached loss's chunks (the same dropout draws)."""
+    plan = chunk_plan(batch, mini_batch_size)
+    pieces = [embed_chunk(model, batch, column, rows) for column, rows in plan]
+    embeddings = torch.zeros(ROWS, batch["attention_mask"].shape[1], pieces[0].shape[-1], dtype=pieces[0].dtype)
+    for (column, rows), piece in zip(plan, pieces, strict=True):
+        embeddings = embeddings.index_put((rows, torch.full_like(rows, column)), piece)
+    return embeddings
+
+
 def chunked_plain_mnr(model, batch, mini_batch_size: int, loss: MultipleNegativesRankingLoss) -> torch.Tensor:
-    """Plain MNR with one graph over the whole batch, the encoder run on the same chunks (so the same dropout draws)."""
-    pieces = [
-        model(**{k: v[start : start + mini_batch_size] for k, v in batch.items()}).sentence_embedding
-        for start in range(0, ROWS, mini_batch_size)
-    ]
-    value = loss(SiameseBertOutput(sentence_embedding=torch.cat(pieces)), None)
+    """Plain MNR with one graph over the whole batch, embedded in the cached loss's chunks."""
+    value = loss(SiameseBertOutput(sentence_embedding=chunked_embeddings(model, batch, mini_batch_size)), None)
     value.backward()
     return value.detach()
 
@@ -52,7 +59,7 @@ def run_both(dtype: torch.dtype, num_texts: int, symmetric: bool, mini_batch_siz
     return reference_loss, reference, loss.detach(), gradients(model), output
 
 
-@pytest.mark.parametrize("mini_batch_size", [4, 3, 1], ids=["divides", "does-not-divide", "one-row"])
+@pytest.mark.parametrize("mini_batch_size", [4, 3, 1], ids=["divides", "does-not-divide", "one-text"])
 @pytest.mark.parametrize("symmetric", [False, True], ids=["one-way", "symmetric"])
 @pytest.mark.parametrize("num_texts", [2, 3], ids=["pairs", "hard-negative"])
 def test_gradients_equal_plain_mnr(num_texts: int, symmetric: bool, mini_batch_size: int) -> None:
@@ -78,6 +85,17 @@ def test_dropout_is_replayed() -> None:
     assert (gradients(model) - reference).abs().max().item() > 1e-4
 
 
+def test_chunks_hold_texts_of_similar_length() -> None:
+    batch = random_batch(3)
+    plan = chunk_plan(batch, 3)
+    assert [column for column, _ in plan] == [0, 0, 0, 1, 1, 1, 2, 2, 2]  # 8 texts per column: chunks of 3, 3, 2
+    for column in range(3):
+        rows = torch.cat([r for c, r in plan if c == column])
+        assert sorted(rows.tolist()) == list(range(ROWS))  # every text once
+        lengths = batch["attention_mask"][rows, column].sum(-1)
+        assert torch.equal(lengths, lengths.sort(descending=True).values)  # longest first
+
+
 def test_one_chunk_is_plain_mnr_exactly() -> None:
     model = make_tiny_model(seed=0).train()
     batch = random_batch(3)
@@ -99,8 +117,8 @@ def test_bf16_autocast_is_replayed_in_the_second_pass() -> None:
     batch = random_batch(2)
     torch.manual_seed(5)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        pieces = [model(**{k: v[s : s + 4] for k, v in batch.items()}).sentence_embedding for s in (0, 4)]
-        value = MultipleNegativesRankingLoss()(SiameseBertOutput(sentence_embedding=torch.cat(pieces)), None)
+        embeddings = chunked_embeddings(model, batch, 4)
+        value = MultipleNegativesRankingLoss()(SiameseBertOutput(sentence_embedding=embeddings), None)
     value.backward()
     reference = gradients(model)
     model.zero_grad(set_to_none=True)
@@ -124,12 +142,15 @@ def test_bad_mini_batch_size() -> None:
 
 
 def test_trainer_with_gradient_accumulation_matches_plain_mnr(tmp_path, tiny_tokenizer) -> None:
-    """Trainer, 2 accumulation steps, 3 optimizer steps: one-chunk cached MNR ends at plain MNR's parameters (the
-    random state after the replay is the one plain MNR leaves, so every later dropout draw matches too)."""
+    """Trainer, 2 accumulation steps, 3 optimizer steps, dropout off: cached MNR in chunks of 2 texts ends at plain
+    MNR's parameters."""
     rows = Dataset.from_dict({"anchor": SENTENCES * 2, "positive": (SENTENCES[1:] + SENTENCES[:1]) * 2})
 
     def train(loss) -> dict[str, torch.Tensor]:
         model = make_tiny_model(seed=0).train()
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
         args = TrainingArguments(
             str(tmp_path / type(loss).__name__), per_device_train_batch_size=5, gradient_accumulation_steps=2,
             max_steps=3, learning_rate=1e-3, use_cpu=True, report_to=[], seed=11, save_strategy="no",
@@ -142,7 +163,7 @@ def test_trainer_with_gradient_accumulation_matches_plain_mnr(tmp_path, tiny_tok
         return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     plain = train(MultipleNegativesRankingLoss())
-    cached = train(CachedMultipleNegativesRankingLoss(mini_batch_size=5))
+    cached = train(CachedMultipleNegativesRankingLoss(mini_batch_size=2))
     start = make_tiny_model(seed=0).state_dict()
     assert any(not torch.equal(start[k], plain[k]) for k in plain)  # training moved the weights
     assert max((plain[k] - cached[k]).abs().max().item() for k in plain) < 1e-5

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import SENTENCES, make_tiny_model
-from test_cached_mnr import ROWS, gradients, random_batch
+from test_cached_mnr import chunked_embeddings, gradients, random_batch
 from test_modeling import BLOCKED_IMPORT, _run_isolated
 from transformers import AutoModel
 
@@ -55,19 +55,23 @@ def test_cosine_sum_by_hand_with_the_model(tiny_tokenizer) -> None:
 
 
 def test_around_cached_mnr_equals_around_plain_mnr() -> None:
+    """The sum over dims taken on the cached embeddings: the gradient of Matryoshka(plain MNR) on the same chunks."""
     model = make_tiny_model(seed=0).train()
     batch = random_batch(3)
     torch.manual_seed(4)
-    plain, _ = MatryoshkaLoss(MultipleNegativesRankingLoss(), DIMS, WEIGHTS).compute(model, batch, None)
+    embeddings = chunked_embeddings(model, batch, 3)
+    plain = MatryoshkaLoss(MultipleNegativesRankingLoss(), DIMS, WEIGHTS)(
+        SiameseBertOutput(sentence_embedding=embeddings), None, model
+    )
     plain.backward()
     reference = gradients(model)
     model.zero_grad(set_to_none=True)
     torch.manual_seed(4)
-    cached = MatryoshkaLoss(CachedMultipleNegativesRankingLoss(mini_batch_size=ROWS), DIMS, WEIGHTS)
+    cached = MatryoshkaLoss(CachedMultipleNegativesRankingLoss(mini_batch_size=3), DIMS, WEIGHTS)
     loss, _ = cached.compute(model, batch, None)
     loss.backward()
     assert loss.item() == pytest.approx(plain.item(), rel=1e-6)
-    assert (gradients(model) - reference).abs().max().item() < 1e-6
+    assert (gradients(model) - reference).abs().max().item() < 1e-5  # float32, as for cached vs plain MNR
 
 
 def test_bad_matryoshka_arguments() -> None:

@@ -72,11 +72,32 @@ class _ReplayChunks(torch.autograd.Function):
         return None, grad_output.new_zeros(0), None
 
 
-def _rows(inputs: dict[str, Any], rows: slice, batch: int) -> dict[str, Any]:
-    """The chunk `rows` of every per-row tensor of a grouped batch (others, e.g. an int prompt length, as they are)."""
-    return {
-        k: v[rows] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == batch else v for k, v in inputs.items()
-    }
+def chunk_plan(inputs: dict[str, Any], mini_batch_size: int) -> list[tuple[int, torch.Tensor]]:
+    """How a grouped batch is embedded: `(column, row indices)` per chunk of at most `mini_batch_size` texts. Each
+    column's texts are sorted by length first, so a chunk holds texts of similar length and pads little."""
+    mask = inputs["attention_mask"]
+    plan = []
+    for column in range(mask.shape[1]):
+        order = torch.argsort(mask[:, column].sum(dim=-1), descending=True, stable=True)
+        plan += [(column, order[start : start + mini_batch_size]) for start in range(0, len(order), mini_batch_size)]
+    return plan
+
+
+def embed_chunk(model: nn.Module, inputs: dict[str, Any], column: int, rows: torch.Tensor) -> torch.Tensor:
+    """Embeddings `(len(rows), dim)` of the texts of `column` at `rows`, cut to their own longest text."""
+    mask = inputs["attention_mask"][rows, column]
+    keep = mask.bool().any(dim=0)
+    span = slice(0, int(keep.sum())) if bool(keep[: int(keep.sum())].all()) else keep.nonzero().squeeze(-1)
+    chunk: dict[str, Any] = {"attention_mask": mask[:, span]}
+    for key in ("input_ids", "token_type_ids", "position_ids"):
+        if inputs.get(key) is not None:
+            chunk[key] = inputs[key][rows, column][:, span]
+    prompt_length = inputs.get("prompt_length")
+    if prompt_length is not None:
+        chunk["prompt_length"] = (
+            prompt_length[rows, column] if isinstance(prompt_length, torch.Tensor) else prompt_length
+        )
+    return model(**chunk).sentence_embedding
 
 
 class CachedMultipleNegativesRankingLoss(MultipleNegativesRankingLoss):
@@ -84,13 +105,14 @@ class CachedMultipleNegativesRankingLoss(MultipleNegativesRankingLoss):
 
     Same rows, options and gradient as `MultipleNegativesRankingLoss` (`scale`, `symmetric`, hard negatives,
     `gather_across_processes`, where the global batch is processes x per-device batch, still chunked per process);
-    peak memory is that of `mini_batch_size` rows instead of the whole batch. Works with gradient accumulation and
-    bf16/fp16 autocast. Dropout draws of the first pass are replayed in the second, so the gradient equals plain
-    MNR's on the same batch embedded in the same chunks.
+    peak memory is that of `mini_batch_size` texts instead of the whole batch. Works with gradient accumulation and
+    bf16/fp16 autocast. Each text column is sorted by length before it is cut into chunks, so chunks pad little; the
+    dropout draws of the first pass are replayed in the second, so the gradient equals plain MNR's on the same batch
+    embedded in the same chunks (`chunk_plan`). A batch that fits in one chunk per column is plain MNR.
 
     Args:
-        mini_batch_size: rows embedded at once (each row holds all its texts); smaller saves memory, larger runs
-            faster. It need not divide the batch.
+        mini_batch_size: texts embedded at once (as sentence-transformers counts it); smaller saves memory, larger
+            runs faster. It need not divide the batch.
     """
 
     caches_embeddings = True
@@ -124,17 +146,27 @@ class CachedMultipleNegativesRankingLoss(MultipleNegativesRankingLoss):
 
         `embedding_loss` replaces `self.embedding_loss` (used by `MatryoshkaLoss` to sum the loss over dims)."""
         embedding_loss = embedding_loss or self.embedding_loss
-        reference = inputs["input_ids"] if inputs.get("input_ids") is not None else inputs["inputs_embeds"]
-        batch = reference.shape[0]
-        chunks = [slice(start, start + self.mini_batch_size) for start in range(0, batch, self.mini_batch_size)]
+        if "attention_mask" not in inputs or inputs["attention_mask"].dim() != 3:
+            raise ValueError(
+                "CachedMultipleNegativesRankingLoss needs a grouped batch: attention_mask of shape (batch, num_texts, "
+                "seq_len), as SiamesePairCollator makes it."
+            )
+        batch = inputs["attention_mask"].shape[0]
+        if batch <= self.mini_batch_size:  # one chunk per column: nothing to cache, plain MNR is the same
+            output = model(**inputs)
+            return embedding_loss(output.sentence_embedding), output
+        plan = chunk_plan(inputs, self.mini_batch_size)
+        device = inputs["attention_mask"].device
         training = torch.is_grad_enabled()
-        autocast = _AutocastState(reference.device.type)
+        autocast = _AutocastState(device.type)
         states, pieces = [], []
         with torch.no_grad():
-            for rows in chunks:
-                states.append(_RandomState(reference.device))
-                pieces.append(model(**_rows(inputs, rows, batch)).sentence_embedding)
-        embeddings = torch.cat(pieces).detach()
+            for column, rows in plan:
+                states.append(_RandomState(device))
+                pieces.append(embed_chunk(model, inputs, column, rows))
+        embeddings = pieces[0].new_empty((batch, inputs["attention_mask"].shape[1], pieces[0].shape[-1]))
+        for (column, rows), piece in zip(plan, pieces, strict=True):
+            embeddings[rows, column] = piece
         output = SiameseBertOutput(sentence_embedding=embeddings)
         if not training:  # evaluation: the loss value is all that is asked
             return embedding_loss(embeddings), output
@@ -145,15 +177,17 @@ class CachedMultipleNegativesRankingLoss(MultipleNegativesRankingLoss):
         def replay(grad_output: torch.Tensor) -> None:
             grads = embedding_grad * grad_output.to(embedding_grad.dtype)
             no_sync = getattr(model, "no_sync", None)  # DDP: synchronise gradients once, after the last chunk
-            for index, (rows, state) in enumerate(zip(chunks, states, strict=True)):
-                last = index == len(chunks) - 1
+            for index, ((column, rows), state) in enumerate(zip(plan, states, strict=True)):
+                last = index == len(plan) - 1
                 with nullcontext() if last or no_sync is None else no_sync():
                     with state.restored(), autocast.entered(), torch.enable_grad():
-                        piece = model(**_rows(inputs, rows, batch)).sentence_embedding
-                    piece.backward(grads[rows].to(piece.dtype))
+                        piece = embed_chunk(model, inputs, column, rows)
+                    piece.backward(grads[rows, column].to(piece.dtype))
 
         anchor = torch.empty(0, device=loss.device, requires_grad=True)
-        return _ReplayChunks.apply(loss.detach(), anchor, replay), output
+        return _ReplayChunks.apply(loss.detach(), anchor, replay), SiameseBertOutput(
+            sentence_embedding=embeddings.detach()
+        )
 
 
-__all__ = ["CachedMultipleNegativesRankingLoss"]
+__all__ = ["CachedMultipleNegativesRankingLoss", "chunk_plan", "embed_chunk"]
