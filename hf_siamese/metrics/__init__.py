@@ -1,6 +1,7 @@
-"""STS metric: an `evaluate` script (load it with `evaluate.load(STS_SPEARMAN)`) and its plain functions.
+"""Metrics as `evaluate` scripts and their plain functions: STS (`evaluate.load(STS_SPEARMAN)`) and retrieval
+(`evaluate.load(RETRIEVAL)`: nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k, and the exact chunked `exact_search`).
 
-The functions live in the metric script itself, which evaluate copies and imports on its own; importing them
+The functions live in the metric scripts themselves, which evaluate copies and imports on their own; importing them
 pulls in `evaluate` (seconds), so they are loaded on first use rather than with the package.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 # `evaluate.load` accepts a folder holding a script of the same name; it never touches the network for a local
 # path, so this works with HF_HUB_OFFLINE=1.
 STS_SPEARMAN: str = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sts_spearman")
+RETRIEVAL: str = os.path.join(os.path.dirname(os.path.abspath(__file__)), "retrieval")
 
 _FROM_SCRIPT = (
     "DEFAULT_SCORE_RANGE",
@@ -20,13 +22,23 @@ _FROM_SCRIPT = (
     "sts_correlations",
     "sts_metrics_from_embeddings",
 )
+_FROM_RETRIEVAL_SCRIPT = (
+    "DEFAULT_K_VALUES",
+    "Retrieval",
+    "exact_search",
+    "retrieval_metrics",
+    "retrieval_metrics_from_embeddings",
+)
 
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_SCRIPT:
         module = importlib.import_module(".sts_spearman.sts_spearman", __name__)
         return getattr(module, name)
+    if name in _FROM_RETRIEVAL_SCRIPT:
+        module = importlib.import_module(".retrieval.retrieval", __name__)
+        return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["STS_SPEARMAN", *_FROM_SCRIPT]
+__all__ = ["RETRIEVAL", "STS_SPEARMAN", *_FROM_SCRIPT, *_FROM_RETRIEVAL_SCRIPT]
