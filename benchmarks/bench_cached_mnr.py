@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_training import SEED, LoadSampler, encode_unique, spearman_x100, stsb_split, train_rows, versions
+from children import run_child
 from results_file import update_results
 
 SPEED_ROWS = {16: 320, 64: 640, 256: 1024, 1024: 2048}  # rows per speed run: several steps, minutes at most
@@ -103,7 +102,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             return model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True)
 
         def one_step(texts: dict[str, list[str]]) -> tuple[float, float]:
-            batch = trainer.data_collator([dict(zip(texts, values, strict=True)) for values in zip(*texts.values())])
+            columns = list(texts)
+            rows_ = [dict(zip(columns, values, strict=True)) for values in zip(*texts.values(), strict=True)]
+            batch = trainer.data_collator(rows_)
             start = time.perf_counter()
             value, _ = loss.compute(model, batch, None)
             middle = time.perf_counter()
@@ -132,24 +133,6 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             n = len(table["score"])
             result["stsb_test"] = spearman_x100(embedded[:n], embedded[n:], table["score"])
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return result
-
-
-def run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as handle:
-        result_file = handle.name
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--result-file", result_file]
-    print(f"\n===== {spec}", flush=True)
-    completed = subprocess.run(command, env=env)
-    try:
-        if completed.returncode != 0:
-            return {**spec, "error": f"exit {completed.returncode}"}
-        with open(result_file, encoding="utf-8") as handle:
-            result = {**spec, **json.load(handle)}
-    finally:
-        os.unlink(result_file)
-    print(f"===== done: {json.dumps(result)}", flush=True)
     return result
 
 
@@ -203,14 +186,16 @@ def main() -> None:
             rows = SPEED_ROWS.get(batch, 2 * batch)
             methods = ["plain", "ours", "st"] if batch <= args.plain_max_batch else ["ours", "st"]
             for method in methods:
-                speed.append(run_child({**base, "part": "speed", "batch": batch, "rows": rows, "method": method}))
+                speed.append(
+                    run_child(__file__, {**base, "part": "speed", "batch": batch, "rows": rows, "method": method})
+                )
         body += ["Speed and memory (one pass over the rows; triplets/s of the training call):", ""]
         body += speed_table(speed) + [""]
     if "quality" in parts:
         for batch in (16, 64):
             for method in ("plain", "ours"):
                 spec = {**base, "part": "quality", "batch": batch, "rows": args.quality_rows, "method": method}
-                quality.append(run_child(spec))
+                quality.append(run_child(__file__, spec))
         body += [f"Quality: STSb test (cosine Spearman x100) after one pass over {args.quality_rows} rows:", ""]
         body += ["| batch | method | STSb test | triplets/s | peak RSS MiB |", "|---|---|---|---|---|"]
         body += [
@@ -220,7 +205,9 @@ def main() -> None:
         ] + [""]
     if "profile" in parts:
         for method in ("ours", "st"):
-            profile.append(run_child({**base, "part": "profile", "batch": 256, "rows": 256, "method": method}))
+            profile.append(
+                run_child(__file__, {**base, "part": "profile", "batch": 256, "rows": 256, "method": method})
+            )
         body += ["Where the time goes, one batch of 256 triplets (mini-batch 16):", ""]
         body += ["| method | first pass s | backward s | backward / first |", "|---|---|---|---|"]
         body += [

@@ -20,7 +20,9 @@ from .data import (
     read_sts_benchmark,
 )
 from .metrics import STS_SPEARMAN
+from .mining import mine_hard_negatives
 from .modeling_siamese import SiameseBertModel, SiameseBertOutput, SiameseBertPreTrainedModel, pool_token_states
+from .retrieval import RetrievalDataset, evaluate_retrieval, read_beir
 from .sampler import NoDuplicatesBatchSampler
 from .trainer import SiameseTrainer
 
@@ -32,6 +34,7 @@ SiameseBertModel.register_for_auto_class("AutoModel")
 __version__ = "0.1.0"
 
 _METRIC_FUNCTIONS = ("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings")
+_VECTOR_INDEX = ("VectorIndex", "build_index", "load_index")
 
 
 def __getattr__(name: str):
@@ -40,6 +43,10 @@ def __getattr__(name: str):
         from . import metrics
 
         return getattr(metrics, name)
+    if name in _VECTOR_INDEX:  # loaded on first use too: `import hf_siamese` stays as fast (faiss only on use)
+        from . import vector_index
+
+        return getattr(vector_index, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -51,6 +58,10 @@ __all__ = [
     "read_nli_csv",
     "read_pairs_file",
     "read_sts_benchmark",
+    "read_beir",
+    "RetrievalDataset",
+    "evaluate_retrieval",
+    "mine_hard_negatives",
     "STS_SPEARMAN",
     "NoDuplicatesBatchSampler",
     "SiameseBertConfig",
@@ -64,4 +75,7 @@ __all__ = [
     "pool_token_states",
     "sts_correlations",
     "sts_metrics_from_embeddings",
+    "VectorIndex",
+    "build_index",
+    "load_index",
 ]

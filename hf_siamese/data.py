@@ -31,7 +31,11 @@ from typing import Any
 
 import datasets
 
+from .retrieval import RetrievalDataset, read_beir  # the BEIR layout: retrieval sets live with their metrics
+
 __all__ = [
+    "RetrievalDataset",
+    "read_beir",
     "DataFormatError",
     "DatasetLoadError",
     "load_demo_dataset",

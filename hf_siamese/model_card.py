@@ -60,6 +60,10 @@ _LOSS_TEXT = {
     "SoftmaxLoss": "cross-entropy of a softmax classifier over the pair features (the Sentence-BERT NLI objective)",
     "MultipleNegativesRankingLoss": "in-batch negatives ranking loss: each anchor must pick its own positive among "
     "all positives (and hard negatives) of the batch",
+    "CachedMultipleNegativesRankingLoss": "in-batch negatives ranking loss with gradient caching (GradCache), so the "
+    "batch is larger than memory would allow",
+    "MatryoshkaLoss": "the base loss summed over the embedding cut to several sizes (Matryoshka representation "
+    "learning), so its first dims work on their own",
 }
 _VERSION_PACKAGES = (
     ("hf-siamese", "hf-siamese"),
@@ -413,7 +417,7 @@ def collect_facts(
     loss = getattr(trainer, "loss", None)
     facts.loss_name = loss_name or (type(loss).__name__ if loss is not None else None)
     if loss is not None:
-        for attribute in ("score_range", "scale", "symmetric"):
+        for attribute in ("score_range", "scale", "symmetric", "mini_batch_size", "dims"):
             value = getattr(loss, attribute, None)
             if value is not None:
                 facts.loss_details[attribute] = value
@@ -618,6 +622,10 @@ def _training_text(facts: ModelCardFacts) -> str:
             details.append(f"scale {_format_number(facts.loss_details['scale'])}")
         if facts.loss_details.get("symmetric"):
             details.append("symmetric")
+        if "mini_batch_size" in facts.loss_details:
+            details.append(f"mini-batches of {facts.loss_details['mini_batch_size']} texts")
+        if "dims" in facts.loss_details:
+            details.append("dims " + ", ".join(str(d) for d in facts.loss_details["dims"]))
         if details:
             loss += " (" + "; ".join(details) + ")"
         parts.append(loss + ".")

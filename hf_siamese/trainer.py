@@ -8,18 +8,16 @@ import logging
 import os
 from typing import Any
 
-import numpy as np
 import torch
-from torch.utils.data import DataLoader
 from transformers import Trainer, TrainingArguments
-from transformers.trainer_pt_utils import LengthGroupedSampler
-from transformers.trainer_utils import EvalLoopOutput
 
 from .collator import SiamesePairCollator, check_dataset, detect_layout
 from .losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
 from .modeling_siamese import SiameseBertModel
-from .sampler import NoDuplicatesBatchSampler
-from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
+from .retrieval import RetrievalDataset
+from .streaming import first_rows, is_stream
+from .trainer_data import SiameseDataMixin
+from .trainer_evaluation import SiameseEvaluationMixin
 
 # Rows of a streamed train_dataset checked before training (later rows are checked as batches are built).
 STREAM_CHECK_ROWS = 1000
@@ -27,7 +25,7 @@ STREAM_CHECK_ROWS = 1000
 logger = logging.getLogger(__name__)
 
 
-class SiameseTrainer(Trainer):
+class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
     """Fine-tune a `SiameseBertModel` with a siamese loss.
 
     Args:
@@ -129,6 +127,8 @@ class SiameseTrainer(Trainer):
             )
         eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
         for name, dataset in eval_sets.items():
+            if isinstance(dataset, RetrievalDataset):
+                continue  # validated when it was built
             if is_stream(dataset):
                 raise ValueError(
                     f"SiameseTrainer: {name} is a stream ({type(dataset).__name__}); evaluation reads its set whole "
@@ -141,7 +141,7 @@ class SiameseTrainer(Trainer):
             elif train_dataset is not None:
                 check_dataset(train_dataset, data_collator, score_range, name="train_dataset")
             for name, dataset in eval_sets.items():
-                if dataset is not None:
+                if dataset is not None and not isinstance(dataset, RetrievalDataset):
                     check_dataset(dataset, data_collator, None, name=name)
 
         super().__init__(
@@ -197,174 +197,6 @@ class SiameseTrainer(Trainer):
         model_inputs = {k: v for k, v in inputs.items() if k != "labels"}
         loss, outputs = self.loss.compute(model, model_inputs, labels)
         return (loss, outputs) if return_outputs else loss
-
-    def prediction_step(
-        self,
-        model: torch.nn.Module,
-        inputs: dict[str, torch.Tensor],
-        prediction_loss_only: bool,
-        ignore_keys: list[str] | None = None,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        inputs = self._prepare_inputs(inputs)
-        if not self._loss_fits(inputs):
-            # e.g. a softmax (NLI) run evaluated on scored STS pairs: the STS metrics apply, the loss does not.
-            return None, None, None
-        with torch.no_grad(), self.compute_loss_context_manager():
-            loss = self.compute_loss(model, inputs)
-        return loss.detach(), None, None
-
-    def _loss_fits(self, inputs: dict[str, torch.Tensor]) -> bool:
-        """Whether the batch has the labels `self.loss` reads (float scores, class ids, or none needed)."""
-        labels = inputs.get("labels")
-        kind = self.loss.label_kind
-        if kind is None:
-            return True
-        if labels is None:
-            return False
-        return labels.is_floating_point() == (kind == "score")
-
-    def evaluation_loop(
-        self,
-        dataloader: DataLoader,
-        description: str,
-        prediction_loss_only: bool | None = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-    ) -> EvalLoopOutput:
-        """The Trainer's loop (it gives `{prefix}_loss`), plus STS metrics when the eval rows are scored pairs:
-        `{prefix}_spearman_cosine`, `{prefix}_pearson_cosine`, the same for dot / euclidean / manhattan, and
-        `{prefix}_mse_cosine` / `{prefix}_mae_cosine` (cosine against gold rescaled to [0, 1])."""
-        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
-        dataset = getattr(dataloader, "dataset", None)
-        metrics = self.sts_metrics(dataset) if dataset is not None else {}
-        output.metrics.update({f"{metric_key_prefix}_{k}": v for k, v in metrics.items()})
-        return output
-
-    def sts_metrics(self, dataset: Any) -> dict[str, float]:
-        """STS correlations of the model's embeddings on a dataset of scored pairs; `{}` for other layouts.
-
-        Under several processes each encodes a contiguous shard of the unique texts and the shards are gathered in
-        rank order, so every process computes the metric once on the full set, exactly as one process would.
-        """
-        if not isinstance(self.data_collator, SiamesePairCollator) or not hasattr(dataset, "column_names"):
-            return {}
-        layout = self.data_collator.layout(dataset.column_names)
-        if layout.label is None or len(layout.texts) != 2:
-            return {}
-        gold = np.asarray(dataset[layout.label])
-        if gold.dtype.kind != "f" or len(gold) < 2:
-            return {}
-        from .metrics import sts_metrics_from_embeddings
-
-        # Each text with its column's prompt, as in training; each (prompt, text) encoded once.
-        first, second = ([(self.data_collator.prompt_for(c), text) for text in dataset[c]] for c in layout.texts)
-        unique = list(dict.fromkeys(first + second))
-        shards = np.array_split(np.arange(len(unique)), self.accelerator.num_processes)
-        local = [unique[i] for i in shards[self.accelerator.process_index]]
-        embeddings = self._encode_prompted(self.accelerator.unwrap_model(self.model), local)
-        if self.accelerator.num_processes > 1:
-            gathered: list[Any] = [None] * self.accelerator.num_processes
-            torch.distributed.all_gather_object(gathered, embeddings)
-            embeddings = np.concatenate(gathered)
-        position = {text: i for i, text in enumerate(unique)}
-        score_range = self.loss.score_range or (float(gold.min()), float(gold.max()))
-        return sts_metrics_from_embeddings(
-            embeddings[[position[t] for t in first]],
-            embeddings[[position[t] for t in second]],
-            gold,
-            score_range=score_range,
-        )
-
-    def _encode_prompted(self, model: SiameseBertModel, items: list[tuple[str, str]]) -> np.ndarray:
-        """Embeddings `(len(items), dim)` of `(prompt, text)` items, one `encode` call per distinct prompt."""
-        embeddings = np.zeros((len(items), model.config.embedding_size), dtype=np.float32)
-        for prompt in dict.fromkeys(prompt for prompt, _ in items):
-            index = [i for i, (p, _) in enumerate(items) if p == prompt]
-            embeddings[index] = model.encode(
-                [items[i][1] for i in index],
-                tokenizer=self.data_collator.tokenizer,
-                batch_size=self.args.eval_batch_size,
-                max_length=self.data_collator.max_length,
-                convert_to_numpy=True,
-                prompt=prompt,  # "" too: the model's default prompt would not match training
-            )
-        return embeddings
-
-    def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
-        """With `train_sampling_strategy="group_by_length"`, group rows of similar token length so batches carry
-        little padding. Rows are raw text, so the lengths (longest text of each row) are computed here once."""
-        dataset = train_dataset if train_dataset is not None else self.train_dataset
-        if (
-            self.args.train_sampling_strategy == "group_by_length"
-            and isinstance(self.data_collator, SiamesePairCollator)
-            and hasattr(dataset, "column_names")
-            and self.args.length_column_name not in dataset.column_names
-        ):
-            return LengthGroupedSampler(
-                self.args.train_batch_size * self.args.gradient_accumulation_steps,
-                lengths=self.row_lengths(dataset),
-            )
-        return super()._get_train_sampler(train_dataset)
-
-    def row_lengths(self, dataset: Any) -> list[int]:
-        """Token count of the longest text of every row (truncated to the collator's `max_length`)."""
-        layout = self.data_collator.layout(dataset.column_names)
-        tokenizer = self.data_collator.tokenizer
-        longest = [0] * len(dataset)
-        for column in layout.texts:
-            texts = [self.data_collator.prepare(text, column) for text in dataset[column]]
-            ids = tokenizer(texts, truncation=True, max_length=self.data_collator.max_length)
-            longest = [max(a, len(b)) for a, b in zip(longest, ids["input_ids"], strict=True)]
-        return longest
-
-    def get_train_dataloader(self) -> DataLoader:
-        if is_stream(self.train_dataset):
-            return self._stream_dataloader()
-        if not self.no_duplicates_sampler:
-            return super().get_train_dataloader()
-        if self.train_dataset is None:
-            raise ValueError("SiameseTrainer: training requires a train_dataset.")
-        layout = self.data_collator.layout(self.train_dataset.column_names)
-        columns = [list(self.train_dataset[c]) for c in layout.texts]
-        sampler = NoDuplicatesBatchSampler(
-            list(zip(*columns, strict=True)),
-            batch_size=self._train_batch_size,
-            drop_last=self.args.dataloader_drop_last,
-            seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
-        )
-        loader = DataLoader(
-            self.train_dataset,
-            batch_sampler=sampler,
-            collate_fn=self.data_collator,
-            num_workers=self.args.dataloader_num_workers,
-            pin_memory=self.args.dataloader_pin_memory,
-        )
-        return self.accelerator.prepare(loader)
-
-    def _stream_dataloader(self) -> DataLoader:
-        """This process's part of the stream, numbered, batched (without repeated texts for ranking losses). It is
-        not passed through `accelerator.prepare`, which would split it again or read it all on the main process;
-        the Trainer moves each batch to the device."""
-        if self.args.dataloader_num_workers:
-            logger.warning("SiameseTrainer: a streamed train_dataset is read in the main process (num_workers=0).")
-        stream = NumberedStream(
-            stream_for_process(self.train_dataset, self.accelerator.process_index, self.accelerator.num_processes)
-        )
-        if not self.no_duplicates_sampler:
-            return DataLoader(
-                stream,
-                batch_size=self._train_batch_size,
-                collate_fn=self.data_collator,
-                drop_last=self.args.dataloader_drop_last,
-            )
-        batches = NoDuplicatesStreamBatcher(
-            stream,
-            self.data_collator.layout(list(first_rows(self.train_dataset, 1)[0])).texts,
-            batch_size=self._train_batch_size,
-            buffer_size=self.stream_buffer_size,
-            drop_last=self.args.dataloader_drop_last,
-        )
-        return DataLoader(batches, batch_size=None, collate_fn=self.data_collator)
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
         optimizer = super().create_optimizer(model)

@@ -167,3 +167,17 @@ def test_trainer_with_gradient_accumulation_matches_plain_mnr(tmp_path, tiny_tok
     start = make_tiny_model(seed=0).state_dict()
     assert any(not torch.equal(start[k], plain[k]) for k in plain)  # training moved the weights
     assert max((plain[k] - cached[k]).abs().max().item() for k in plain) < 1e-5
+
+
+def test_model_card_names_the_cached_loss(tmp_path, tiny_tokenizer) -> None:
+    from hf_siamese.model_card import build_model_card
+
+    rows = Dataset.from_dict({"anchor": SENTENCES, "positive": SENTENCES[1:] + SENTENCES[:1]})
+    args = TrainingArguments(str(tmp_path), use_cpu=True, report_to=[], max_steps=1)
+    loss = CachedMultipleNegativesRankingLoss(mini_batch_size=16)
+    trainer = SiameseTrainer(
+        model=make_tiny_model(), args=args, train_dataset=rows, processing_class=tiny_tokenizer, loss=loss
+    )
+    card = build_model_card(trainer.model, trainer=trainer)
+    assert "CachedMultipleNegativesRankingLoss" in card and "gradient caching" in card
+    assert "mini-batches of 16 texts" in card

@@ -236,3 +236,6 @@ def test_sharded_sts_evaluation_equals_one_process(scratch: Path) -> None:
         assert report["metrics"]["eval_pearson_cosine"] == pytest.approx(
             single["metrics"]["eval_pearson_cosine"], abs=1e-5
         )
+        # Retrieval: each process embeds a shard of the corpus; the metrics are those of one process.
+        for key in ("ndcg@10", "mrr@10", "recall@5", "map@10", "precision@1"):
+            assert report["ir_metrics"][f"eval_ir_{key}"] == pytest.approx(single["ir_metrics"][f"eval_ir_{key}"])

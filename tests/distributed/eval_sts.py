@@ -23,6 +23,7 @@ from conftest import VOCAB, WORDS, make_tiny_model  # noqa: E402
 from hf_siamese import SiameseTrainer  # noqa: E402
 from hf_siamese.distributed import shutdown_process_group  # noqa: E402
 from hf_siamese.losses import CosineSimilarityLoss  # noqa: E402
+from hf_siamese.retrieval import RetrievalDataset  # noqa: E402
 
 NUM_PAIRS = 21
 
@@ -59,12 +60,23 @@ def evaluate_tiny(out: Path) -> dict[str, Any]:
         loss=CosineSimilarityLoss(score_range=(0, 5)),
     )
     metrics = trainer.evaluate()
+    # A retrieval set from the same texts: sentence1 as queries, all texts as the corpus, each query's partner as
+    # its relevant document (41 documents: shards of 21 and 20 when split over 2 processes).
+    texts = list(dict.fromkeys(eval_set["sentence1"] + eval_set["sentence2"]))
+    retrieval = RetrievalDataset(
+        queries={f"q{i}": text for i, text in enumerate(eval_set["sentence1"])},
+        corpus={f"d{i}": text for i, text in enumerate(texts)},
+        qrels={f"q{i}": {f"d{texts.index(other)}": 1} for i, other in enumerate(eval_set["sentence2"])},
+        k_values=(1, 5, 10),
+    )
+    ir_metrics = trainer.evaluate(eval_dataset=retrieval, metric_key_prefix="eval_ir")
     unique = len(set(eval_set["sentence1"]) | set(eval_set["sentence2"]))
     return {
         "rank": trainer.accelerator.process_index,
         "num_processes": trainer.accelerator.num_processes,
         "unique_texts": unique,
         "metrics": metrics,
+        "ir_metrics": ir_metrics,
     }
 
 

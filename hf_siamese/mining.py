@@ -1,0 +1,174 @@
+"""Hard-negative mining: (anchor, positive) rows -> (anchor, positive, negative_1, ..., negative_n) rows, with the
+model itself choosing documents that look relevant to the anchor but are not its positive.
+
+Hard negatives make in-batch-negatives training (MNR) much stronger than random in-batch ones, but the most similar
+documents are often unlabelled positives; `margin`, `max_score` and `range_min` keep those out.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+SAMPLING = ("top", "random")
+
+
+def mine_hard_negatives(
+    dataset: Any,
+    model: Any,
+    corpus: Sequence[str] | None = None,
+    *,
+    num_negatives: int = 3,
+    range_min: int = 0,
+    range_max: int | None = None,
+    margin: float | None = None,
+    max_score: float | None = None,
+    sampling: str = "top",
+    anchor_column: str | None = None,
+    positive_column: str | None = None,
+    tokenizer: Any = None,
+    batch_size: int = 32,
+    anchor_prompt: str | None = None,
+    corpus_prompt: str | None = None,
+    seed: int = 42,
+    show_progress_bar: bool = True,
+) -> Any:
+    """Add `num_negatives` mined negatives to every (anchor, positive) row.
+
+    For each anchor, every corpus document is scored with the model's similarity (exact search, in chunks). The
+    candidates are the documents ranked `range_min` to `range_max` (0-based, `range_max` excluded; default:
+    `range_min + max(100, 10 * num_negatives)`, so that memory stays bounded on a large corpus),
+    without the row's positive, without every other positive of the same anchor (rows sharing the anchor), without
+    documents scoring above `max_score`, and without documents scoring within `margin` of the positive
+    (`score > positive_score - margin`: likely unlabelled positives). `sampling="top"` takes the best-scoring
+    candidates, `"random"` draws them uniformly (seeded). Rows with fewer than `num_negatives` candidates are dropped
+    (their count is logged).
+
+    Args:
+        dataset: a `datasets.Dataset` with anchor and positive columns (`anchor`/`positive`, `query`/`document`,
+            ... as the collator reads them, or named with `anchor_column` / `positive_column`).
+        model: the `SiameseBertModel` that scores the candidates.
+        corpus: the documents to mine from; defaults to the dataset's distinct positives. The positives are always
+            scored, in or out of the corpus.
+        anchor_prompt / corpus_prompt: prompts for the two sides (default: the model's `query` and `document` /
+            `passage` prompts when it has them).
+
+    Returns:
+        A `datasets.Dataset` with columns `anchor`, `positive`, `negative_1`, ..., `negative_{num_negatives}` (the
+        anchor and positive columns keep their names).
+    """
+    import datasets
+
+    from .collator import detect_layout
+    from .metrics import exact_search
+    from .retrieval import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
+
+    _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
+    names = list(dataset.column_names)
+    if anchor_column is None or positive_column is None:
+        texts = detect_layout(names).texts
+        anchor_column, positive_column = anchor_column or texts[0], positive_column or texts[1]
+    for column in (anchor_column, positive_column):
+        if column not in names:
+            raise ValueError(f"mine_hard_negatives: column {column!r} is not in the dataset (columns: {names}).")
+    anchors, positives = list(dataset[anchor_column]), list(dataset[positive_column])
+    for column, values in ((anchor_column, anchors), (positive_column, positives)):
+        bad = next((i for i, v in enumerate(values) if not isinstance(v, str)), None)
+        if bad is not None:
+            raise ValueError(
+                f"mine_hard_negatives: row {bad}: column {column!r} holds {values[bad]!r}; expected a string."
+            )
+    documents = list(dict.fromkeys(list(corpus) if corpus is not None else positives))
+    if not documents:
+        raise ValueError("mine_hard_negatives: the corpus is empty.")
+    document_index = {text: i for i, text in enumerate(documents)}
+    extra = [p for p in dict.fromkeys(positives) if p not in document_index]  # scored, never mined
+    unique_anchors = list(dict.fromkeys(anchors))
+
+    encode = {"tokenizer": tokenizer, "batch_size": batch_size, "convert_to_numpy": True}
+    encode["show_progress_bar"] = show_progress_bar
+    anchor_prompt = side_prompt(model, anchor_prompt, QUERY_PROMPT_NAMES)
+    anchor_vectors = model.encode(unique_anchors, prompt=anchor_prompt, **encode)
+    document_prompt = side_prompt(model, corpus_prompt, CORPUS_PROMPT_NAMES)
+    document_vectors = model.encode(documents + extra, prompt=document_prompt, **encode)
+    similarity = model.config.similarity
+
+    known: dict[str, set[int]] = {}
+    for anchor, positive in zip(anchors, positives, strict=True):
+        if positive in document_index:
+            known.setdefault(anchor, set()).add(document_index[positive])
+    if range_max is None:
+        range_max = range_min + max(100, 10 * num_negatives)
+    top = min(len(documents), range_max)
+    scores, ranked = exact_search(anchor_vectors, document_vectors[: len(documents)], top_k=top, similarity=similarity)
+    anchor_row = {text: i for i, text in enumerate(unique_anchors)}
+    positive_row = {text: i for i, text in enumerate(documents + extra)}
+
+    rng = random.Random(seed)
+    negatives: list[list[str]] = []
+    kept: list[int] = []
+    for row, (anchor, positive) in enumerate(zip(anchors, positives, strict=True)):
+        a = anchor_row[anchor]
+        positive_score = float(_score(anchor_vectors[a], document_vectors[positive_row[positive]], similarity))
+        candidates = []
+        for rank in range(range_min, ranked.shape[1]):
+            index, score = int(ranked[a, rank]), float(scores[a, rank])
+            if index in known.get(anchor, ()) or documents[index] == anchor:
+                continue
+            if max_score is not None and score > max_score:
+                continue
+            if margin is not None and score > positive_score - margin:
+                continue
+            candidates.append(index)
+        if len(candidates) < num_negatives:
+            continue
+        chosen = candidates[:num_negatives] if sampling == "top" else rng.sample(candidates, num_negatives)
+        negatives.append([documents[i] for i in chosen])
+        kept.append(row)
+    dropped = len(anchors) - len(kept)
+    if dropped:
+        logger.warning(
+            "mine_hard_negatives: %d of %d rows had fewer than %d candidates left after the exclusions; dropped.",
+            dropped,
+            len(anchors),
+            num_negatives,
+        )
+    columns = {anchor_column: [anchors[i] for i in kept], positive_column: [positives[i] for i in kept]}
+    for n in range(num_negatives):
+        columns[f"negative_{n + 1}"] = [row[n] for row in negatives]
+    return datasets.Dataset.from_dict(columns)
+
+
+def _score(a: np.ndarray, b: np.ndarray, similarity: str) -> float:
+    """One similarity under the same convention as `exact_search`."""
+    if similarity == "cosine":
+        return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
+    if similarity == "dot":
+        return float(a @ b)
+    return -float(np.linalg.norm(a - b, ord=2 if similarity == "euclidean" else 1))
+
+
+def _check_arguments(
+    num_negatives: Any, range_min: Any, range_max: Any, margin: Any, max_score: Any, sampling: Any
+) -> None:
+    if isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1:
+        raise ValueError(f"mine_hard_negatives: num_negatives={num_negatives!r} must be a positive int.")
+    if isinstance(range_min, bool) or not isinstance(range_min, int) or range_min < 0:
+        raise ValueError(f"mine_hard_negatives: range_min={range_min!r} must be an int >= 0.")
+    if range_max is not None and (not isinstance(range_max, int) or range_max <= range_min):
+        raise ValueError(f"mine_hard_negatives: range_max={range_max!r} must be an int > range_min ({range_min}).")
+    if margin is not None and not (isinstance(margin, (int, float)) and margin >= 0):
+        raise ValueError(f"mine_hard_negatives: margin={margin!r} must be a number >= 0.")
+    if max_score is not None and not isinstance(max_score, (int, float)):
+        raise ValueError(f"mine_hard_negatives: max_score={max_score!r} must be a number.")
+    if sampling not in SAMPLING:
+        raise ValueError(f"mine_hard_negatives: sampling={sampling!r} is not one of {list(SAMPLING)}.")
+
+
+__all__ = ["mine_hard_negatives"]

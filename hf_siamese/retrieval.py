@@ -1,0 +1,247 @@
+"""Retrieval evaluation sets: queries, a corpus and graded relevance judgements, read from the BEIR layout, and the
+IR metrics of a model on one (what `SiameseTrainer` reports for such an eval set).
+
+The metric definitions and the exact chunked search live in the `evaluate` module `hf_siamese.metrics.RETRIEVAL`;
+hard-negative mining is in `hf_siamese.mining`, the persistent vector index in `hf_siamese.vector_index`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
+# Prompt names tried, in order, for each side when a model has prompts (E5/BGE-style checkpoints).
+QUERY_PROMPT_NAMES = ("query",)
+CORPUS_PROMPT_NAMES = ("document", "passage", "corpus")
+
+
+@dataclass
+class RetrievalDataset:
+    """A retrieval evaluation set.
+
+    Attributes:
+        queries: query id -> text (only the queries to evaluate).
+        corpus: document id -> text.
+        qrels: query id -> {document id: graded relevance}; relevance > 0 means relevant.
+        name: a label for messages and reports.
+        k_values: the cut-offs the metrics are reported at.
+        query_prompt / corpus_prompt: texts put before queries / documents; by default the model's `query` prompt
+            for queries and its `document` (or `passage`) prompt for documents when it has them, else none.
+
+    Raises:
+        ValueError: an empty corpus or query set, qrels naming unknown query or document ids (with how many), a
+            negative relevance, a text that is not a string.
+    """
+
+    queries: dict[str, str]
+    corpus: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    name: str = "retrieval"
+    k_values: Sequence[int] = DEFAULT_K_VALUES
+    query_prompt: str | None = None
+    corpus_prompt: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"RetrievalDataset {self.name!r}"
+        if not self.corpus:
+            raise ValueError(f"{where}: the corpus is empty; it needs at least one document.")
+        if not self.queries:
+            raise ValueError(f"{where}: there are no queries to evaluate.")
+        for kind, texts in (("query", self.queries), ("document", self.corpus)):
+            bad = next(((i, t) for i, t in texts.items() if not isinstance(t, str)), None)
+            if bad is not None:
+                raise ValueError(f"{where}: {kind} {bad[0]!r} holds {bad[1]!r}; expected a string.")
+        unknown_queries = sorted(set(self.qrels) - set(self.queries))
+        unknown_docs = sorted({d for judged in self.qrels.values() for d in judged} - set(self.corpus))
+        for kind, unknown in (("query", unknown_queries), ("document", unknown_docs)):
+            if unknown:
+                raise ValueError(
+                    f"{where}: qrels name {len(unknown)} {kind} id(s) that are not in the {kind} set, e.g. "
+                    f"{unknown[:3]}."
+                )
+        for query, judged in self.qrels.items():
+            for doc, relevance in judged.items():
+                if isinstance(relevance, bool) or not isinstance(relevance, int) or relevance < 0:
+                    raise ValueError(
+                        f"{where}: qrels[{query!r}][{doc!r}] = {relevance!r}; relevance must be an int >= 0."
+                    )
+        if any(isinstance(k, bool) or not isinstance(k, int) or k <= 0 for k in self.k_values):
+            raise ValueError(f"{where}: k_values={list(self.k_values)!r} must be positive ints.")
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+
+def read_beir(
+    folder: str | os.PathLike, split: str = "test", *, name: str | None = None, title_separator: str = " "
+) -> RetrievalDataset:
+    """Read a dataset in the BEIR layout: `corpus.jsonl` (`_id`, `title`, `text`), `queries.jsonl` (`_id`, `text`)
+    and `qrels/{split}.tsv` (a header, then `query-id`, `corpus-id`, `score`; CRLF endings are fine).
+
+    Documents are `title + title_separator + text` (the MTEB convention; just `text` when there is no title). Only
+    the queries judged in the split are kept.
+
+    Raises:
+        FileNotFoundError: a missing file, naming it and the layout expected.
+        ValueError: an unreadable line (file and line number), or ids the qrels name but the files lack.
+    """
+    folder = Path(folder)
+    files = {
+        "corpus": folder / "corpus.jsonl",
+        "queries": folder / "queries.jsonl",
+        "qrels": folder / "qrels" / f"{split}.tsv",
+    }
+    for kind, path in files.items():
+        if not path.is_file():
+            available = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if kind == "qrels" else None
+            hint = f" (splits found: {available})" if available else ""
+            raise FileNotFoundError(
+                2,
+                f"read_beir: {path} not found{hint}; a BEIR folder holds corpus.jsonl, queries.jsonl and "
+                "qrels/<split>.tsv",
+                str(path),
+            )
+    corpus = {}
+    for row in _read_jsonl(files["corpus"]):
+        title = (row.get("title") or "").strip()
+        corpus[str(row["_id"])] = title + title_separator + row.get("text", "") if title else row.get("text", "")
+    qrels: dict[str, dict[str, int]] = {}
+    with open(files["qrels"], encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, delimiter="\t")
+        next(reader, None)  # header
+        for number, fields in enumerate(reader, start=2):
+            if not fields:
+                continue
+            try:
+                query, doc, score = fields[0].strip(), fields[1].strip(), int(fields[2])
+            except (IndexError, ValueError):
+                raise ValueError(
+                    f"read_beir: {files['qrels']} line {number}: {fields!r} is not query-id, corpus-id, int score."
+                ) from None
+            qrels.setdefault(query, {})[doc] = score
+    queries = {
+        str(row["_id"]): row.get("text", "") for row in _read_jsonl(files["queries"]) if str(row["_id"]) in qrels
+    }
+    return RetrievalDataset(
+        queries=queries, corpus=corpus, qrels=qrels, name=name or f"{folder.name}/{split}", metadata={"split": split}
+    )
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as error:
+                raise ValueError(f"read_beir: {path} line {number} is not JSON ({error}).") from None
+            if not isinstance(row, dict) or "_id" not in row:
+                raise ValueError(f"read_beir: {path} line {number} has no '_id'.")
+            rows.append(row)
+    return rows
+
+
+def side_prompt(model: Any, explicit: str | None, names: Sequence[str]) -> str:
+    """The prompt for one side of retrieval: `explicit` if given, else the model's first prompt among `names`,
+    else none."""
+    if explicit is not None:
+        return explicit
+    prompts = getattr(model.config, "prompts", None) or {}
+    return next((prompts[n] for n in names if n in prompts), "")
+
+
+def embed_retrieval_set(
+    model: Any,
+    dataset: RetrievalDataset,
+    *,
+    tokenizer: Any = None,
+    batch_size: int = 32,
+    process_index: int = 0,
+    num_processes: int = 1,
+    show_progress_bar: bool = False,
+) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
+    """`(query_ids, query_embeddings, corpus_ids, corpus_embeddings)` of a retrieval set.
+
+    Under several processes each embeds a contiguous shard of the corpus and of the queries; the shards are gathered
+    in rank order, so every process ends with the full arrays, exactly as one process would."""
+    query_ids, corpus_ids = list(dataset.queries), list(dataset.corpus)
+    sides = (
+        (query_ids, dataset.queries, side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)),
+        (corpus_ids, dataset.corpus, side_prompt(model, dataset.corpus_prompt, CORPUS_PROMPT_NAMES)),
+    )
+    embedded = []
+    for ids, texts, prompt in sides:
+        shard = np.array_split(np.arange(len(ids)), num_processes)[process_index]
+        local = model.encode(
+            [texts[ids[i]] for i in shard],
+            tokenizer=tokenizer,
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            prompt=prompt,
+            show_progress_bar=show_progress_bar,
+        )
+        if num_processes > 1:
+            import torch.distributed as dist
+
+            gathered: list[Any] = [None] * num_processes
+            dist.all_gather_object(gathered, local)
+            local = np.concatenate(gathered)
+        embedded.append(local)
+    return query_ids, embedded[0], corpus_ids, embedded[1]
+
+
+def evaluate_retrieval(
+    model: Any,
+    dataset: RetrievalDataset,
+    *,
+    tokenizer: Any = None,
+    batch_size: int = 32,
+    percent: bool = False,
+    process_index: int = 0,
+    num_processes: int = 1,
+    show_progress_bar: bool = False,
+) -> dict[str, float]:
+    """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of `model` on a retrieval set, ranking
+    the whole corpus by the model's similarity (exact search, in chunks)."""
+    from .metrics import retrieval_metrics_from_embeddings
+
+    query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
+        model,
+        dataset,
+        tokenizer=tokenizer,
+        batch_size=batch_size,
+        process_index=process_index,
+        num_processes=num_processes,
+        show_progress_bar=show_progress_bar,
+    )
+    return retrieval_metrics_from_embeddings(
+        queries,
+        corpus,
+        query_ids,
+        corpus_ids,
+        dataset.qrels,
+        k_values=list(dataset.k_values),
+        similarity=model.config.similarity,
+        percent=percent,
+    )
+
+
+__all__ = [
+    "DEFAULT_K_VALUES",
+    "RetrievalDataset",
+    "embed_retrieval_set",
+    "evaluate_retrieval",
+    "read_beir",
+    "side_prompt",
+]

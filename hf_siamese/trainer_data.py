@@ -1,0 +1,98 @@
+"""Training data loading for `SiameseTrainer`: length-grouped sampling, no-duplicates batches for ranking losses,
+streamed datasets. A mixin, so `trainer.py` stays readable in one sitting."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+from transformers.trainer_pt_utils import LengthGroupedSampler
+
+from .collator import SiamesePairCollator
+from .sampler import NoDuplicatesBatchSampler
+from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
+
+logger = logging.getLogger(__name__)
+
+
+class SiameseDataMixin:
+    """Train-loader methods of `SiameseTrainer` (which provides `data_collator`, `no_duplicates_sampler`,
+    `stream_buffer_size` and the Trainer's state)."""
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
+        """With `train_sampling_strategy="group_by_length"`, group rows of similar token length so batches carry
+        little padding. Rows are raw text, so the lengths (longest text of each row) are computed here once."""
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if (
+            self.args.train_sampling_strategy == "group_by_length"
+            and isinstance(self.data_collator, SiamesePairCollator)
+            and hasattr(dataset, "column_names")
+            and self.args.length_column_name not in dataset.column_names
+        ):
+            return LengthGroupedSampler(
+                self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                lengths=self.row_lengths(dataset),
+            )
+        return super()._get_train_sampler(train_dataset)
+
+    def row_lengths(self, dataset: Any) -> list[int]:
+        """Token count of the longest text of every row (truncated to the collator's `max_length`)."""
+        layout = self.data_collator.layout(dataset.column_names)
+        tokenizer = self.data_collator.tokenizer
+        longest = [0] * len(dataset)
+        for column in layout.texts:
+            texts = [self.data_collator.prepare(text, column) for text in dataset[column]]
+            ids = tokenizer(texts, truncation=True, max_length=self.data_collator.max_length)
+            longest = [max(a, len(b)) for a, b in zip(longest, ids["input_ids"], strict=True)]
+        return longest
+
+    def get_train_dataloader(self) -> DataLoader:
+        if is_stream(self.train_dataset):
+            return self._stream_dataloader()
+        if not self.no_duplicates_sampler:
+            return super().get_train_dataloader()
+        if self.train_dataset is None:
+            raise ValueError("SiameseTrainer: training requires a train_dataset.")
+        layout = self.data_collator.layout(self.train_dataset.column_names)
+        columns = [list(self.train_dataset[c]) for c in layout.texts]
+        sampler = NoDuplicatesBatchSampler(
+            list(zip(*columns, strict=True)),
+            batch_size=self._train_batch_size,
+            drop_last=self.args.dataloader_drop_last,
+            seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
+        )
+        loader = DataLoader(
+            self.train_dataset,
+            batch_sampler=sampler,
+            collate_fn=self.data_collator,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory,
+        )
+        return self.accelerator.prepare(loader)
+
+    def _stream_dataloader(self) -> DataLoader:
+        """This process's part of the stream, numbered, batched (without repeated texts for ranking losses). It is
+        not passed through `accelerator.prepare`, which would split it again or read it all on the main process;
+        the Trainer moves each batch to the device."""
+        if self.args.dataloader_num_workers:
+            logger.warning("SiameseTrainer: a streamed train_dataset is read in the main process (num_workers=0).")
+        stream = NumberedStream(
+            stream_for_process(self.train_dataset, self.accelerator.process_index, self.accelerator.num_processes)
+        )
+        if not self.no_duplicates_sampler:
+            return DataLoader(
+                stream,
+                batch_size=self._train_batch_size,
+                collate_fn=self.data_collator,
+                drop_last=self.args.dataloader_drop_last,
+            )
+        batches = NoDuplicatesStreamBatcher(
+            stream,
+            self.data_collator.layout(list(first_rows(self.train_dataset, 1)[0])).texts,
+            batch_size=self._train_batch_size,
+            buffer_size=self.stream_buffer_size,
+            drop_last=self.args.dataloader_drop_last,
+        )
+        return DataLoader(batches, batch_size=None, collate_fn=self.data_collator)

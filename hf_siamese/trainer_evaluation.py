@@ -1,0 +1,147 @@
+"""Evaluation for `SiameseTrainer`: the loss where the eval rows fit it, STS correlations on scored pairs, IR metrics on
+retrieval sets (`hf_siamese.retrieval.RetrievalDataset`). A mixin, so `trainer.py` stays readable in one sitting."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+from transformers.trainer_utils import EvalLoopOutput, speed_metrics
+
+from .collator import SiamesePairCollator
+from .modeling_siamese import SiameseBertModel
+from .retrieval import RetrievalDataset, evaluate_retrieval
+
+
+class SiameseEvaluationMixin:
+    """Evaluation methods of `SiameseTrainer` (which provides `loss`, `data_collator` and the Trainer's state)."""
+
+    def prediction_step(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, torch.Tensor],
+        prediction_loss_only: bool,
+        ignore_keys: list[str] | None = None,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        inputs = self._prepare_inputs(inputs)
+        if not self._loss_fits(inputs):
+            # e.g. a softmax (NLI) run evaluated on scored STS pairs: the STS metrics apply, the loss does not.
+            return None, None, None
+        with torch.no_grad(), self.compute_loss_context_manager():
+            loss = self.compute_loss(model, inputs)
+        return loss.detach(), None, None
+
+    def _loss_fits(self, inputs: dict[str, torch.Tensor]) -> bool:
+        """Whether the batch has the labels `self.loss` reads (float scores, class ids, or none needed)."""
+        labels = inputs.get("labels")
+        kind = self.loss.label_kind
+        if kind is None:
+            return True
+        if labels is None:
+            return False
+        return labels.is_floating_point() == (kind == "score")
+
+    def evaluate(
+        self,
+        eval_dataset: Any = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """The Trainer's evaluation, plus retrieval sets (`hf_siamese.retrieval.RetrievalDataset`, e.g.
+        `read_beir(folder)`): for those, `{prefix}_ndcg@10`, `{prefix}_mrr@10`, `{prefix}_recall@100`, ... (in [0, 1],
+        like the STS correlations), each query ranked against the whole corpus.
+        Under several processes each embeds a shard of the corpus; all report the numbers one process would."""
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if isinstance(dataset, str) and isinstance(self.eval_dataset, dict):
+            dataset = self.eval_dataset[dataset]  # Trainer passes the name of each set of a dict
+        if not isinstance(dataset, RetrievalDataset):
+            return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+        self._memory_tracker.start()
+        start = time.time()
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        metrics = evaluate_retrieval(
+            model,
+            dataset,
+            tokenizer=self.data_collator.tokenizer if isinstance(self.data_collator, SiamesePairCollator) else None,
+            batch_size=self.args.eval_batch_size,
+            process_index=self.accelerator.process_index,
+            num_processes=self.accelerator.num_processes,
+        )
+        model.train(was_training)
+        metrics = {f"{metric_key_prefix}_{name}": value for name, value in metrics.items()}
+        metrics.update(speed_metrics(metric_key_prefix, start, num_samples=len(dataset)))
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        self._memory_tracker.stop_and_update_metrics(metrics)
+        return metrics
+
+    def evaluation_loop(
+        self,
+        dataloader: DataLoader,
+        description: str,
+        prediction_loss_only: bool | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> EvalLoopOutput:
+        """The Trainer's loop (it gives `{prefix}_loss`), plus STS metrics when the eval rows are scored pairs:
+        `{prefix}_spearman_cosine`, `{prefix}_pearson_cosine`, the same for dot / euclidean / manhattan, and
+        `{prefix}_mse_cosine` / `{prefix}_mae_cosine` (cosine against gold rescaled to [0, 1])."""
+        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
+        dataset = getattr(dataloader, "dataset", None)
+        metrics = self.sts_metrics(dataset) if dataset is not None else {}
+        output.metrics.update({f"{metric_key_prefix}_{k}": v for k, v in metrics.items()})
+        return output
+
+    def sts_metrics(self, dataset: Any) -> dict[str, float]:
+        """STS correlations of the model's embeddings on a dataset of scored pairs; `{}` for other layouts.
+
+        Under several processes each encodes a contiguous shard of the unique texts and the shards are gathered in
+        rank order, so every process computes the metric once on the full set, exactly as one process would.
+        """
+        if not isinstance(self.data_collator, SiamesePairCollator) or not hasattr(dataset, "column_names"):
+            return {}
+        layout = self.data_collator.layout(dataset.column_names)
+        if layout.label is None or len(layout.texts) != 2:
+            return {}
+        gold = np.asarray(dataset[layout.label])
+        if gold.dtype.kind != "f" or len(gold) < 2:
+            return {}
+        from .metrics import sts_metrics_from_embeddings
+
+        # Each text with its column's prompt, as in training; each (prompt, text) encoded once.
+        first, second = ([(self.data_collator.prompt_for(c), text) for text in dataset[c]] for c in layout.texts)
+        unique = list(dict.fromkeys(first + second))
+        shards = np.array_split(np.arange(len(unique)), self.accelerator.num_processes)
+        local = [unique[i] for i in shards[self.accelerator.process_index]]
+        embeddings = self._encode_prompted(self.accelerator.unwrap_model(self.model), local)
+        if self.accelerator.num_processes > 1:
+            gathered: list[Any] = [None] * self.accelerator.num_processes
+            torch.distributed.all_gather_object(gathered, embeddings)
+            embeddings = np.concatenate(gathered)
+        position = {text: i for i, text in enumerate(unique)}
+        score_range = self.loss.score_range or (float(gold.min()), float(gold.max()))
+        return sts_metrics_from_embeddings(
+            embeddings[[position[t] for t in first]],
+            embeddings[[position[t] for t in second]],
+            gold,
+            score_range=score_range,
+        )
+
+    def _encode_prompted(self, model: SiameseBertModel, items: list[tuple[str, str]]) -> np.ndarray:
+        """Embeddings `(len(items), dim)` of `(prompt, text)` items, one `encode` call per distinct prompt."""
+        embeddings = np.zeros((len(items), model.config.embedding_size), dtype=np.float32)
+        for prompt in dict.fromkeys(prompt for prompt, _ in items):
+            index = [i for i, (p, _) in enumerate(items) if p == prompt]
+            embeddings[index] = model.encode(
+                [items[i][1] for i in index],
+                tokenizer=self.data_collator.tokenizer,
+                batch_size=self.args.eval_batch_size,
+                max_length=self.data_collator.max_length,
+                convert_to_numpy=True,
+                prompt=prompt,  # "" too: the model's default prompt would not match training
+            )
+        return embeddings
