@@ -5,13 +5,14 @@ Subcommands:
 * `train`  fine-tune a sentence encoder (local CSV/TSV/JSONL/STSb file or Hub dataset; built-in demo set by default)
 * `eval`   STS Spearman/Pearson of a model on scored pairs, with optional scatter plot and similarity heatmap
 * `encode` embed a text file (one text per line) into .npy or .safetensors
-* `search` top-k semantic search of queries over a corpus file
+* `index`  embed a corpus once into a vector index folder (texts, ids, embeddings, faiss index when installed)
+* `search` top-k semantic search of queries over a corpus file or an index folder
 
 The package only parses arguments and calls the library. Every bad input ends in one line on stderr
 (`hf-siamese: error: ...`) and a non-zero exit status, never a traceback (set HF_SIAMESE_TRACEBACK=1 to see one).
 
 Layout: `common` (names, argument-value parsers, data and model loading, error text), `parser` (the argparse
-parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `search`. `main` lives here.
+parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`. `main` lives here.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from .common import (
 )
 from .encode import run_encode
 from .evaluate import run_eval
+from .index import run_index
 from .parser import build_parser
 from .search import run_search
 from .train import run_train
@@ -75,6 +77,7 @@ __all__ = [
     "read_text_lines",
     "run_encode",
     "run_eval",
+    "run_index",
     "run_search",
     "run_train",
     "scored_pairs_layout",

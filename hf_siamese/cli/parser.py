@@ -1,5 +1,5 @@
 """The argparse parser of `hf-siamese`: its one-line error reporting, the option groups several commands share,
-and the assembly of the four commands (each one's handler lives in its own module)."""
+and the assembly of the commands (each one's handler lives in its own module)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import NoReturn
 from .common import DEMO_OUTPUT_DIR, DTYPES, LOSS_NAMES, POOLING_NAMES, PROG
 from .encode import run_encode
 from .evaluate import run_eval
+from .index import run_index
 from .search import run_search
 from .train import run_train
 
@@ -181,16 +182,50 @@ def build_parser() -> argparse.ArgumentParser:
     )
     encode.set_defaults(handler=run_encode)
 
+    index = commands.add_parser(
+        "index",
+        help="embed a corpus once into a vector index folder for 'search --index'",
+        description="Embed every document of a corpus once and save texts, ids, embeddings and (when faiss is "
+        "installed) a faiss index in a folder, with the model's fingerprint; 'hf-siamese search --index DIR' then "
+        "embeds only the queries.",
+    )
+    index.add_argument(
+        "corpus",
+        metavar="SOURCE",
+        help="NAME.txt (one document per line; ids are the positions of the non-blank lines), a CSV/TSV/JSONL/JSON "
+        "file or folder, or a Hub dataset id",
+    )
+    index.add_argument("-o", "--output", required=True, metavar="DIR", help="the index folder to write")
+    _add_model_arguments(index, training=False)
+    index.add_argument("--text-column", metavar="NAME", help="column holding the documents (default: text)")
+    index.add_argument("--id-column", metavar="NAME", help="column of unique document ids (default: row positions)")
+    index.add_argument("--split", default="train", help="split of a Hub dataset or a local folder (default: train)")
+    index.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
+    index.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    index.add_argument(
+        "--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder (vectors are kept in float32)"
+    )
+    index.add_argument("--prompt-name", metavar="NAME", help="model prompt for the documents (default: its default)")
+    index.add_argument("--no-faiss", action="store_true", help="exact search even when faiss is installed")
+    index.add_argument("--overwrite", action="store_true", help="replace DIR if it exists and is not empty")
+    index.set_defaults(handler=run_index)
+
     search = commands.add_parser(
         "search",
-        help="top-k semantic search of queries over a corpus file",
-        description="Rank the lines of a corpus file by similarity to each query.",
+        help="top-k semantic search of queries over a corpus file or a vector index",
+        description="Rank the lines of a corpus file (embedded on every call), or the documents of an index built "
+        "by 'hf-siamese index' (embedded once), by similarity to each query.",
     )
-    search.add_argument("--corpus", required=True, metavar="FILE", help="text file, one document per line")
+    source = search.add_mutually_exclusive_group(required=True)
+    source.add_argument("--corpus", metavar="FILE", help="text file, one document per line")
+    source.add_argument(
+        "--index", metavar="DIR", help="index folder from 'hf-siamese index' (--model defaults to its model)"
+    )
     search.add_argument("--query", action="append", metavar="TEXT", help="a query (repeatable)")
     search.add_argument("--queries", metavar="FILE", help="text file, one query per line")
     search.add_argument("--top-k", type=int, default=5, help="matches per query (default: 5)")
     _add_model_arguments(search, training=False)
     search.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    search.add_argument("--prompt-name", metavar="NAME", help="model prompt for the queries (default: its default)")
     search.set_defaults(handler=run_search)
     return parser

@@ -1,0 +1,508 @@
+"""A persistent vector index: embed a corpus once with `build_index`, then search it as often as needed.
+
+An index folder holds:
+
+    index.json               format and version, the model (name, fingerprint, embedding config), the settings the
+                             corpus was embedded with, count, dim and backend
+    corpus/                  a `datasets.Dataset` (`save_to_disk`) with columns `id` and `text`; row i <-> vector i
+    embeddings.safetensors   tensor "embeddings", (count, dim) float32 (unit vectors when the similarity is cosine)
+    faiss.index              backend "faiss" only: the index `datasets` builds and saves (`save_faiss_index`)
+
+With faiss installed (`pip install 'hf-siamese[index]'`) the vectors go into a faiss index (inner product for cosine and
+dot, L2 for euclidean); manhattan, `use_faiss=False`, or no faiss mean exact search (`hf_siamese.metrics.exact_search`).
+An index whose faiss file cannot be read here (faiss missing) falls back to exact search on the stored vectors.
+Searching checks the model against the recorded fingerprint, so queries are never embedded by a model other than the
+one that embedded the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+FORMAT_NAME = "hf-siamese-vector-index"
+FORMAT_VERSION = 1
+INDEX_FILE, CORPUS_DIR, EMBEDDINGS_FILE, FAISS_FILE = "index.json", "corpus", "embeddings.safetensors", "faiss.index"
+FAISS_METRICS = {"cosine": "inner_product", "dot": "inner_product", "euclidean": "l2"}  # manhattan: exact search
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Values hashed per parameter tensor: all of a smaller tensor, evenly strided ones of a larger one (an embedding
+# matrix of 768-dim rows still gets about two values per row), so a fingerprint costs milliseconds, not a full read.
+_WEIGHT_SAMPLES = 65_536
+# Encoder config keys that describe how a config was saved or run, not the function the encoder computes.
+_VOLATILE_ENCODER_KEYS = frozenset(
+    "transformers_version architectures dtype torch_dtype use_cache return_dict output_attentions "
+    "output_hidden_states id2label label2id num_labels problem_type".split()
+)
+# Parameters that never touch the sentence embedding (the softmax head, the cosine affine of regression losses).
+_HEAD_PARAMETERS = ("classifier.", "cosine_affine_")
+# SiameseBertConfig fields that change the embedding (besides the encoder config and the effective max length).
+_EMBEDDING_FIELDS = (
+    "pooling include_prompt projections truncate_dim normalize similarity prompts default_prompt_name do_lower_case"
+).split()
+
+
+# ------------------------------------------------------------------------------------------------ fingerprint
+
+
+def embedding_config(model: Any) -> dict[str, Any]:
+    """The config fields that decide a model's sentence embedding (JSON-ready), as recorded in an index."""
+    config = model.config
+    encoder = config.encoder_config
+    encoder = encoder.to_dict() if hasattr(encoder, "to_dict") else dict(encoder or {})
+    fields = {
+        "encoder": {k: v for k, v in encoder.items() if not k.startswith("_") and k not in _VOLATILE_ENCODER_KEYS},
+        "max_seq_length": config.effective_max_seq_length,
+        "embedding_size": config.embedding_size,
+    }
+    fields.update({name: getattr(config, name) for name in _EMBEDDING_FIELDS})
+    return json.loads(json.dumps(fields, sort_keys=True, default=str))  # the form index.json gives back
+
+
+def model_fingerprint(model: Any) -> dict[str, Any]:
+    """`{"fingerprint", "config_sha256", "weights_sha256", "weights_dtype", "config"}` of a `SiameseBertModel`.
+
+    The config part hashes `embedding_config(model)`; the weights part hashes, for every parameter tensor that feeds
+    the embedding (not the softmax head), its name, shape, dtype and the bytes of up to 65,536 evenly strided values.
+    Any real change of weights (fine-tuning, another checkpoint, another dtype) changes it; computing it reads a few MB
+    whatever the model size.
+    """
+    config = embedding_config(model)
+    config_sha = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+    weights = hashlib.sha256()
+    dtypes = set()
+    for name, parameter in sorted(model.named_parameters()):
+        if name.startswith(_HEAD_PARAMETERS):
+            continue
+        flat = parameter.detach().reshape(-1)
+        sample = flat[:: max(1, flat.numel() // _WEIGHT_SAMPLES)][:_WEIGHT_SAMPLES].contiguous().cpu()
+        weights.update(f"{name}|{tuple(parameter.shape)}|{parameter.dtype}|".encode())
+        weights.update(sample.view(torch.uint8).numpy().tobytes())
+        dtypes.add(str(parameter.dtype).removeprefix("torch."))
+    weights_sha = weights.hexdigest()
+    return {
+        "fingerprint": hashlib.sha256(f"{config_sha}:{weights_sha}".encode()).hexdigest(),
+        "config_sha256": config_sha,
+        "weights_sha256": weights_sha,
+        "weights_dtype": ",".join(sorted(dtypes)),
+        "config": config,
+    }
+
+
+def _model_name(name: str) -> str:
+    """The model's name or path as worth recording: an existing local folder becomes absolute."""
+    name = str(name or "")
+    return os.path.abspath(name) if name and Path(name).exists() else name
+
+
+def _mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> str:
+    """What differs between two fingerprints, in words."""
+    if recorded.get("config_sha256") != current["config_sha256"]:
+        old, new = recorded.get("config", {}), current["config"]
+        parts = []
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) == new.get(key):
+                continue
+            if key == "encoder":
+                a, b = old.get(key) or {}, new.get(key) or {}
+                keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                parts.append(f"encoder config ({', '.join(keys[:6])})")
+            else:
+                parts.append(f"{key} ({old.get(key)!r} in the index, {new.get(key)!r} in this model)")
+        return "the config differs: " + "; ".join(parts)
+    if recorded.get("weights_dtype") != current["weights_dtype"]:
+        return f"the weights are {current['weights_dtype']} here, {recorded.get('weights_dtype')} in the index"
+    return "same config, different weights"
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def _check_texts(corpus: Iterable[str]) -> list[str]:
+    if isinstance(corpus, str) or not isinstance(corpus, Iterable):
+        raise ValueError(f"corpus must be a list of strings, got {type(corpus).__name__}; wrap one text in a list")
+    texts = list(corpus)
+    if not texts:
+        raise ValueError("corpus is empty: an index needs at least one text")
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"corpus[{position}] is {type(text).__name__} ({text!r:.60}); every text must be a str")
+    return texts
+
+
+def _check_ids(ids: Iterable[Any] | None, count: int) -> list[Any]:
+    if ids is None:
+        return list(range(count))
+    if isinstance(ids, str) or not isinstance(ids, Iterable):
+        raise ValueError(f"ids must be a list of str or int (one per text), got {type(ids).__name__}")
+    ids = [i.item() if isinstance(i, np.generic) else i for i in ids]  # numpy ints and strs -> Python ones
+    if len(ids) != count:
+        raise ValueError(f"ids has {len(ids)} entries but corpus has {count} texts; give exactly one id per text")
+    seen: dict[Any, int] = {}
+    for position, value in enumerate(ids):
+        if isinstance(value, bool) or not isinstance(value, int | str) or type(value) is not type(ids[0]):
+            raise ValueError(
+                f"ids[{position}] is {type(value).__name__} ({value!r:.60}); ids must be all str or all int"
+            )
+        if value in seen:
+            raise ValueError(f"duplicate id {value!r} (ids[{seen[value]}] and ids[{position}]); ids must be unique")
+        seen[value] = position
+    return ids
+
+
+def _check_top_k(top_k: Any) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer) or top_k < 1:
+        raise ValueError(f"top_k={top_k!r}: expected a positive int (the number of hits per query)")
+    return int(top_k)
+
+
+def _resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> tuple[str, torch.dtype | None]:
+    """(name recorded in index.json, dtype for `encode`'s autocast): float16 runs in float32 on a CPU."""
+    if dtype is None:
+        return "float32", None
+    name = dtype if isinstance(dtype, str) else next((n for n, d in DTYPES.items() if d == dtype), None)
+    if name not in DTYPES:
+        raise ValueError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)} (or the torch dtype)")
+    compute = DTYPES[name]
+    return name, None if name == "float32" or (name == "float16" and device.type == "cpu") else compute
+
+
+def faiss_available() -> bool:
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _choose_backend(use_faiss: bool | None, similarity: str) -> str:
+    if use_faiss is False:
+        return "exact"
+    if similarity not in FAISS_METRICS:
+        if use_faiss:
+            raise ValueError(
+                f"use_faiss=True: the {similarity!r} similarity has no faiss index here; "
+                f"faiss serves {', '.join(FAISS_METRICS)} (use_faiss=None searches {similarity} exactly)"
+            )
+        return "exact"
+    if not faiss_available():
+        if use_faiss:
+            raise ImportError("use_faiss=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
+        return "exact"
+    return "faiss"
+
+
+def _is_index(path: Path) -> bool:
+    try:
+        return json.loads((path / INDEX_FILE).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ build
+
+
+def build_index(
+    model: Any,
+    corpus: Sequence[str],
+    output_dir: str | os.PathLike,
+    *,
+    ids: Sequence[str | int] | None = None,
+    tokenizer: Any = None,
+    batch_size: int = 64,
+    dtype: str | torch.dtype | None = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    show_progress_bar: bool = True,
+    use_faiss: bool | None = None,
+    faiss_factory: str | None = None,
+    overwrite: bool = False,
+) -> VectorIndex:
+    """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
+
+    Args:
+        model: a `SiameseBertModel`; its `config.similarity` decides how the index is searched.
+        corpus: the texts (`str`), in order.
+        output_dir: the index folder. It is written in a temporary folder beside it and moved into place at the end,
+            so a failed build leaves nothing behind. An existing non-empty folder (an index or not) is replaced only
+            with `overwrite=True`.
+        ids: one unique `str` or `int` per text (default: the positions 0..n-1); hits carry them.
+        tokenizer, batch_size, prompt_name, prompt: as in `model.encode` (the prompt is recorded in index.json).
+        dtype: `"bfloat16"` / `"float16"` (or the torch dtype) to embed under autocast; vectors are stored in float32.
+        use_faiss: `None` uses faiss when it is installed and the similarity allows it, `True` requires it,
+            `False` always searches exactly.
+        faiss_factory: a faiss index factory string (e.g. `"HNSW32"`, implies `use_faiss=True`); default a flat
+            (exact) faiss index.
+    """
+    texts = _check_texts(corpus)
+    ids = _check_ids(ids, len(texts))
+    similarity = model.config.similarity
+    if faiss_factory is not None:
+        if use_faiss is False:
+            raise ValueError(f"faiss_factory={faiss_factory!r} asks for a faiss index, use_faiss=False for none")
+        use_faiss = True
+    backend = _choose_backend(use_faiss, similarity)
+    dtype_name, compute = _resolve_dtype(dtype, model.device)
+    output = Path(output_dir)
+    if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
+        what = "an existing index" if _is_index(output) else "not empty and not an index"
+        raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True (--overwrite) to replace it")
+    document_prompt = model.resolve_prompt(prompt_name, prompt)
+    fingerprint = model_fingerprint(model)
+    encode_args = {"tokenizer": tokenizer, "batch_size": batch_size, "dtype": compute, "prompt": document_prompt}
+    embeddings = model.encode(texts, show_progress_bar=show_progress_bar, convert_to_numpy=True, **encode_args)
+    if similarity == "cosine":
+        embeddings = _unit(embeddings)
+    config = model.config
+    info = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "model": {"name_or_path": _model_name(config.name_or_path), **fingerprint},
+        "settings": {
+            "pooling": config.pooling,
+            "normalize": config.normalize,
+            "similarity": similarity,
+            "max_seq_length": config.effective_max_seq_length,
+            "truncate_dim": config.truncate_dim,
+            "document_prompt": document_prompt,
+            "dtype": dtype_name,
+        },
+        "count": len(texts),
+        "dim": int(embeddings.shape[1]),
+        "id_type": type(ids[0]).__name__,
+        "backend": backend,
+        "faiss": None,
+    }
+    if backend == "faiss":
+        info["faiss"] = {"metric": FAISS_METRICS[similarity], "factory": faiss_factory or "Flat"}
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = output.with_name(f".{output.name}.building-{uuid.uuid4().hex[:8]}")
+    staging.mkdir()  # beside output (same file system: the final rename is atomic), with the usual permissions
+    quiet = not show_progress_bar and not datasets.utils.are_progress_bars_disabled()
+    if quiet:  # the "Saving the dataset" and faiss bars
+        datasets.utils.disable_progress_bars()
+    try:
+        table = datasets.Dataset.from_dict({"id": ids, "text": texts})
+        table.save_to_disk(str(staging / CORPUS_DIR))
+        from safetensors.numpy import save_file
+
+        save_file({"embeddings": np.ascontiguousarray(embeddings)}, str(staging / EMBEDDINGS_FILE))
+        os.chmod(staging / EMBEDDINGS_FILE, staging.stat().st_mode & 0o666)  # safetensors writes it 0600
+        if backend == "faiss":
+            import faiss
+
+            metric = faiss.METRIC_INNER_PRODUCT if info["faiss"]["metric"] == "inner_product" else faiss.METRIC_L2
+            train_size = len(embeddings) if faiss_factory else None  # IVF-like factories need training
+            table.add_faiss_index_from_external_arrays(
+                embeddings, "embeddings", metric_type=metric, string_factory=faiss_factory, train_size=train_size
+            )
+            table.save_faiss_index("embeddings", str(staging / FAISS_FILE))
+            table.drop_index("embeddings")
+        (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        _move_into_place(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        if quiet:
+            datasets.utils.enable_progress_bars()
+    return VectorIndex.load(output)
+
+
+def _move_into_place(staging: Path, output: Path) -> None:
+    """Rename the finished folder to `output`; what was there is moved aside first and deleted only afterwards."""
+    aside = None
+    if output.is_dir() and not any(output.iterdir()):
+        output.rmdir()
+    elif output.exists():
+        aside = output.with_name(f".{output.name}.replaced-{uuid.uuid4().hex[:8]}")
+        output.rename(aside)
+    try:
+        staging.rename(output)
+    except BaseException:
+        if aside is not None:
+            aside.rename(output)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside) if aside.is_dir() else aside.unlink()
+
+
+# ------------------------------------------------------------------------------------------------ load + search
+
+
+class VectorIndex:
+    """A loaded index folder (see the module docstring); make one with `build_index` or `VectorIndex.load`."""
+
+    def __init__(self, path: Path, info: dict[str, Any], corpus: datasets.Dataset, backend: str) -> None:
+        self.path, self.info, self.corpus, self.backend = path, info, corpus, backend
+        self.dim, self.settings, self.model_name = info["dim"], info["settings"], info["model"]["name_or_path"]
+        self.similarity = info["settings"]["similarity"]
+        self._embeddings: np.ndarray | None = None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> VectorIndex:
+        """Open an index folder. A faiss index is used when faiss is importable, else exact search (a warning)."""
+        path = Path(path)
+        where = os.fspath(path)
+        if not (path / INDEX_FILE).is_file():
+            if path.is_dir():
+                what = f"{where!r} is not a vector index (no {INDEX_FILE})"
+            else:
+                what = f"vector index not found: {where!r}"
+            hint = "build one with build_index() or 'hf-siamese index'"
+            raise FileNotFoundError(2, f"{what}; {hint}", where)
+        try:
+            info = json.loads((path / INDEX_FILE).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise ValueError(f"corrupt vector index {where!r}: {INDEX_FILE} is not valid JSON ({err})") from None
+        found = info.get("format") if isinstance(info, dict) else type(info).__name__
+        if found != FORMAT_NAME:
+            raise ValueError(f"{where!r}: {INDEX_FILE} has format {found!r}, expected {FORMAT_NAME!r}")
+        if info.get("format_version") != FORMAT_VERSION:
+            raise ValueError(
+                f"vector index {where!r} has format version {info.get('format_version')!r}; this hf-siamese reads "
+                f"version {FORMAT_VERSION}: rebuild the index"
+            )
+        missing = [key for key in ("model", "settings", "count", "dim", "backend") if key not in info]
+        files = (CORPUS_DIR, EMBEDDINGS_FILE) + ((FAISS_FILE,) if info.get("backend") == "faiss" else ())
+        missing += [name for name in files if not (path / name).exists()]
+        if missing:
+            raise ValueError(f"corrupt vector index {where!r}: {', '.join(missing)} missing; rebuild the index")
+        try:
+            corpus = datasets.load_from_disk(str(path / CORPUS_DIR))
+            from safetensors import safe_open
+
+            with safe_open(str(path / EMBEDDINGS_FILE), framework="numpy") as file:
+                shape = tuple(file.get_slice("embeddings").get_shape())
+        except Exception as err:
+            raise ValueError(f"corrupt vector index {where!r}: {type(err).__name__}: {err}") from None
+        expected = (info["count"], info["dim"])
+        if len(corpus) != info["count"] or shape != expected or corpus.column_names != ["id", "text"]:
+            raise ValueError(
+                f"corrupt vector index {where!r}: {INDEX_FILE} says {expected[0]} x {expected[1]}, the corpus has "
+                f"{len(corpus)} rows ({corpus.column_names}), the embeddings are {shape}"
+            )
+        backend = info["backend"]
+        if backend == "faiss" and not faiss_available():
+            logger.warning("faiss is not installed: searching %s exactly (pip install 'hf-siamese[index]')", where)
+            backend = "exact"
+        if backend == "faiss":
+            try:
+                corpus.load_faiss_index("embeddings", str(path / FAISS_FILE))
+            except Exception as err:  # faiss raises RuntimeError for an unreadable file
+                raise ValueError(f"corrupt vector index {where!r}: {FAISS_FILE}: {err}") from None
+        return cls(path, info, corpus, backend)
+
+    def __len__(self) -> int:
+        return self.info["count"]
+
+    def __repr__(self) -> str:
+        return (
+            f"VectorIndex({os.fspath(self.path)!r}, count={len(self)}, dim={self.dim}, "
+            f"similarity={self.similarity!r}, backend={self.backend!r})"
+        )
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        """The stored (count, dim) float32 vectors, read on first use."""
+        if self._embeddings is None:
+            from safetensors.numpy import load_file
+
+            self._embeddings = load_file(str(self.path / EMBEDDINGS_FILE))["embeddings"]
+        return self._embeddings
+
+    def check_model(self, model: Any) -> None:
+        """Raise `ValueError` unless `model` has the fingerprint of the model that embedded the corpus."""
+        recorded, current = self.info["model"], model_fingerprint(model)
+        if current["fingerprint"] != recorded.get("fingerprint"):
+            name = _model_name(model.config.name_or_path) or "(an unnamed model)"
+            raise ValueError(
+                f"this index was built with model {recorded.get('name_or_path') or '(an unnamed model)'!r} "
+                f"(fingerprint {str(recorded.get('fingerprint'))[:12]}), not {name!r} (fingerprint "
+                f"{current['fingerprint'][:12]}): {_mismatch(recorded, current)}. Search with the model that built "
+                "the index, or rebuild the index with this one."
+            )
+
+    def search(
+        self,
+        model: Any,
+        queries: str | Sequence[str],
+        top_k: int = 10,
+        *,
+        tokenizer: Any = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+    ) -> list[list[dict[str, Any]]]:
+        """Embed `queries` with `model` (checked against the index) and return, per query, the `top_k` best hits
+        `{"id", "text", "score", "rank"}`, best first. `prompt_name` / `prompt` as in `model.encode`."""
+        top_k = _check_top_k(top_k)
+        self.check_model(model)
+        queries = [queries] if isinstance(queries, str) else list(queries)
+        embeddings = model.encode(
+            queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
+        )
+        return self.search_embeddings(embeddings, top_k)
+
+    def search_embeddings(self, query_embeddings: Any, top_k: int = 10) -> list[list[dict[str, Any]]]:
+        """Hits for precomputed query vectors `(n, dim)` (numpy or torch; one `(dim,)` vector is one query)."""
+        top_k = _check_top_k(top_k)
+        if isinstance(query_embeddings, torch.Tensor):
+            query_embeddings = query_embeddings.detach().float().cpu().numpy()
+        queries = np.asarray(query_embeddings, dtype=np.float32)
+        queries = queries[None] if queries.ndim == 1 else queries
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise ValueError(f"query_embeddings have shape {queries.shape}; this index expects (n, {self.dim})")
+        if not np.isfinite(queries).all():
+            raise ValueError("query_embeddings hold NaN or inf values; expected finite vectors")
+        if len(queries) == 0:
+            return []
+        scores, indices = self._top_k(queries, min(top_k, len(self)))
+        found = sorted({int(i) for i in indices.ravel() if i >= 0})
+        rows = self.corpus[found] if found else {"id": [], "text": []}
+        by_index = {i: (doc_id, text) for i, doc_id, text in zip(found, rows["id"], rows["text"], strict=True)}
+        return [
+            [
+                {"id": by_index[i][0], "text": by_index[i][1], "score": float(s), "rank": rank}
+                for rank, (s, i) in enumerate(((s, int(i)) for s, i in zip(row_s, row_i, strict=True) if i >= 0), 1)
+            ]
+            for row_s, row_i in zip(scores, indices, strict=True)
+        ]
+
+    def _top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, indices), each (n, k), best first; ties -> lower corpus index first (as exact search)."""
+        if self.backend != "faiss":
+            from .metrics import exact_search
+
+            return exact_search(queries, self.embeddings, k, similarity=self.similarity)
+        if self.similarity == "cosine":
+            queries = _unit(queries)
+        scores, indices = self.corpus.search_batch("embeddings", np.ascontiguousarray(queries), k=k)
+        scores, indices = np.asarray(scores, dtype=np.float32), np.asarray(indices, dtype=np.int64)
+        if self.info["faiss"]["metric"] == "l2":  # faiss gives squared distances; the similarity is -distance
+            scores = -np.sqrt(np.maximum(scores, 0.0))
+        scores = np.where(indices >= 0, scores, -np.inf)
+        order = np.lexsort((np.where(indices >= 0, indices, np.iinfo(np.int64).max), -scores), axis=1)
+        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(indices, order, axis=1)
+
+
+def load_index(path: str | os.PathLike) -> VectorIndex:
+    """Open an index folder written by `build_index` (same as `VectorIndex.load`)."""
+    return VectorIndex.load(path)
