@@ -136,6 +136,17 @@ def read_beir(
     )
 
 
+def is_beir_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder in the BEIR layout (`corpus.jsonl`, `queries.jsonl`, `qrels/`)."""
+    folder = Path(path)
+    return (folder / "corpus.jsonl").is_file() and (folder / "queries.jsonl").is_file() and (folder / "qrels").is_dir()
+
+
+def beir_split(folder: str | os.PathLike, preferred: Sequence[str]) -> str:
+    """The first of `preferred` that the BEIR folder has qrels for (else the first, for read_beir's error)."""
+    return next((s for s in preferred if (Path(folder) / "qrels" / f"{s}.tsv").is_file()), preferred[0])
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
     with open(path, encoding="utf-8") as handle:
@@ -241,7 +252,9 @@ __all__ = [
     "DEFAULT_K_VALUES",
     "RetrievalDataset",
     "embed_retrieval_set",
+    "beir_split",
     "evaluate_retrieval",
+    "is_beir_folder",
     "read_beir",
     "side_prompt",
 ]

@@ -61,23 +61,29 @@ class SiameseEvaluationMixin:
             return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
         self._memory_tracker.start()
         start = time.time()
-        model = self.accelerator.unwrap_model(self.model)
-        was_training = model.training
-        metrics = evaluate_retrieval(
-            model,
-            dataset,
-            tokenizer=self.data_collator.tokenizer if isinstance(self.data_collator, SiamesePairCollator) else None,
-            batch_size=self.args.eval_batch_size,
-            process_index=self.accelerator.process_index,
-            num_processes=self.accelerator.num_processes,
-        )
-        model.train(was_training)
-        metrics = {f"{metric_key_prefix}_{name}": value for name, value in metrics.items()}
+        metrics = {f"{metric_key_prefix}_{name}": value for name, value in self.retrieval_metrics(dataset).items()}
         metrics.update(speed_metrics(metric_key_prefix, start, num_samples=len(dataset)))
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         self._memory_tracker.stop_and_update_metrics(metrics)
         return metrics
+
+    def retrieval_metrics(self, dataset: RetrievalDataset) -> dict[str, float]:
+        """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k of the model on a retrieval set; under several processes each
+        embeds a shard of the corpus and every process gets the numbers of one process."""
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        try:
+            return evaluate_retrieval(
+                model,
+                dataset,
+                tokenizer=self.data_collator.tokenizer if isinstance(self.data_collator, SiamesePairCollator) else None,
+                batch_size=self.args.eval_batch_size,
+                process_index=self.accelerator.process_index,
+                num_processes=self.accelerator.num_processes,
+            )
+        finally:
+            model.train(was_training)
 
     def evaluation_loop(
         self,

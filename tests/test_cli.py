@@ -252,3 +252,55 @@ def test_push_to_hub(workdir: Path, tmp_path: Path, fake_hub, capsys) -> None:
     assert {"config.json", "model.safetensors.index.json", "modeling_siamese.py", "tokenizer_config.json"} <= set(files)
     assert {"modules.json", "0_Transformer/model.safetensors", "0_Transformer/tokenizer_config.json"} <= set(files)
     assert "someone/tiny-siamese" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------------- retrieval
+
+
+@pytest.fixture(scope="module")
+def beir(workdir: Path) -> Path:
+    """A tiny BEIR folder: the corpus sentences, two judged queries per split."""
+    import json
+
+    folder = workdir / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": s}) + "\n" for i, s in enumerate(SENTENCES))
+    )
+    queries = {"q1": "music", "q2": "a dog in the park", "q3": "the market", "q4": "a woman cooking"}
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq3\td2\t1\nq4\td4\t2\n")
+    return folder
+
+
+def test_eval_prints_the_ir_table_on_a_beir_folder(workdir: Path, beir: Path, capsys) -> None:
+    assert main(["eval", str(beir), "--model", str(workdir / "base")]) == 0
+    out = capsys.readouterr().out
+    assert "(test split): 2 queries, 6 documents" in out
+    for name in ("ndcg", "mrr", "recall", "map", "precision"):
+        assert any(line.startswith(name) for line in out.splitlines())
+    assert "@10" in out and "@100" in out
+
+
+def test_train_reports_ndcg_on_a_beir_eval_folder(workdir: Path, beir: Path, tmp_path: Path, capsys) -> None:
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "triplets.tsv"), "--eval", str(beir)]
+    assert main([*args, "--output-dir", str(tmp_path / "out"), "--batch-size", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "nDCG@10 x100 on" in out and "(test split)" in out and "2 queries" in out
+
+
+def test_mine_writes_triplets(workdir: Path, beir: Path, tmp_path: Path, capsys) -> None:
+    output = tmp_path / "mined.jsonl"
+    args = ["mine", str(beir), "--model", str(workdir / "base"), "-o", str(output), "--num-negatives", "2"]
+    assert main(args) == 0
+    assert "mined 2 of 2 rows (2 negatives each)" in capsys.readouterr().out
+    import json
+
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [sorted(row) for row in rows] == [["anchor", "negative_1", "negative_2", "positive"]] * 2
+    for row in rows:
+        assert row["positive"] not in (row["negative_1"], row["negative_2"])
+    bad = ["mine", str(workdir / "triplets.tsv"), "--model", str(workdir / "base"), "-o", str(tmp_path / "x.parquet")]
+    assert main(bad) != 0
+    assert "must end in one of" in capsys.readouterr().err

@@ -49,6 +49,7 @@ from .common import (
 from .encode import run_encode
 from .evaluate import run_eval
 from .index import run_index
+from .mine import run_mine
 from .parser import build_parser
 from .search import run_search
 from .train import run_train
@@ -78,6 +79,7 @@ __all__ = [
     "run_encode",
     "run_eval",
     "run_index",
+    "run_mine",
     "run_search",
     "run_train",
     "scored_pairs_layout",

@@ -19,9 +19,14 @@ from .common import (
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Spearman/Pearson x100 of cosine, dot, euclidean and manhattan similarity on scored pairs; optional plots."""
+    """Spearman/Pearson x100 of cosine, dot, euclidean and manhattan similarity on scored pairs; optional plots. On a
+    BEIR folder: the IR table instead."""
     from ..data import load_demo_dataset
     from ..metrics import paired_similarities, sts_metrics_from_embeddings
+    from ..retrieval import is_beir_folder
+
+    if args.data is not None and is_beir_folder(args.data):
+        return run_retrieval_eval(args)
 
     if (args.sentences is None) != (args.heatmap is None):
         raise ValueError("--sentences and --heatmap go together: the heatmap shows the sentences of the file")
@@ -67,4 +72,26 @@ def run_eval(args: argparse.Namespace) -> int:
         matrix = model.similarity(vectors, vectors).numpy()
         written = plot_similarity_heatmap(sentences, matrix, args.heatmap, title=f"Similarity: {args.sentences}")
         print(f"heatmap: {written}")
+    return 0
+
+
+def run_retrieval_eval(args: argparse.Namespace) -> int:
+    """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split."""
+    from ..retrieval import beir_split, evaluate_retrieval, read_beir
+
+    for option in ("columns", "score_range", "sentences", "plot"):
+        if getattr(args, option, None):
+            raise ValueError(f"--{option.replace('_', '-')} applies to scored pairs, not to a BEIR folder")
+    split = beir_split(args.data, [args.split, "test", "dev"])
+    data = read_beir(args.data, split=split)
+    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)
+    metrics = evaluate_retrieval(
+        model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True
+    )
+    print(f"Retrieval evaluation of {args.model or default_model_path()}")
+    print(f"on {args.data} ({split} split): {metrics['num_queries']} queries, {len(data.corpus)} documents")
+    ks = list(data.k_values)
+    print(f"{'metric':<12}" + "".join(f"{'@' + str(k):>9}" for k in ks) + "   (x100)")
+    for name in ("ndcg", "mrr", "recall", "map", "precision"):
+        print(f"{name:<12}" + "".join(f"{metrics[f'{name}@{k}']:>9.2f}" for k in ks))
     return 0

@@ -10,6 +10,7 @@ from .common import DEMO_OUTPUT_DIR, DTYPES, LOSS_NAMES, POOLING_NAMES, PROG
 from .encode import run_encode
 from .evaluate import run_eval
 from .index import run_index
+from .mine import run_mine
 from .search import run_search
 from .train import run_train
 
@@ -143,15 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser(
         "eval",
-        help="STS Spearman/Pearson of a model on scored pairs (default: the demo dev split)",
+        help="STS Spearman/Pearson on scored pairs, or the IR table on a BEIR folder (default: the demo dev split)",
         description="Spearman and Pearson correlation (x100) of cosine, dot, euclidean and manhattan similarity "
-        "with gold scores of sentence pairs.",
+        "with gold scores of sentence pairs; on a BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) nDCG, "
+        "MRR, Recall, MAP and Precision at 1, 3, 5, 10 and 100.",
     )
     evaluate.add_argument(
         "data",
         nargs="?",
         metavar="SOURCE",
-        help="scored pairs: file, folder or Hub dataset id (default: the built-in demo set, dev split)",
+        help="scored pairs (file, folder or Hub dataset id) or a BEIR folder (default: the built-in demo set)",
     )
     _add_model_arguments(evaluate, training=False)
     _add_data_arguments(evaluate, "", "test")
@@ -209,6 +211,34 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--no-faiss", action="store_true", help="exact search even when faiss is installed")
     index.add_argument("--overwrite", action="store_true", help="replace DIR if it exists and is not empty")
     index.set_defaults(handler=run_index)
+
+    mine = commands.add_parser(
+        "mine",
+        help="add hard negatives mined by a model to (anchor, positive) rows",
+        description="For every (anchor, positive) row, rank the corpus with the model and add the best-ranked "
+        "documents that are not a positive of the anchor (within --range-min..--range-max, below --max-score, "
+        "and at least --margin below the positive's score) as negative_1 ... negative_N.",
+    )
+    mine.add_argument(
+        "data", metavar="SOURCE", help="(anchor, positive) rows: file, folder or Hub dataset id, or a BEIR folder"
+    )
+    mine.add_argument("-o", "--output", required=True, help="output rows: NAME.jsonl, NAME.tsv or NAME.csv")
+    mine.add_argument(
+        "--corpus", metavar="FILE", help="documents to mine from: text file (one per line) or BEIR folder "
+        "(default: the positives, or a BEIR folder's corpus)",
+    )  # fmt: skip
+    _add_model_arguments(mine, training=False)
+    mine.add_argument("--columns", metavar="ROLE=NAME,...", help="e.g. anchor=question,positive=answer")
+    mine.add_argument("--split", default="train", help="split of a Hub dataset or a folder (default: train)")
+    mine.add_argument("--num-negatives", type=_positive_int, default=3, help="negatives per row (default: 3)")
+    mine.add_argument("--range-min", type=int, default=0, help="skip the best RANGE_MIN ranks (default: 0)")
+    mine.add_argument("--range-max", type=_positive_int, help="consider ranks below this (default: min + 100)")
+    mine.add_argument("--margin", type=float, help="drop candidates scoring above the positive's score - MARGIN")
+    mine.add_argument("--max-score", type=float, help="drop candidates scoring above MAX_SCORE")
+    mine.add_argument("--sampling", choices=("top", "random"), default="top", help="default: top")
+    mine.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    mine.add_argument("--seed", type=int, default=42, help="for --sampling random (default: 42)")
+    mine.set_defaults(handler=run_mine)
 
     search = commands.add_parser(
         "search",

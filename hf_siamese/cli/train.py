@@ -81,13 +81,28 @@ def _softmax_labels(dataset: datasets.Dataset, label2id: dict[str, int] | None) 
     return {"label2id": {str(name): index for index, name in enumerate(sorted(map(str, values)))}}
 
 
-def _percent(metrics: dict[str, float]) -> str:
-    return f"{100 * metrics['spearman_cosine']:.2f}"
+def _headline(metrics: dict[str, float]) -> tuple[str, float]:
+    """The number the before/after summary shows: STS Spearman (cosine) or, on a retrieval set, nDCG@10; x100."""
+    if "spearman_cosine" in metrics:
+        return "Spearman (cosine)", 100 * metrics["spearman_cosine"]
+    key = "ndcg@10" if "ndcg@10" in metrics else next(k for k in metrics if k.startswith("ndcg@"))
+    return key.replace("ndcg", "nDCG"), 100 * metrics[key]
+
+
+def _measure(trainer: Any, eval_data: Any) -> dict[str, float] | None:
+    from ..retrieval import RetrievalDataset
+
+    if eval_data is None:
+        return None
+    if isinstance(eval_data, RetrievalDataset):
+        return trainer.retrieval_metrics(eval_data)
+    return trainer.sts_metrics(eval_data)
 
 
 def _training_data(args: argparse.Namespace) -> tuple[Any, str, Any, str | None]:
     """(train rows, their name, eval rows or None, their name): from the arguments, or the built-in demo set."""
     from ..data import load_demo_dataset
+    from ..retrieval import beir_split, is_beir_folder, read_beir
 
     columns = parse_columns(args.columns)
     eval_columns = parse_columns(args.eval_columns, "--eval-columns")
@@ -101,6 +116,10 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, str, Any, str | None]
         train_data, train_name = load_data(args.train, args.train_split, columns, args.dataset_config), args.train
     train_data = take(train_data, args.max_train, args.seed)
 
+    if args.eval is not None and is_beir_folder(args.eval):
+        # A retrieval set: nDCG@10 before and after, IR metrics in the trainer's evaluations.
+        split = beir_split(args.eval, [args.eval_split, "dev", "test"])
+        return train_data, train_name, read_beir(args.eval, split=split), f"{args.eval} ({split} split)"
     if args.eval is not None:
         eval_data, eval_name = load_data(args.eval, args.eval_split, eval_columns, args.eval_dataset_config), args.eval
     elif demo:
@@ -229,11 +248,12 @@ def run_train(args: argparse.Namespace) -> int:
     show = print if main_process else _silent
 
     show(f"{PROG} train: {train_name} ({len(train_data)} rows), loss {_describe_loss(loss)}, base model {model_path}")
-    before = trainer.sts_metrics(eval_data) if eval_data is not None else None
+    before = _measure(trainer, eval_data)
     if before:
-        show(f"{PROG} train: Spearman (cosine) x100 on {eval_name} before training: {_percent(before)}")
+        label, value = _headline(before)
+        show(f"{PROG} train: {label} x100 on {eval_name} before training: {value:.2f}")
     trainer.train()
-    after = trainer.sts_metrics(eval_data) if eval_data is not None else None
+    after = _measure(trainer, eval_data)
     if after:
         # Recorded like an evaluation, so the model card (written from the log history) states the final scores.
         entry = {f"eval_{key}": value for key, value in after.items()}
@@ -261,9 +281,10 @@ def run_train(args: argparse.Namespace) -> int:
     show(f"Trained {model_path}")
     show(f"  on      {train_name}: {len(train_data)} rows, {args.epochs:g} epoch(s), loss {_describe_loss(loss)}")
     if before and after:
-        gain = 100 * (after["spearman_cosine"] - before["spearman_cosine"])
-        show(f"  eval    {eval_name}: {len(eval_data)} pairs")
-        show(f"          Spearman (cosine) x100: before {_percent(before)}  ->  after {_percent(after)}  ({gain:+.2f})")
+        (label, old), (_, new) = _headline(before), _headline(after)
+        unit = "queries" if not hasattr(eval_data, "column_names") else "pairs"
+        show(f"  eval    {eval_name}: {len(eval_data)} {unit}")
+        show(f"          {label} x100: before {old:.2f}  ->  after {new:.2f}  ({new - old:+.2f})")
     show(f"  saved   {os.path.abspath(output_dir)}")
     if pushed:
         from huggingface_hub import constants

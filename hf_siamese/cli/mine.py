@@ -1,0 +1,64 @@
+"""`hf-siamese mine`: add hard negatives mined by a model to (anchor, positive) rows and write the triplets."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .common import load_data, load_inference_model, parse_columns, read_text_lines
+
+OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv"}
+
+
+def run_mine(args: argparse.Namespace) -> int:
+    """Mine `--num-negatives` negatives per row with the model and write `anchor, positive, negative_1, ...`."""
+    from ..mining import mine_hard_negatives
+    from ..retrieval import is_beir_folder, read_beir
+
+    output = Path(args.output)
+    kind = OUTPUT_FORMATS.get(output.suffix.lower())
+    if kind is None:
+        raise ValueError(f"--output {args.output!r}: the file name must end in one of {sorted(OUTPUT_FORMATS)}")
+    if is_beir_folder(args.data):
+        # (query, relevant document) pairs of the split; the corpus defaults to the folder's documents.
+        beir = read_beir(args.data, split=args.split)
+        pairs = [(q, d) for q, judged in beir.qrels.items() for d, rel in judged.items() if rel > 0]
+        from datasets import Dataset
+
+        rows = Dataset.from_dict(
+            {"anchor": [beir.queries[q] for q, _ in pairs], "positive": [beir.corpus[d] for _, d in pairs]}
+        )
+        default_corpus = list(beir.corpus.values())
+    else:
+        rows = load_data(args.data, args.split, parse_columns(args.columns), None)
+        default_corpus = None
+    if args.corpus is None:
+        corpus = default_corpus
+    elif is_beir_folder(args.corpus):
+        corpus = list(read_beir(args.corpus, split=args.split).corpus.values())
+    else:
+        corpus = read_text_lines(args.corpus)
+    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)
+    mined = mine_hard_negatives(
+        rows,
+        model,
+        corpus,
+        num_negatives=args.num_negatives,
+        range_min=args.range_min,
+        range_max=args.range_max,
+        margin=args.margin,
+        max_score=args.max_score,
+        sampling=args.sampling,
+        tokenizer=tokenizer,
+        batch_size=args.batch_size,
+        seed=args.seed,
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temporary = output.with_name(output.name + ".partial")
+    if kind == "json":
+        mined.to_json(str(temporary), lines=True, force_ascii=False)
+    else:
+        mined.to_csv(str(temporary), sep="\t" if kind == "tsv" else ",", index=False)
+    temporary.replace(output)  # a failed write never leaves a half-written output
+    print(f"mined {len(mined)} of {len(rows)} rows ({args.num_negatives} negatives each) -> {output}")
+    return 0
