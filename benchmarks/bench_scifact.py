@@ -109,7 +109,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
                 accuracy_at_k=[1], precision_recall_at_k=[100], map_at_k=[10], batch_size=64,
             )  # fmt: skip
             scores = evaluator(model)
-            return {k: scores[f"scifact_cosine_{k}"] for k in ("ndcg@10", "mrr@10", "recall@100")}
+            return {k: scores[f"scifact_cosine_{k}"] * 100 for k in ("ndcg@10", "mrr@10", "recall@100")}
 
     else:
         from transformers import AutoTokenizer, TrainingArguments
