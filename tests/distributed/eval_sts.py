@@ -62,11 +62,12 @@ def evaluate_tiny(out: Path) -> dict[str, Any]:
     metrics = trainer.evaluate()
     # A retrieval set from the same texts: sentence1 as queries, all texts as the corpus, each query's partner as
     # its relevant document (41 documents: shards of 21 and 20 when split over 2 processes).
-    texts = list(dict.fromkeys(eval_set["sentence1"] + eval_set["sentence2"]))
+    first, second = list(eval_set["sentence1"]), list(eval_set["sentence2"])
+    texts = list(dict.fromkeys(first + second))
     retrieval = RetrievalDataset(
-        queries={f"q{i}": text for i, text in enumerate(eval_set["sentence1"])},
+        queries={f"q{i}": text for i, text in enumerate(first)},
         corpus={f"d{i}": text for i, text in enumerate(texts)},
-        qrels={f"q{i}": {f"d{texts.index(other)}": 1} for i, other in enumerate(eval_set["sentence2"])},
+        qrels={f"q{i}": {f"d{texts.index(other)}": 1} for i, other in enumerate(second)},
         k_values=(1, 5, 10),
     )
     ir_metrics = trainer.evaluate(eval_dataset=retrieval, metric_key_prefix="eval_ir")
