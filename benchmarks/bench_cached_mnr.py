@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_training import SEED, LoadSampler, encode_unique, spearman_x100, stsb_split, train_rows, versions
-from children import run_child
+from children import add_child_arguments, run_child, run_if_child
 from results_file import update_results
 
 SPEED_ROWS = {16: 320, 64: 640, 256: 1024, 1024: 2048}  # rows per speed run: several steps, minutes at most
@@ -168,11 +168,9 @@ def main() -> None:
     parser.add_argument("--quality-rows", type=int, default=3200)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--child")
-    parser.add_argument("--result-file")
+    add_child_arguments(parser)
     args = parser.parse_args()
-    if args.child:
-        Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+    if run_if_child(args, child):
         return
 
     parts = args.parts.split(",")

@@ -24,11 +24,10 @@ import random
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from bench_training import DATA, SEED, LoadSampler, versions
-from children import run_child
+from children import add_child_arguments, run_child, run_if_child
 from results_file import update_results
 
 SCIFACT = DATA / "retrieval" / "scifact"
@@ -166,13 +165,9 @@ def main() -> None:
     parser.add_argument("--libraries", default="st,ours")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--child")
-    parser.add_argument("--result-file")
+    add_child_arguments(parser)
     args = parser.parse_args()
-    if args.child:
-        import json
-
-        Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+    if run_if_child(args, child):
         return
     if not SCIFACT.is_dir():
         print(f"SciFact not found at {SCIFACT} (set HF_SIAMESE_DATA to the shared data folder)", file=sys.stderr)

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+
+def add_child_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hidden options `run_child` passes to the script it starts."""
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+
+
+def run_if_child(args: argparse.Namespace, child: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
+    """In a child started by `run_child`: run `child(spec)`, write its result, and return True."""
+    if not args.child:
+        return False
+    Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+    return True
 
 
 def run_child(script: str | Path, spec: dict[str, Any]) -> dict[str, Any]:
