@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -52,6 +55,20 @@ def gather_with_grad(local: torch.Tensor) -> tuple[torch.Tensor, int]:
     dist.all_gather(sizes, size)
     sizes_list = [int(s.item()) for s in sizes]
     return _GatherWithGrad.apply(local, sizes_list), sum(sizes_list[:rank])
+
+
+def encode_in_shards(
+    items: Sequence[Any], encode: Callable[[list[Any]], np.ndarray], process_index: int, num_processes: int
+) -> np.ndarray:
+    """`encode(items)` with the work split over processes: each encodes a contiguous shard, and the shards are
+    gathered in rank order, so every process ends with the rows of all items, exactly as one process would."""
+    shard = np.array_split(np.arange(len(items)), num_processes)[process_index]
+    local = encode([items[i] for i in shard])
+    if num_processes == 1:
+        return local
+    gathered: list[Any] = [None] * num_processes
+    dist.all_gather_object(gathered, local)
+    return np.concatenate(gathered)
 
 
 def shutdown_process_group(settle_s: float = 0.5) -> None:

@@ -12,8 +12,6 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 logger = logging.getLogger(__name__)
 
 SAMPLING = ("top", "random")
@@ -66,7 +64,7 @@ def mine_hard_negatives(
     import datasets
 
     from .collator import detect_layout
-    from .metrics import exact_search
+    from .metrics import exact_search, paired_similarities
     from .retrieval import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
 
     _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
@@ -109,13 +107,18 @@ def mine_hard_negatives(
     scores, ranked = exact_search(anchor_vectors, document_vectors[: len(documents)], top_k=top, similarity=similarity)
     anchor_row = {text: i for i, text in enumerate(unique_anchors)}
     positive_row = {text: i for i, text in enumerate(documents + extra)}
+    # Each row's positive under the same similarity convention as exact_search (larger = more similar).
+    positive_scores = paired_similarities(
+        anchor_vectors[[anchor_row[a] for a in anchors]], document_vectors[[positive_row[p] for p in positives]],
+        similarity,
+    )  # fmt: skip
 
     rng = random.Random(seed)
     negatives: list[list[str]] = []
     kept: list[int] = []
-    for row, (anchor, positive) in enumerate(zip(anchors, positives, strict=True)):
+    for row, anchor in enumerate(anchors):
         a = anchor_row[anchor]
-        positive_score = float(_score(anchor_vectors[a], document_vectors[positive_row[positive]], similarity))
+        positive_score = float(positive_scores[row])
         candidates = []
         for rank in range(range_min, ranked.shape[1]):
             index, score = int(ranked[a, rank]), float(scores[a, rank])
@@ -143,15 +146,6 @@ def mine_hard_negatives(
     for n in range(num_negatives):
         columns[f"negative_{n + 1}"] = [row[n] for row in negatives]
     return datasets.Dataset.from_dict(columns)
-
-
-def _score(a: np.ndarray, b: np.ndarray, similarity: str) -> float:
-    """One similarity under the same convention as `exact_search`."""
-    if similarity == "cosine":
-        return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
-    if similarity == "dot":
-        return float(a @ b)
-    return -float(np.linalg.norm(a - b, ord=2 if similarity == "euclidean" else 1))
 
 
 def _check_arguments(

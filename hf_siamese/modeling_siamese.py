@@ -110,6 +110,15 @@ class SiameseProjection(nn.Module):
         return self.activation(self.linear(x))
 
 
+def filled_columns(attention_mask: torch.Tensor) -> slice | torch.Tensor:
+    """The sequence positions where at least one row of `attention_mask` `(batch, seq_len)` has a token: a slice when
+    they are contiguous from 0 (right padding), else their indices (left padding). Cutting to them drops only
+    padding shared by the whole batch."""
+    keep = attention_mask.bool().any(dim=0)
+    width = int(keep.sum())
+    return slice(0, width) if bool(keep[:width].all()) else keep.nonzero().squeeze(-1)
+
+
 def pair_features(u: torch.Tensor, v: torch.Tensor, features: Sequence[str]) -> torch.Tensor:
     """Concatenate the requested pair features of `u` and `v` (each `(batch, hidden)`) along the last axis."""
     parts = {"u": lambda: u, "v": lambda: v, "|u-v|": lambda: (u - v).abs(), "u*v": lambda: u * v}
@@ -261,12 +270,9 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         for j in range(lead[1]):
             column = [None if t is None else t[:, j] for t in (input_ids, token_type_ids, position_ids, inputs_embeds)]
             mask = attention_mask[:, j]
-            keep = mask.bool().any(dim=0)
-            width = int(keep.sum())
-            if width < mask.shape[1]:
-                index = slice(0, width) if bool(keep[:width].all()) else keep.nonzero().squeeze(-1)
-                column = [None if t is None else t[:, index] for t in column]
-                mask = mask[:, index]
+            index = filled_columns(mask)
+            column = [None if t is None else t[:, index] for t in column]
+            mask = mask[:, index]
             ids, types, positions, embeds = column
             column_prompt = prompt_length[:, j] if isinstance(prompt_length, torch.Tensor) else prompt_length
             columns.append(self._embed(ids, mask, types, positions, embeds, column_prompt, **extra)[0])

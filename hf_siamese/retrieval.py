@@ -191,24 +191,22 @@ def embed_retrieval_set(
         (query_ids, dataset.queries, side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)),
         (corpus_ids, dataset.corpus, side_prompt(model, dataset.corpus_prompt, CORPUS_PROMPT_NAMES)),
     )
+    from .distributed import encode_in_shards
+
     embedded = []
     for ids, texts, prompt in sides:
-        shard = np.array_split(np.arange(len(ids)), num_processes)[process_index]
-        local = model.encode(
-            [texts[ids[i]] for i in shard],
-            tokenizer=tokenizer,
-            batch_size=batch_size,
-            convert_to_numpy=True,
-            prompt=prompt,
-            show_progress_bar=show_progress_bar,
-        )
-        if num_processes > 1:
-            import torch.distributed as dist
 
-            gathered: list[Any] = [None] * num_processes
-            dist.all_gather_object(gathered, local)
-            local = np.concatenate(gathered)
-        embedded.append(local)
+        def encode(shard: list[str], prompt: str = prompt) -> np.ndarray:
+            return model.encode(
+                shard,
+                tokenizer=tokenizer,
+                batch_size=batch_size,
+                convert_to_numpy=True,
+                prompt=prompt,
+                show_progress_bar=show_progress_bar,
+            )
+
+        embedded.append(encode_in_shards([texts[i] for i in ids], encode, process_index, num_processes))
     return query_ids, embedded[0], corpus_ids, embedded[1]
 
 

@@ -103,6 +103,11 @@ def _join(*parts: str) -> str:
     return "/".join(part.strip("/") for part in parts if part and part.strip("/"))
 
 
+def has_layout(source: str | os.PathLike, **hub_kwargs: Any) -> bool:
+    """Whether `source` (local folder or Hub id) is a sentence-transformers checkpoint (has a `modules.json`)."""
+    return _fetch(str(source), "modules.json", hub_kwargs) is not None
+
+
 def read_layout(source: str | os.PathLike, **hub_kwargs: Any) -> SentenceTransformersLayout | None:
     """Read a sentence-transformers checkpoint (local folder or Hub id); None when it has no `modules.json`.
 
@@ -460,6 +465,7 @@ def _write_json(path: Path, value: Any) -> None:
 __all__ = [
     "SentenceTransformersFormatError",
     "SentenceTransformersLayout",
+    "has_layout",
     "read_layout",
     "save_pretrained",
     "write_layout",

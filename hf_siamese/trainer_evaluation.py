@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from transformers.trainer_utils import EvalLoopOutput, speed_metrics
 
 from .collator import SiamesePairCollator
+from .distributed import encode_in_shards
 from .modeling_siamese import SiameseBertModel
 from .retrieval import RetrievalDataset, evaluate_retrieval
 
@@ -121,13 +122,13 @@ class SiameseEvaluationMixin:
         # Each text with its column's prompt, as in training; each (prompt, text) encoded once.
         first, second = ([(self.data_collator.prompt_for(c), text) for text in dataset[c]] for c in layout.texts)
         unique = list(dict.fromkeys(first + second))
-        shards = np.array_split(np.arange(len(unique)), self.accelerator.num_processes)
-        local = [unique[i] for i in shards[self.accelerator.process_index]]
-        embeddings = self._encode_prompted(self.accelerator.unwrap_model(self.model), local)
-        if self.accelerator.num_processes > 1:
-            gathered: list[Any] = [None] * self.accelerator.num_processes
-            torch.distributed.all_gather_object(gathered, embeddings)
-            embeddings = np.concatenate(gathered)
+        model = self.accelerator.unwrap_model(self.model)
+        embeddings = encode_in_shards(
+            unique,
+            lambda items: self._encode_prompted(model, items),
+            self.accelerator.process_index,
+            self.accelerator.num_processes,
+        )
         position = {text: i for i, text in enumerate(unique)}
         score_range = self.loss.score_range or (float(gold.min()), float(gold.max()))
         return sts_metrics_from_embeddings(

@@ -237,9 +237,9 @@ def load_inference_model(
 def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> dict[str, Any]:
     """`from_encoder` arguments for `--pooling` / `--normalize`: what was given, else what a sentence-transformers
     checkpoint says (by leaving them out), else mean pooling and normalization for a plain encoder."""
-    from ..sentence_transformers_format import read_layout
+    from ..sentence_transformers_format import has_layout
 
-    if read_layout(path) is None:
+    if not has_layout(path):  # from_encoder reads the layout itself; here only whether there is one
         pooling = pooling or "mean"
         normalize = True if normalize is None else normalize
     return {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..modeling_siamese import SiameseBertOutput
+from ..modeling_siamese import SiameseBertOutput, filled_columns
 from .ranking import MultipleNegativesRankingLoss
 
 
@@ -86,8 +86,7 @@ def chunk_plan(inputs: dict[str, Any], mini_batch_size: int) -> list[tuple[int, 
 def embed_chunk(model: nn.Module, inputs: dict[str, Any], column: int, rows: torch.Tensor) -> torch.Tensor:
     """Embeddings `(len(rows), dim)` of the texts of `column` at `rows`, cut to their own longest text."""
     mask = inputs["attention_mask"][rows, column]
-    keep = mask.bool().any(dim=0)
-    span = slice(0, int(keep.sum())) if bool(keep[: int(keep.sum())].all()) else keep.nonzero().squeeze(-1)
+    span = filled_columns(mask)
     chunk: dict[str, Any] = {"attention_mask": mask[:, span]}
     for key in ("input_ids", "token_type_ids", "position_ids"):
         if inputs.get(key) is not None:
