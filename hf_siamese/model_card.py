@@ -64,6 +64,10 @@ _LOSS_TEXT = {
     "batch is larger than memory would allow",
     "MatryoshkaLoss": "the base loss summed over the embedding cut to several sizes (Matryoshka representation "
     "learning), so its first dims work on their own",
+    "AnglELoss": "AnglE ranking loss (Li & Li 2023): the CoSENT objective on an angle score in complex space instead "
+    "of the cosine",
+    "ScoredPairsRankingLoss": "in-batch negatives ranking loss on scored pairs: each pair scoring at least a threshold "
+    "must pick its own second text among those of the batch",
 }
 _VERSION_PACKAGES = (
     ("hf-siamese", "hf-siamese"),
@@ -415,7 +419,8 @@ def collect_facts(
     )
 
     loss = getattr(trainer, "loss", None)
-    facts.loss_name = loss_name or (type(loss).__name__ if loss is not None else None)
+    # A CombinedLoss is named by its parts: "CoSENTLoss + 0.5 * AnglELoss".
+    facts.loss_name = loss_name or (getattr(loss, "summary", None) or type(loss).__name__ if loss is not None else None)
     if loss is not None:
         for attribute in ("score_range", "scale", "symmetric", "mini_batch_size", "dims"):
             value = getattr(loss, attribute, None)

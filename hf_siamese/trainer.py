@@ -32,7 +32,8 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         model: the `SiameseBertModel` to train.
         args: ordinary `TrainingArguments`. `remove_unused_columns` is turned off: the collator needs the raw text
             columns.
-        loss: a `hf_siamese.losses` object or a name: `"cosine"`, `"cosent"`, `"softmax"`, `"mnr"`. Defaults from
+        loss: a `hf_siamese.losses` object or a name: `"cosine"`, `"cosent"`, `"angle"`, `"softmax"`, `"mnr"`, ...,
+            or a weighted sum of names such as `"cosent+0.5*angle"` (see `hf_siamese.losses.get_loss`). Defaults from
             the train data: ranking rows -> MNR, class labels -> softmax, float scores -> cosine.
         data_collator: defaults to `SiamesePairCollator(processing_class)`; its `max_length` and `label2id` default
             to the model's `max_seq_length` and `label2id`.

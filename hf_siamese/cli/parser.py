@@ -32,6 +32,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _loss_option(text: str) -> str:
+    """A `--loss` value: one of LOSS_NAMES or a weighted sum of them (`cosent+0.5*angle`), lower-cased."""
+    from ..losses import parse_loss_spec
+
+    try:
+        parse_loss_spec(text, LOSS_NAMES)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} ({error})") from None
+    return text.strip().lower()
+
+
 def _add_model_arguments(parser: argparse.ArgumentParser, *, training: bool) -> None:
     parser.add_argument(
         "--model",
@@ -103,8 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     objective = train.add_argument_group("objective")
     objective.add_argument(
         "--loss",
-        choices=LOSS_NAMES,
-        help="default from the data: float scores -> cosine, class labels -> softmax, no label -> mnr",
+        type=_loss_option,
+        metavar="LOSS",
+        help=f"one of {', '.join(LOSS_NAMES)}, or a weighted sum of them such as cosent+0.5*angle (default from the "
+        "data: float scores -> cosine, class labels -> softmax, no label -> mnr)",
     )
     objective.add_argument(
         "--score-range",
@@ -116,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="A,B,...",
         help="class names for softmax, in id order, e.g. "
         "entailment,neutral,contradiction (default: the sorted labels of the data)",
+    )
+    objective.add_argument(
+        "--positive-threshold",
+        type=float,
+        metavar="T",
+        help="scored_mnr: pairs scoring at least T are the positives (e.g. 4 on a 0-5 scale)",
     )
     objective.add_argument(
         "--gather-across-processes",

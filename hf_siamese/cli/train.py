@@ -140,16 +140,27 @@ def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> tu
     score_range = parse_score_range(args.score_range)
     label2id = parse_labels(args.labels)
     loss_name = args.loss or _infer_loss(train_data, train_name)
+    # A combination such as cosent+0.5*angle names several losses; each option below goes to those that take it.
+    names = {name for name, _ in losses.parse_loss_spec(loss_name)}
     loss_kwargs: dict[str, Any] = {}
     head_kwargs: dict[str, Any] = {}
-    if loss_name in ("cosine", "cosent"):
+    if any(losses.LOSSES[name].label_kind == "score" for name in names):
         train_data = _as_scores(train_data, train_name, loss_name)
-    if loss_name == "cosine":
+    if "cosine" in names:
         score_range = score_range or infer_score_range(train_data[_infer_label_column(train_data)], train_name)
         loss_kwargs["score_range"] = score_range
     elif score_range is not None:
         raise ValueError(f"--score-range applies to --loss cosine, not {loss_name}")
-    if loss_name == "softmax":
+    if "scored_mnr" in names:
+        if args.positive_threshold is None:
+            raise ValueError(
+                f"--loss {loss_name} needs --positive-threshold T: pairs scoring at least T are the positives of "
+                "scored_mnr (e.g. 4 on a 0-5 scale)"
+            )
+        loss_kwargs["threshold"] = args.positive_threshold
+    elif args.positive_threshold is not None:
+        raise ValueError(f"--positive-threshold applies to --loss scored_mnr, not {loss_name}")
+    if "softmax" in names:
         head_kwargs = _softmax_labels(train_data, label2id)
         if args.eval_steps:
             # The Trainer's evaluation computes the training loss on the eval rows, and scored pairs have no
@@ -157,7 +168,7 @@ def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> tu
             raise ValueError("--eval-steps does not work with --loss softmax (scored eval pairs have no classes)")
     elif label2id is not None:
         raise ValueError(f"--labels applies to --loss softmax, not {loss_name}")
-    if loss_name == "mnr":
+    if "mnr" in names:
         loss_kwargs["gather_across_processes"] = args.gather_across_processes
     elif args.gather_across_processes:
         raise ValueError(f"--gather-across-processes applies to --loss mnr, not {loss_name}")
@@ -233,7 +244,7 @@ def run_train(args: argparse.Namespace) -> int:
             args=training_args,
             train_dataset=train_data,
             # The softmax loss cannot be computed on scored eval pairs, so the Trainer does not get them then.
-            eval_dataset=None if loss_name == "softmax" else eval_data,
+            eval_dataset=None if loss.label_kind == "class" else eval_data,
             processing_class=tokenizer,
             loss=loss,
         )
@@ -316,7 +327,7 @@ def _infer_label_column(dataset: datasets.Dataset) -> str:
 
 
 def _describe_loss(loss: Any) -> str:
-    name = type(loss).__name__
+    name = getattr(loss, "summary", None) or type(loss).__name__  # a CombinedLoss names its parts
     if getattr(loss, "score_range", None):
         low, high = loss.score_range
         return f"{name} (scores {low:g}..{high:g})"

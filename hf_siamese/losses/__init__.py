@@ -11,25 +11,36 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 |---|---|---|---|
 | `CosineSimilarityLoss` | pairs | float score in `score_range` | you have graded similarity scores (STSb) |
 | `CoSENTLoss` | pairs | float score | same data; ranks pairs instead of regressing, often a little better |
+| `AnglELoss` | pairs | float score | same data; CoSENT on an angle score in complex space (Li & Li 2023) |
+| `ScoredPairsRankingLoss(threshold)` | pairs | float score | in-batch negatives; pairs >= threshold are positives |
 | `SoftmaxLoss` | pairs | class id / label string | NLI-style labelled pairs (the Sentence-BERT NLI objective) |
 | `MultipleNegativesRankingLoss` | anchor, positive[, negatives] | none | positive pairs (+ hard negatives) |
 | `CachedMultipleNegativesRankingLoss` | the same | none | the same, with batches larger than memory allows |
 | `MatryoshkaLoss(base, dims)` | the base loss's | the base loss's | embeddings that still work cut to fewer dims |
+| `CombinedLoss({loss: weight})` | its losses' (which must agree) | the same | several objectives on one forward pass |
+
+By name (`get_loss`, `SiameseTrainer(loss=...)`): `cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
+`cached_mnr`, or a weighted sum of them such as `"cosent+angle"` (weights 1) or `"cosent+0.5*angle"`: a `CombinedLoss`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .angle import AnglELoss, angle_similarity
 from .base import SiameseLoss
 from .cached import CachedMultipleNegativesRankingLoss  # noqa: I001 - after ranking, which it builds on
+from .combined import CombinedLoss, parse_loss_spec
 from .matryoshka import MatryoshkaLoss, truncated_output
-from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss
+from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
 from .ranking import MultipleNegativesRankingLoss
+from .scored_ranking import ScoredPairsRankingLoss
 
 LOSSES: dict[str, type[SiameseLoss]] = {
     "cosine": CosineSimilarityLoss,
     "cosent": CoSENTLoss,
+    "angle": AnglELoss,
+    "scored_mnr": ScoredPairsRankingLoss,
     "softmax": SoftmaxLoss,
     "mnr": MultipleNegativesRankingLoss,
     "cached_mnr": CachedMultipleNegativesRankingLoss,
@@ -37,22 +48,35 @@ LOSSES: dict[str, type[SiameseLoss]] = {
 
 
 def get_loss(loss: str | SiameseLoss, **kwargs: Any) -> SiameseLoss:
-    """A loss object from itself or from its name (`cosine`, `cosent`, `softmax`, `mnr`, `cached_mnr`)."""
+    """A loss object from itself, from its name (`cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
+    `cached_mnr`; `kwargs` go to its constructor), or from a weighted sum of names such as `"cosent+0.5*angle"` (a
+    `CombinedLoss`; each of `kwargs` goes to the losses whose constructor takes it)."""
     if isinstance(loss, SiameseLoss):
         return loss
-    if isinstance(loss, str) and loss.lower() in LOSSES:
-        return LOSSES[loss.lower()](**kwargs)
-    raise ValueError(f"Unknown loss {loss!r}; accepted: {sorted(LOSSES)} or a hf_siamese.losses.SiameseLoss.")
+    if isinstance(loss, str) and ("+" in loss or "*" in loss):
+        return CombinedLoss.from_string(loss, **kwargs)
+    if isinstance(loss, str) and loss.strip().lower() in LOSSES:
+        return LOSSES[loss.strip().lower()](**kwargs)
+    raise ValueError(
+        f"Unknown loss {loss!r}; accepted: {sorted(LOSSES)}, a weighted sum of them such as 'cosent+0.5*angle', or a "
+        "hf_siamese.losses.SiameseLoss."
+    )
 
 
 __all__ = [
     "SiameseLoss",
     "CosineSimilarityLoss",
     "CoSENTLoss",
+    "AnglELoss",
+    "ScoredPairsRankingLoss",
     "SoftmaxLoss",
     "MultipleNegativesRankingLoss",
     "CachedMultipleNegativesRankingLoss",
     "MatryoshkaLoss",
+    "CombinedLoss",
+    "angle_similarity",
+    "cosent_ranking",
+    "parse_loss_spec",
     "truncated_output",
     "LOSSES",
     "get_loss",

@@ -50,13 +50,19 @@ class CoSENTLoss(SiameseLoss):
 
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         u, v = self._pair(output)
-        labels = self._need_labels(labels, "CoSENTLoss", "float score").float()
-        cos = F.cosine_similarity(u, v, dim=-1).float() * self.scale
-        differences = cos[None, :] - cos[:, None]  # [i, j] = s_j - s_i
-        wrong_order = labels[:, None] > labels[None, :]  # pairs (i, j) where i should score higher
-        differences = differences.masked_fill(~wrong_order, float("-inf"))
-        # The zero term is the "1 +" inside the log.
-        return torch.logsumexp(torch.cat([differences.new_zeros(1), differences.flatten()]), dim=0)
+        labels = self._need_labels(labels, "CoSENTLoss", "float score")
+        return cosent_ranking(F.cosine_similarity(u, v, dim=-1).float() * self.scale, labels)
+
+
+def cosent_ranking(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The CoSENT objective on scaled pair scores `s` (shape `(batch,)`, larger = more similar) and gold `labels`:
+    `log(1 + sum over (i, j) with y_i > y_j of exp(s_j - s_i))`, 0 when all gold scores tie."""
+    labels = labels.float()
+    differences = scores[None, :] - scores[:, None]  # [i, j] = s_j - s_i
+    wrong_order = labels[:, None] > labels[None, :]  # pairs (i, j) where i should score higher
+    differences = differences.masked_fill(~wrong_order, float("-inf"))
+    # The zero term is the "1 +" inside the log.
+    return torch.logsumexp(torch.cat([differences.new_zeros(1), differences.flatten()]), dim=0)
 
 
 class SoftmaxLoss(SiameseLoss):
