@@ -22,6 +22,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_siamese import SiameseBertConfig
+from .packing import can_pack, encoder_mask, pack_texts, position_start, unpack_states
 
 logger = logging.getLogger(__name__)
 
@@ -179,17 +180,25 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
     """Encoder + pooling [+ L2 normalization] [+ softmax classifier head over pair features].
 
     Call it on `(batch, seq_len)` inputs to embed texts, or on `(batch, num_texts, seq_len)` inputs (a pair, a
-    triplet, ... per row) to embed all of them, one encoder call per column; for pairs the output also holds their
-    similarity and, with a head, the classifier logits.
+    triplet, ... per row) to embed all of them; for pairs the output also holds their similarity and, with a head,
+    the classifier logits. Grouped inputs run packed (all texts end to end in one encoder call, no padding work: see
+    `hf_siamese.packing`) when the encoder allows it and `model.packing` is True (the default), else one encoder call
+    per column, each cut to its own longest text. Both give the same embeddings.
     """
 
     def __init__(self, config: SiameseBertConfig, encoder: PreTrainedModel | None = None) -> None:
+        # PreTrainedModel.__init__ sets the attention implementation of sub-configs (the encoder's may be this
+        # encoder's own config object) and can leave it None; the encoder then masks nothing in padded batches.
+        encoder_attention = getattr(encoder.config, "_attn_implementation", None) if encoder is not None else None
         super().__init__(config)
         # from_pretrained(..., truncate_dim=...) sets fields after the config checked itself: check again.
         config.validate_siamese_fields()
         if encoder is None:
             encoder = AutoModel.from_config(config.encoder_config)
         config.encoder_config = encoder.config
+        if getattr(encoder.config, "_attn_implementation", None) is None:
+            fallback = "sdpa" if getattr(encoder, "_supports_sdpa", False) else "eager"
+            encoder.config._attn_implementation = encoder_attention or fallback
         # Sentence embeddings never use BERT's next-sentence pooler; dropping it saves parameters and keeps
         # distributed training free of unused parameters.
         if getattr(encoder, "pooler", None) is not None:
@@ -211,6 +220,8 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             self.cosine_affine_weight = None
             self.cosine_affine_bias = None
         self.tokenizer = None
+        # Run grouped inputs packed where the encoder allows it (an execution choice: embeddings are the same).
+        self.packing = True
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Module:
@@ -263,20 +274,14 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
                 attentions=encoded.attentions if output_attentions else None,
             )
 
-        # One encoder call per text column (anchors, positives, ...), each cut to its own longest text: the
-        # collator pads all texts of a batch together, and short hypotheses padded to long premises would double
-        # the work and the activation memory.
-        columns = []
-        for j in range(lead[1]):
-            column = [None if t is None else t[:, j] for t in (input_ids, token_type_ids, position_ids, inputs_embeds)]
-            mask = attention_mask[:, j]
-            index = filled_columns(mask)
-            column = [None if t is None else t[:, index] for t in column]
-            mask = mask[:, index]
-            ids, types, positions, embeds = column
-            column_prompt = prompt_length[:, j] if isinstance(prompt_length, torch.Tensor) else prompt_length
-            columns.append(self._embed(ids, mask, types, positions, embeds, column_prompt, **extra)[0])
-        embeddings = torch.stack(columns, dim=1)
+        # Left-padded texts keep the padded path: BERT counts their positions from the padding, packing would not.
+        packable = position_ids is None and inputs_embeds is None and not (output_hidden_states or output_attentions)
+        if self.packing and packable and can_pack(self.encoder) and bool(attention_mask[..., 0].all()):
+            embeddings = self._embed_packed(input_ids, attention_mask, token_type_ids, prompt_length, **kwargs)
+        else:
+            embeddings = self._embed_columns(
+                input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, prompt_length, **extra
+            )
 
         similarity = logits = None
         if lead[1] == 2:
@@ -285,6 +290,79 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             if self.classifier is not None:
                 logits = self.classify(u, v)
         return SiameseBertOutput(sentence_embedding=embeddings, similarity=similarity, logits=logits)
+
+    def _embed_columns(
+        self,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        prompt_length: int | torch.Tensor | None,
+        **kwargs: Any,
+    ) -> torch.Tensor:
+        """Grouped inputs, one encoder call per text column (anchors, positives, ...), each cut to its own longest
+        text: the collator pads all texts of a batch together, and short hypotheses padded to long premises would
+        double the work and the activation memory. -> `(batch, num_texts, embedding)`."""
+        columns = []
+        for j in range(attention_mask.shape[1]):
+            column = [None if t is None else t[:, j] for t in (input_ids, token_type_ids, position_ids, inputs_embeds)]
+            mask = attention_mask[:, j]
+            index = filled_columns(mask)
+            column = [None if t is None else t[:, index] for t in column]
+            mask = mask[:, index]
+            ids, types, positions, embeds = column
+            column_prompt = prompt_length[:, j] if isinstance(prompt_length, torch.Tensor) else prompt_length
+            columns.append(self._embed(ids, mask, types, positions, embeds, column_prompt, **kwargs)[0])
+        return torch.stack(columns, dim=1)
+
+    def _embed_packed(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor | None,
+        prompt_length: int | torch.Tensor | None,
+        **kwargs: Any,
+    ) -> torch.Tensor:
+        """Grouped inputs `(batch, num_texts, seq_len)`, all texts packed into one encoder call ->
+        `(batch, num_texts, embedding)`."""
+        batch, num_texts = attention_mask.shape[:2]
+        flat = [None if t is None else t.reshape(batch * num_texts, -1) for t in (input_ids, token_type_ids)]
+        if "token_type_ids" not in self._encoder_arguments:
+            flat[1] = None
+        packed = pack_texts(
+            flat[0],
+            attention_mask.reshape(batch * num_texts, -1),
+            flat[1],
+            pad_token_id=self.encoder.config.pad_token_id or 0,
+            first_position=position_start(self.encoder),
+        )
+        encoder_inputs = {
+            "input_ids": packed.input_ids,
+            "attention_mask": encoder_mask(packed.attention_mask, self.encoder),
+            "position_ids": packed.position_ids,
+            **kwargs,
+        }
+        if packed.token_type_ids is not None:
+            encoder_inputs["token_type_ids"] = packed.token_type_ids
+        states = self.encoder(**encoder_inputs, return_dict=True).last_hidden_state
+        if isinstance(prompt_length, torch.Tensor):
+            prompt_length = prompt_length.reshape(batch * num_texts)
+        embeddings = self._head(unpack_states(states, packed), packed.text_mask, prompt_length)
+        return embeddings.view(batch, num_texts, -1)
+
+    def _head(
+        self, states: torch.Tensor, attention_mask: torch.Tensor, prompt_length: int | torch.Tensor | None
+    ) -> torch.Tensor:
+        """Pooling [+ projections] [+ truncation] [+ normalize] of token states -> sentence embeddings."""
+        embeddings = pool_token_states(states, attention_mask, self.config.pooling, prompt_length)
+        for projection in self.projections:
+            embeddings = projection(embeddings)
+        if self.config.truncate_dim is not None:
+            embeddings = embeddings[..., : self.config.truncate_dim]
+        if self.config.normalize:
+            embeddings = F.normalize(embeddings, p=2, dim=-1)
+        return embeddings
 
     def _embed(
         self,
@@ -309,14 +387,7 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         # Encoders differ in what they accept (DistilBERT has no token types); pass only what this one takes.
         encoder_inputs = {k: v for k, v in encoder_inputs.items() if v is not None and k in self._encoder_arguments}
         encoded = self.encoder(**encoder_inputs, return_dict=True)
-        embeddings = pool_token_states(encoded.last_hidden_state, attention_mask, self.config.pooling, prompt_length)
-        for projection in self.projections:
-            embeddings = projection(embeddings)
-        if self.config.truncate_dim is not None:
-            embeddings = embeddings[..., : self.config.truncate_dim]
-        if self.config.normalize:
-            embeddings = F.normalize(embeddings, p=2, dim=-1)
-        return embeddings, encoded
+        return self._head(encoded.last_hidden_state, attention_mask, prompt_length), encoded
 
     def pair_similarity(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Row-wise similarity of `u` and `v` (`(batch, hidden)` each) -> `(batch,)`, with the affine map if any."""
