@@ -45,6 +45,12 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
             before the texts in training and in STS evaluation; goes to the default collator.
         stream_buffer_size: for a streamed `train_dataset` (`datasets.IterableDataset`) and a ranking loss, the rows
             held to form batches without repeated texts (default 8 x the batch size).
+        group_by_length: batch rows of similar token length together, so that padded batches carry little padding.
+            `"auto"` (default): only when the model cannot run packed (`hf_siamese.packing`: BERT-family encoders
+            run all texts of a batch end to end without padding, which measured faster on plain random batches than
+            on grouped ones, and leaves the batches exactly as random sampling makes them). `True`: always (for
+            ranking losses the no-duplicates batches are grouped too); `False`: never.
+            `TrainingArguments(train_sampling_strategy="group_by_length")` means `True`, `"sequential"` `False`.
         Other arguments are the Trainer's.
 
     Streams: `train_dataset` may be a `datasets.IterableDataset` (`load_dataset(..., streaming=True)`) with every
@@ -68,6 +74,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         no_duplicates_sampler: bool | None = None,
         prompts: dict[str, str] | str | None = None,
         stream_buffer_size: int | None = None,
+        group_by_length: bool | str = "auto",
         **kwargs: Any,
     ) -> None:
         if not isinstance(model, SiameseBertModel):
@@ -121,6 +128,9 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         self.no_duplicates_sampler = no_duplicates_sampler
 
         self.stream_buffer_size = stream_buffer_size
+        if not (isinstance(group_by_length, bool) or group_by_length == "auto"):
+            raise ValueError(f"SiameseTrainer: group_by_length={group_by_length!r}; accepted: True, False, 'auto'.")
+        self.group_by_length = group_by_length
         if is_stream(train_dataset) and args.max_steps <= 0:
             raise ValueError(
                 f"SiameseTrainer: train_dataset is a stream ({type(train_dataset).__name__}, no length), so the "

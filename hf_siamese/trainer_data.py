@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from .collator import SiamesePairCollator
+from .packing import can_pack
 from .sampler import NoDuplicatesBatchSampler
 from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
 
@@ -21,12 +22,22 @@ class SiameseDataMixin:
     """Train-loader methods of `SiameseTrainer` (which provides `data_collator`, `no_duplicates_sampler`,
     `stream_buffer_size` and the Trainer's state)."""
 
+    def groups_by_length(self) -> bool:
+        """Whether training batches are grouped by length (see `SiameseTrainer(group_by_length=...)`)."""
+        strategy = self.args.train_sampling_strategy
+        if strategy in ("group_by_length", "sequential"):
+            return strategy == "group_by_length"
+        if self.group_by_length == "auto":
+            model = self.accelerator.unwrap_model(self.model) if hasattr(self, "accelerator") else self.model
+            return not (getattr(model, "packing", False) and can_pack(model.encoder))
+        return bool(self.group_by_length)
+
     def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
-        """With `train_sampling_strategy="group_by_length"`, group rows of similar token length so batches carry
+        """When grouping by length (`groups_by_length`), group rows of similar token length so batches carry
         little padding. Rows are raw text, so the lengths (longest text of each row) are computed here once."""
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         if (
-            self.args.train_sampling_strategy == "group_by_length"
+            self.groups_by_length()
             and isinstance(self.data_collator, SiamesePairCollator)
             and hasattr(dataset, "column_names")
             and self.args.length_column_name not in dataset.column_names
@@ -57,11 +68,13 @@ class SiameseDataMixin:
             raise ValueError("SiameseTrainer: training requires a train_dataset.")
         layout = self.data_collator.layout(self.train_dataset.column_names)
         columns = [list(self.train_dataset[c]) for c in layout.texts]
+        grouped = self.groups_by_length() and isinstance(self.data_collator, SiamesePairCollator)
         sampler = NoDuplicatesBatchSampler(
             list(zip(*columns, strict=True)),
             batch_size=self._train_batch_size,
             drop_last=self.args.dataloader_drop_last,
             seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
+            lengths=self.row_lengths(self.train_dataset) if grouped else None,
         )
         loader = DataLoader(
             self.train_dataset,
