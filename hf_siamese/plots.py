@@ -1,4 +1,4 @@
-"""PNG plots for similarity evaluation. Needs the optional extra: `pip install "hf-siamese[plots]"`.
+"""PNG plots for similarity evaluation and learning curves. Needs the optional extra: `pip install "hf-siamese[plots]"`.
 
 Figures are drawn on matplotlib's Agg canvas directly (no pyplot), so no screen is needed and the caller's
 pyplot backend and global figure state are left alone.
@@ -164,5 +164,99 @@ def plot_similarity_heatmap(
                 color = "white" if matrix[i, j] < middle or low == high else "black"
                 axes.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", color=color, fontsize=8)
     axes.set_title(title or "Similarity matrix")
+    figure.tight_layout()
+    return _save(figure, canvas_cls, path)
+
+
+def _learning_curve_inputs(
+    sizes: Sequence[float], curves: dict[str, Sequence[Sequence[float]]]
+) -> tuple[np.ndarray, dict[str, list[np.ndarray]]]:
+    """Checked copies of `plot_learning_curve`'s inputs; every problem is a ValueError naming the bad value."""
+    x = _as_vector(sizes, "sizes")
+    if x.size == 0:
+        raise ValueError("sizes is empty; at least one training size is needed")
+    if np.any(x <= 0):
+        index = int(np.flatnonzero(x <= 0)[0])
+        raise ValueError(f"sizes must be positive (the x axis is logarithmic), got {x[index]:g} at index {index}")
+    if np.any(np.diff(x) <= 0):
+        index = int(np.flatnonzero(np.diff(x) <= 0)[0]) + 1
+        raise ValueError(f"sizes must be strictly increasing, got {x[index]:g} after {x[index - 1]:g} at index {index}")
+    if not isinstance(curves, dict) or not curves:
+        raise ValueError("curves must be a non-empty dict {name: one list of scores per size}")
+    checked: dict[str, list[np.ndarray]] = {}
+    for name, per_size in curves.items():
+        if isinstance(per_size, (str, bytes)) or not hasattr(per_size, "__len__"):
+            raise ValueError(f"curve {name!r} must be a list of score lists (one per size), got {per_size!r}")
+        if len(per_size) != x.size:
+            raise ValueError(
+                f"curve {name!r} has {len(per_size)} score lists for {x.size} sizes; give one list of scores per size"
+            )
+        checked[name] = []
+        for size, scores in zip(x, per_size, strict=True):
+            where = f"curve {name!r} at size {size:g}"
+            if np.ndim(scores) == 0:
+                raise ValueError(f"{where}: expected a list of scores (one per seed), got {scores!r}")
+            checked[name].append(_as_vector(scores, where))
+    if not any(s.size for lists in checked.values() for s in lists):
+        raise ValueError("curves hold no scores at all; nothing to plot")
+    return x, checked
+
+
+def plot_learning_curve(
+    sizes: Sequence[float],
+    curves: dict[str, Sequence[Sequence[float]]],
+    path: str | os.PathLike[str],
+    title: str | None = None,
+    ylabel: str = "score",
+    baselines: dict[str, float] | None = None,
+) -> str:
+    """Score against training-set size, one line per curve, saved as PNG.
+
+    Each curve is drawn as the mean over its scores at every size (e.g. one score per seed), with a shaded band from
+    the lowest to the highest score; the x axis is logarithmic and labelled with the sizes themselves.
+
+    Args:
+        sizes: the training-set sizes, positive and strictly increasing, e.g. `[50, 100, 350, 5749]`.
+        curves: `{name: [scores at sizes[0], scores at sizes[1], ...]}`, one list of finite scores per size; an
+            empty list leaves that point out (a run that has not finished yet).
+        path: PNG file to write; missing parent folders are created, an existing file is replaced atomically.
+        title: figure title, default "Learning curve".
+        ylabel: label of the y axis.
+        baselines: `{name: score}` drawn as dashed horizontal lines, e.g. the model's score before fine-tuning.
+
+    Returns:
+        `path` as a string.
+    """
+    x, checked = _learning_curve_inputs(sizes, curves)
+    references = dict(baselines or {})
+    for name, value in references.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value):
+            raise ValueError(f"baseline {name!r} must be a finite number, got {value!r}")
+    figure_cls, canvas_cls = _matplotlib()
+    figure = figure_cls(figsize=(7.0, 4.5))
+    axes = figure.add_subplot()
+    for name, per_size in checked.items():
+        present = [i for i, scores in enumerate(per_size) if scores.size]
+        if not present:
+            continue
+        at = x[present]
+        mean = np.array([per_size[i].mean() for i in present])
+        low = np.array([per_size[i].min() for i in present])
+        high = np.array([per_size[i].max() for i in present])
+        (line,) = axes.plot(at, mean, marker="o", markersize=4, label=name)
+        axes.fill_between(at, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    for name, value in references.items():
+        axes.axhline(value, linestyle="--", linewidth=1, color="grey")
+        axes.annotate(
+            f"{name}: {value:g}", (x[-1], value), textcoords="offset points", xytext=(0, -11), ha="right", fontsize=8
+        )
+    axes.set_xscale("log")
+    axes.set_xticks(x, labels=[f"{v:g}" for v in x])
+    axes.minorticks_off()
+    axes.set_xlabel("training pairs")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title or "Learning curve")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="best", fontsize=8)
     figure.tight_layout()
     return _save(figure, canvas_cls, path)
