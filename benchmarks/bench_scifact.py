@@ -49,6 +49,16 @@ def train_pairs() -> dict[str, list[str]]:
     return {"anchor": [train.queries[q] for q, _ in pairs], "positive": [train.corpus[d] for _, d in pairs]}
 
 
+def evaluate_ours(model: Any, tokenizer: Any = None) -> dict[str, float]:
+    """SciFact test nDCG@10, MRR@10 and Recall@100 (x100) of a hf-siamese model, each test claim ranked against the
+    whole corpus; `tokenizer=None` uses the model's own (e.g. the one saved in its folder)."""
+    from hf_siamese import evaluate_retrieval
+    from hf_siamese.data import read_beir
+
+    scores = evaluate_retrieval(model, read_beir(SCIFACT, split="test"), tokenizer=tokenizer, batch_size=64)
+    return {k: scores[k] * 100 for k in ("ndcg@10", "mrr@10", "recall@100")}
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     import resource
 
@@ -113,7 +123,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         from transformers import AutoTokenizer, TrainingArguments
 
-        from hf_siamese import SiameseBertModel, SiameseTrainer, evaluate_retrieval, mine_hard_negatives
+        from hf_siamese import SiameseBertModel, SiameseTrainer, mine_hard_negatives
         from hf_siamese.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss
 
         model = SiameseBertModel.from_encoder(model_path)
@@ -137,8 +147,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             )
 
         def evaluate() -> dict[str, float]:
-            scores = evaluate_retrieval(model, test, tokenizer=tokenizer, batch_size=64)
-            return {k: scores[k] * 100 for k in ("ndcg@10", "mrr@10", "recall@100")}
+            return evaluate_ours(model, tokenizer)
 
     if rows is not None:
         result["train_rows"] = len(rows)

