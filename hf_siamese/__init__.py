@@ -22,6 +22,7 @@ from .data import (
 from .metrics import STS_SPEARMAN
 from .mining import mine_hard_negatives
 from .modeling_siamese import SiameseBertModel, SiameseBertOutput, SiameseBertPreTrainedModel, pool_token_states
+from .quantization import quantize
 from .retrieval import RetrievalDataset, evaluate_retrieval, read_beir
 from .sampler import NoDuplicatesBatchSampler
 from .trainer import SiameseTrainer
@@ -73,6 +74,7 @@ __all__ = [
     "losses",
     "paired_similarities",
     "pool_token_states",
+    "quantize",
     "sts_correlations",
     "sts_metrics_from_embeddings",
     "VectorIndex",

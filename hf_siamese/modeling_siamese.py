@@ -452,7 +452,7 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         self,
         texts: str | Sequence[str],
         tokenizer: Any = None,
-        batch_size: int = 32,
+        batch_size: int = 64,
         show_progress_bar: bool = False,
         convert_to_numpy: bool = False,
         max_length: int | None = None,
@@ -460,6 +460,7 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         device: str | torch.device | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        cpu_workers: int | None = None,
     ) -> torch.Tensor | np.ndarray:
         """Embed texts for inference.
 
@@ -469,7 +470,7 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         Args:
             texts: a string or a sequence of strings (an empty string is fine; `None` is not).
             tokenizer: the encoder's tokenizer; defaults to `model.tokenizer` or the one saved with the model.
-            batch_size: texts per forward pass.
+            batch_size: texts per forward pass (64: the fastest measured here on the CPU, in bf16 and float32).
             show_progress_bar: show a tqdm bar over batches.
             convert_to_numpy: return a float32 `np.ndarray` instead of a tensor on the CPU.
             max_length: truncate to this many tokens; defaults to `config.max_seq_length`.
@@ -478,6 +479,10 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
             prompt_name: put the prompt `config.prompts[prompt_name]` before each text (e.g. `"query"`). Defaults to
                 `config.default_prompt_name`, if the model has one.
             prompt: a prompt text to put before each text instead (wins over `prompt_name`; `""` for none).
+            cpu_workers: on the CPU, batches run this many at a time, each on one thread, instead of one at a time
+                on all threads: sentence-sized matmuls split badly across cores (measured here: 1.3x the texts/s on
+                2 cores). Defaults to `torch.get_num_threads()`; 1 runs one batch at a time on all threads. The
+                thread setting is restored afterwards. Ignored on other devices.
 
         Returns:
             `(len(texts), hidden)` embeddings, or `(hidden,)` for a single string.
@@ -492,6 +497,10 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
                 raise TypeError(f"encode(): texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"encode(): batch_size={batch_size!r} must be a positive int.")
+        if cpu_workers is not None and (
+            isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int) or cpu_workers < 1
+        ):
+            raise ValueError(f"encode(): cpu_workers={cpu_workers!r} must be a positive int (or None for the default).")
         prompt = self.resolve_prompt(prompt_name, prompt)
         if len(texts) == 0:
             empty = torch.empty(0, self.config.embedding_size)
@@ -514,26 +523,46 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
                 max_length,
             )
 
+        threads = torch.get_num_threads()
+        workers = cpu_workers if cpu_workers is not None else threads
+        workers = min(workers, len(batches)) if device.type == "cpu" else 1
+        use_autocast = dtype is not None and dtype != torch.float32
+
+        def embed(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            # Autocast and no_grad are per thread: set them in the thread that runs the batch.
+            with torch.no_grad(), torch.autocast(device_type=device.type, dtype=dtype, enabled=use_autocast):
+                batch = {k: v.to(device) for k, v in batch.items()}
+                return self(**batch, prompt_length=prompt_length).sentence_embedding.float().cpu()
+
         was_training = self.training
         self.eval()
-        chunks = []
-        iterator = batches
+        progress = None
         if show_progress_bar:
             from tqdm.auto import tqdm
 
-            iterator = tqdm(batches, desc="Encoding", unit="batch")
-        autocast = (
-            torch.autocast(device_type=device.type, dtype=dtype)
-            if dtype is not None and dtype != torch.float32
-            else torch.autocast(device_type=device.type, enabled=False)
-        )
+            progress = tqdm(total=len(batches), desc="Encoding", unit="batch")
         try:
-            with autocast:
-                for batch in iterator:
-                    batch = {k: v.to(device) for k, v in batch.items()}
-                    chunks.append(self(**batch, prompt_length=prompt_length).sentence_embedding.float().cpu())
+            if workers > 1:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+                    futures = [pool.submit(embed, batch) for batch in batches]
+                    chunks = []
+                    for future in futures:
+                        chunks.append(future.result())
+                        if progress is not None:
+                            progress.update()
+            else:
+                chunks = []
+                for batch in batches:
+                    chunks.append(embed(batch))
+                    if progress is not None:
+                        progress.update()
         finally:
+            torch.set_num_threads(threads)
             self.train(was_training)
+            if progress is not None:
+                progress.close()
         sorted_embeddings = torch.cat(chunks)
         embeddings = torch.empty_like(sorted_embeddings)
         embeddings[order] = sorted_embeddings
@@ -702,6 +731,11 @@ class SiameseBertModel(SiameseBertPreTrainedModel):
         or the one where the model came from) is saved into `0_Transformer/`, where sentence-transformers reads it.
         Other keywords (`max_shard_size`, `state_dict`, ...) are `PreTrainedModel.save_pretrained`'s.
         """
+        if getattr(self, "is_quantized_copy", False):
+            raise ValueError(
+                "save_pretrained(): this is an int8 quantized copy for CPU inference (hf_siamese.quantize); its packed "
+                "weights cannot be saved as safetensors. Save the float model and quantize again after loading."
+            )
         try:
             from hf_siamese.sentence_transformers_format import save_pretrained as save_with_layout
         except ImportError:  # remote code without hf-siamese: transformers' own layout

@@ -147,7 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lr", type=float, default=5e-5, help="learning rate (default: 5e-5)")
     run.add_argument("--warmup-ratio", type=float, default=0.1, help="linear warmup share of the steps (default: 0.1)")
     run.add_argument("--seed", type=int, default=42, help="default: 42")
-    run.add_argument("--group-by-length", action="store_true", help="batch texts of similar length (less padding)")
+    run.add_argument(
+        "--group-by-length",
+        action="store_true",
+        help="always batch texts of similar length (default: only when the model cannot run packed)",
+    )
     run.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
     run.add_argument("--gradient-accumulation-steps", type=_positive_int, default=1, help="default: 1")
     run.add_argument("--save-steps", type=_positive_int, metavar="N", help="save a checkpoint every N steps")
