@@ -58,6 +58,19 @@ def test_auto_groups_only_models_that_cannot_run_packed(tmp_path: Path, tiny_tok
     distil = trainer_for(tmp_path, tiny_tokenizer, model=make_tiny_model("distilbert"))
     assert distil.groups_by_length()
 
+    # The softmax loss keeps random batches unless asked (grouping cost it 0.27 STSb test in the benchmark).
+    labelled = Dataset.from_dict({"sentence1": texts(16, 5), "sentence2": texts(16, 6), "label": [0, 1] * 8})
+    head = {"num_labels": 2}
+    softmax = trainer_for(
+        tmp_path, tiny_tokenizer, model=make_tiny_model("distilbert", **head), data=labelled, loss="softmax"
+    )
+    assert not softmax.groups_by_length()
+    forced = trainer_for(
+        tmp_path, tiny_tokenizer, model=make_tiny_model("distilbert", **head), data=labelled, loss="softmax",
+        group_by_length=True,
+    )  # fmt: skip
+    assert forced.groups_by_length()
+
 
 def test_explicit_switches(tmp_path: Path, tiny_tokenizer) -> None:
     assert trainer_for(tmp_path, tiny_tokenizer, group_by_length=True).groups_by_length()
