@@ -171,7 +171,7 @@ class SiamesePairCollator:
         if not prompt:
             return 0
         if prompt not in self._prompt_lengths:
-            from .modeling_siamese import prompt_token_count
+            from .encoding import prompt_token_count
 
             self._prompt_lengths[prompt] = prompt_token_count(self.tokenizer, self.prepare("", column))
         return self._prompt_lengths[prompt]

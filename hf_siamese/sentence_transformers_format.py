@@ -27,7 +27,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from transformers.utils import cached_file
 
-from .modeling_siamese import ENCODER_FOLDER
+from .encoding import ENCODER_FOLDER
 
 logger = logging.getLogger(__name__)
 

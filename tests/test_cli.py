@@ -110,6 +110,14 @@ def test_train_eval_encode_search(workdir: Path, trained: Path, tmp_path: Path, 
     tensor = load_file(target)["embeddings"]
     assert tensor.dtype == torch.bfloat16 and tensor.shape == (len(SENTENCES), 32)
     torch.testing.assert_close(tensor.float(), torch.from_numpy(array), atol=2e-2, rtol=2e-2)
+    # --quantize int8: an int8 copy on the CPU, close to the float embeddings
+    quantized = tmp_path / "q.npy"
+    assert (
+        main(["encode", str(workdir / "corpus.txt"), "--model", model, "-o", str(quantized), "--quantize", "int8"]) == 0
+    )
+    cosines = (np.load(quantized) * array).sum(axis=1) / np.linalg.norm(np.load(quantized), axis=1)
+    assert cosines.min() > 0.9 and not np.array_equal(np.load(quantized), array)
+    assert main(["eval", str(workdir / "eval.tsv"), "--model", model, "--quantize", "int8"]) == 0
 
     # search: --query (repeated) and --queries; top-k clamps to the corpus size
     capsys.readouterr()

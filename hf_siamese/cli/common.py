@@ -198,9 +198,14 @@ def check_model_source(source: str) -> str:
 
 
 def load_inference_model(
-    path: str | None, pooling: str | None, normalize: bool | None, max_seq_length: int | None
+    path: str | None,
+    pooling: str | None,
+    normalize: bool | None,
+    max_seq_length: int | None,
+    quantize: str | None = None,
 ) -> tuple[SiameseBertModel, Any]:
-    """A model and tokenizer for eval/encode/search.
+    """A model and tokenizer for eval/encode/search (`quantize="int8"`: an int8 copy for the CPU, see
+    `hf_siamese.quantize`).
 
     A hf-siamese checkpoint keeps its own pooling and normalization (its config decides the embedding); a
     sentence-transformers checkpoint brings its own (overridden by `--pooling` / `--normalize` when given); a plain
@@ -231,6 +236,10 @@ def load_inference_model(
             )
         tokenizer = AutoTokenizer.from_pretrained(path)
     model.eval()
+    if quantize is not None:
+        from ..quantization import quantize as quantize_model
+
+        model = quantize_model(model, quantize)
     return model, tokenizer
 
 

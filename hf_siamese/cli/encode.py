@@ -20,7 +20,9 @@ def run_encode(args: argparse.Namespace) -> int:
     if suffix == ".npy" and args.dtype == "bfloat16":
         raise ValueError("--dtype bfloat16 cannot be stored in .npy (numpy has no bfloat16); use a .safetensors name")
     texts = read_text_lines(args.texts)
-    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)
+    model, tokenizer = load_inference_model(
+        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize
+    )
     dtype = getattr(torch, args.dtype)
     # On a CPU, autocast to float16 is slow or unsupported; compute in float32 there and only store in float16.
     compute = None if dtype == torch.float32 or (dtype == torch.float16 and model.device.type == "cpu") else dtype

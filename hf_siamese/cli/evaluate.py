@@ -42,7 +42,9 @@ def run_eval(args: argparse.Namespace) -> int:
     first, second, score = scored_pairs_layout(data, name)
     sentences = read_text_lines(args.sentences) if args.sentences else None
 
-    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)
+    model, tokenizer = load_inference_model(
+        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize
+    )
     left = list(data[first])
     right = list(data[second])
     gold = list(data[score])
@@ -84,7 +86,9 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
             raise ValueError(f"--{option.replace('_', '-')} applies to scored pairs, not to a BEIR folder")
     split = beir_split(args.data, [args.split, "test", "dev"])
     data = read_beir(args.data, split=split)
-    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)
+    model, tokenizer = load_inference_model(
+        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize
+    )
     metrics = evaluate_retrieval(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True
     )

@@ -180,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_model_arguments(evaluate, training=False)
     _add_data_arguments(evaluate, "", "test")
+    evaluate.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="run an int8 dynamically quantized copy of the model on the CPU (faster; see hf_siamese.quantize)",
+    )
     evaluate.add_argument("--score-range", metavar="LOW,HIGH", help="range of the gold scores (default: 0,1 or 0,5)")
     evaluate.add_argument("--max-eval", type=_positive_int, metavar="N", help="evaluate on N random pairs only")
     evaluate.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
@@ -204,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=DTYPES,
         default="float32",
         help="dtype of the stored embeddings (and of the computation on a GPU; default: float32)",
+    )
+    encode.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="run an int8 dynamically quantized copy of the model on the CPU (faster; see hf_siamese.quantize)",
     )
     encode.set_defaults(handler=run_encode)
 

@@ -1,0 +1,247 @@
+"""`encode()` for `SiameseBertModel`: tokenize once, sort by length, batch, run the batches (one per CPU core on the
+CPU), put the embeddings back in input order; prompts. A mixin, so the modeling file stays readable; it is copied
+next to the weights with the modeling file (remote code).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import AutoTokenizer
+
+logger = logging.getLogger(__name__)
+
+# Where `save_pretrained` puts the encoder (config, weights, tokenizer) in the sentence-transformers layout.
+ENCODER_FOLDER = "0_Transformer"
+
+
+class SiameseEncodingMixin:
+    """Inference methods of `SiameseBertModel` (which provides `config`, `tokenizer`, `device` and `forward`)."""
+
+    def _resolve_tokenizer(self, tokenizer: Any) -> Any:
+        if tokenizer is not None:
+            return tokenizer
+        if self.tokenizer is None:
+            source = self.config.name_or_path
+            if not source:
+                raise ValueError(
+                    "encode() needs a tokenizer: pass tokenizer=AutoTokenizer.from_pretrained(...), or set "
+                    "model.tokenizer, or load the model from a folder or Hub id that holds the tokenizer files."
+                )
+            # Running as Hub remote code means the user already trusted this repository; without that flag
+            # AutoTokenizer would stop at a trust prompt because config.json names our remote config class.
+            trusted = type(self).__module__.startswith("transformers_modules") or None
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trusted)
+            except (OSError, ValueError, KeyError):
+                # A folder saved without a tokenizer at its root may still hold one with its encoder.
+                try:
+                    self.tokenizer = AutoTokenizer.from_pretrained(source, subfolder=ENCODER_FOLDER)
+                except (OSError, ValueError, KeyError):
+                    raise ValueError(
+                        f"encode() found no tokenizer in {source!r} (nor in its {ENCODER_FOLDER}/ folder): pass "
+                        "tokenizer=AutoTokenizer.from_pretrained(...) or set model.tokenizer."
+                    ) from None
+        return self.tokenizer
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        tokenizer: Any = None,
+        batch_size: int = 64,
+        show_progress_bar: bool = False,
+        convert_to_numpy: bool = False,
+        max_length: int | None = None,
+        dtype: torch.dtype | None = None,
+        device: str | torch.device | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        cpu_workers: int | None = None,
+    ) -> torch.Tensor | np.ndarray:
+        """Embed texts for inference.
+
+        Texts are tokenized once, sorted by length and batched so that each batch pads only to its own longest text;
+        results come back in the input order. No gradients are kept.
+
+        Args:
+            texts: a string or a sequence of strings (an empty string is fine; `None` is not).
+            tokenizer: the encoder's tokenizer; defaults to `model.tokenizer` or the one saved with the model.
+            batch_size: texts per forward pass (64: the fastest measured here on the CPU, in bf16 and float32).
+            show_progress_bar: show a tqdm bar over batches.
+            convert_to_numpy: return a float32 `np.ndarray` instead of a tensor on the CPU.
+            max_length: truncate to this many tokens; defaults to `config.max_seq_length`.
+            dtype: run the encoder under autocast with this dtype (`torch.bfloat16`, `torch.float16`).
+            device: where to run; defaults to the model's device.
+            prompt_name: put the prompt `config.prompts[prompt_name]` before each text (e.g. `"query"`). Defaults to
+                `config.default_prompt_name`, if the model has one.
+            prompt: a prompt text to put before each text instead (wins over `prompt_name`; `""` for none).
+            cpu_workers: on the CPU, batches run this many at a time, each on one thread, instead of one at a time
+                on all threads: sentence-sized matmuls split badly across cores (measured here: 1.3x the texts/s on
+                2 cores). Defaults to `torch.get_num_threads()`; 1 runs one batch at a time on all threads. The
+                thread setting is restored afterwards. Ignored on other devices.
+
+        Returns:
+            `(len(texts), hidden)` embeddings, or `(hidden,)` for a single string.
+        """
+        single = isinstance(texts, str)
+        if single:
+            texts = [texts]
+        if not isinstance(texts, Sequence):
+            raise TypeError(f"encode() takes a string or a sequence of strings, got {type(texts).__name__}.")
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"encode(): texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"encode(): batch_size={batch_size!r} must be a positive int.")
+        if cpu_workers is not None and (
+            isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int) or cpu_workers < 1
+        ):
+            raise ValueError(f"encode(): cpu_workers={cpu_workers!r} must be a positive int (or None for the default).")
+        prompt = self.resolve_prompt(prompt_name, prompt)
+        if len(texts) == 0:
+            empty = torch.empty(0, self.config.embedding_size)
+            return empty.numpy() if convert_to_numpy else empty
+
+        tokenizer = self._resolve_tokenizer(tokenizer)
+        max_length = max_length or self.config.effective_max_seq_length
+        device = torch.device(device) if device is not None else self.device
+        # Repeated texts (common in pair datasets) are encoded once.
+        unique = list(dict.fromkeys(texts))
+        inputs = [self.prepare_text(text, prompt) for text in unique]
+        batches, order, truncated = self._tokenize_sorted(inputs, tokenizer, max_length, batch_size)
+        truncated = {text for text, prepared in zip(unique, inputs, strict=True) if prepared in truncated}
+        prompt_length = prompt_token_count(tokenizer, self.prepare_text("", prompt)) if prompt else None
+        if truncated:
+            logger.warning(
+                "%d of %d texts were longer than max_length=%d tokens and were truncated.",
+                sum(1 for text in texts if text in truncated),
+                len(texts),
+                max_length,
+            )
+
+        threads = torch.get_num_threads()
+        workers = cpu_workers if cpu_workers is not None else threads
+        workers = min(workers, len(batches)) if device.type == "cpu" else 1
+        use_autocast = dtype is not None and dtype != torch.float32
+
+        def embed(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            # Autocast and no_grad are per thread: set them in the thread that runs the batch.
+            with torch.no_grad(), torch.autocast(device_type=device.type, dtype=dtype, enabled=use_autocast):
+                batch = {k: v.to(device) for k, v in batch.items()}
+                return self(**batch, prompt_length=prompt_length).sentence_embedding.float().cpu()
+
+        was_training = self.training
+        self.eval()
+        progress = None
+        if show_progress_bar:
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(batches), desc="Encoding", unit="batch")
+        try:
+            if workers > 1:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+                    futures = [pool.submit(embed, batch) for batch in batches]
+                    chunks = []
+                    for future in futures:
+                        chunks.append(future.result())
+                        if progress is not None:
+                            progress.update()
+            else:
+                chunks = []
+                for batch in batches:
+                    chunks.append(embed(batch))
+                    if progress is not None:
+                        progress.update()
+        finally:
+            torch.set_num_threads(threads)
+            self.train(was_training)
+            if progress is not None:
+                progress.close()
+        sorted_embeddings = torch.cat(chunks)
+        embeddings = torch.empty_like(sorted_embeddings)
+        embeddings[order] = sorted_embeddings
+        if len(unique) != len(texts):
+            position = {text: i for i, text in enumerate(unique)}
+            embeddings = embeddings[[position[text] for text in texts]]
+        if single:
+            embeddings = embeddings[0]
+        return embeddings.numpy() if convert_to_numpy else embeddings
+
+    def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
+        """The prompt text to put before inputs: `prompt` if given, else `config.prompts[prompt_name]`, else the
+        default prompt, else `""`. An unknown `prompt_name` raises `ValueError` listing the known ones."""
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise TypeError(f"prompt={prompt!r} must be a string.")
+            return prompt
+        prompts = self.config.prompts or {}
+        if prompt_name is None:
+            prompt_name = self.config.default_prompt_name
+            if prompt_name is None:
+                return ""
+        if prompt_name not in prompts:
+            raise ValueError(
+                f"prompt_name={prompt_name!r} is not one of this model's prompts {sorted(prompts)}; set them with "
+                "model.config.prompts = {name: text} or pass prompt='...'."
+            )
+        return prompts[prompt_name]
+
+    def prepare_text(self, text: str, prompt: str = "") -> str:
+        """The string the tokenizer sees: the prompt, then the text, lowercased when `config.do_lower_case`."""
+        text = prompt + text
+        return text.lower() if self.config.do_lower_case else text
+
+    def _tokenize_sorted(
+        self, texts: Sequence[str], tokenizer: Any, max_length: int, batch_size: int
+    ) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor, set[str]]:
+        """Tokenize all texts once and group them, longest first, into padded batches.
+
+        Returns the batches, `order` (the input index of each text in sorted order) and the truncated texts.
+        """
+        encoded = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False)
+        truncated = self._truncated_texts(encoded, texts, tokenizer, max_length)
+        lengths = torch.tensor([len(ids) for ids in encoded["input_ids"]])
+        order = torch.argsort(lengths, descending=True, stable=True)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        left = getattr(tokenizer, "padding_side", "right") == "left"  # decoder embedders pool the last token
+        keys = [k for k in ("input_ids", "token_type_ids") if k in encoded]
+        batches = []
+        for start in range(0, len(texts), batch_size):
+            index = order[start : start + batch_size].tolist()
+            width = int(lengths[index[0]])
+            batch = {k: torch.full((len(index), width), pad_id if k == "input_ids" else 0) for k in keys}
+            batch["attention_mask"] = torch.zeros(len(index), width, dtype=torch.long)
+            for row, i in enumerate(index):
+                n = len(encoded["input_ids"][i])
+                span = slice(width - n, width) if left else slice(0, n)
+                for k in keys:
+                    batch[k][row, span] = torch.tensor(encoded[k][i])
+                batch["attention_mask"][row, span] = 1
+            batches.append(batch)
+        return batches, order, truncated
+
+    @staticmethod
+    def _truncated_texts(encoded: Any, texts: Sequence[str], tokenizer: Any, max_length: int) -> set[str]:
+        encodings = getattr(encoded, "encodings", None)
+        if encodings:
+            return {text for text, e in zip(texts, encodings, strict=True) if e.overflowing}
+        # Slow tokenizers keep no overflow record: compare against an untruncated pass on the full-length texts.
+        candidates = [t for t, ids in zip(texts, encoded["input_ids"], strict=True) if len(ids) >= max_length]
+        full = tokenizer(candidates, truncation=False)["input_ids"]
+        return {text for text, ids in zip(candidates, full, strict=True) if len(ids) > max_length}
+
+
+def prompt_token_count(tokenizer: Any, prompt: str) -> int:
+    """How many leading tokens a prompt takes in a tokenized input: its tokens with the special tokens the
+    tokenizer adds in front (e.g. `[CLS]`), without a trailing one (e.g. `[SEP]`), as sentence-transformers counts
+    them for `include_prompt=False`."""
+    ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    return len(ids) - 1 if ids and ids[-1] in special else len(ids)
