@@ -5,18 +5,40 @@ next to the weights with the modeling file (remote code).
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from transformers import AutoTokenizer
 
 logger = logging.getLogger(__name__)
 
 # Where `save_pretrained` puts the encoder (config, weights, tokenizer) in the sentence-transformers layout.
 ENCODER_FOLDER = "0_Transformer"
+
+
+# encode() on the CPU in bfloat16 runs a bfloat16 copy of the weights from this many batches on (a copy costs about
+# as much as one batch of a small model).
+LOW_PRECISION_COPY = 4
+
+
+def low_precision_copy(model: Any, dtype: torch.dtype) -> Any:
+    """A copy of `model` (without its tokenizer) with floating-point weights in `dtype`, in eval mode; `model`
+    itself if its weights already are in `dtype`."""
+    if all(p.dtype == dtype for p in model.parameters() if p.is_floating_point()):
+        return model
+    # deepcopy takes the low-precision tensors from the memo instead of copying the float32 ones first.
+    memo: dict[int, Any] = {}
+    for tensor in (*model.parameters(), *model.buffers()):
+        cast = tensor.detach().to(dtype) if tensor.is_floating_point() else tensor.detach().clone()
+        memo[id(tensor)] = nn.Parameter(cast, requires_grad=False) if isinstance(tensor, nn.Parameter) else cast
+    tokenizer = model.tokenizer
+    memo[id(tokenizer)] = tokenizer  # not a module: shared, not copied
+    return copy.deepcopy(model, memo).eval()
 
 
 class SiameseEncodingMixin:
@@ -75,7 +97,9 @@ class SiameseEncodingMixin:
             show_progress_bar: show a tqdm bar over batches.
             convert_to_numpy: return a float32 `np.ndarray` instead of a tensor on the CPU.
             max_length: truncate to this many tokens; defaults to `config.max_seq_length`.
-            dtype: run the encoder under autocast with this dtype (`torch.bfloat16`, `torch.float16`).
+            dtype: run the encoder in this dtype (`torch.bfloat16`, `torch.float16`): under autocast, or, on the CPU
+                in bfloat16 with `LOW_PRECISION_COPY` batches or more, with a bfloat16 copy of the weights made for
+                this call (faster there; it holds one more copy of the weights at half size while it runs).
             device: where to run; defaults to the model's device.
             prompt_name: put the prompt `config.prompts[prompt_name]` before each text (e.g. `"query"`). Defaults to
                 `config.default_prompt_name`, if the model has one.
@@ -128,12 +152,18 @@ class SiameseEncodingMixin:
         workers = cpu_workers if cpu_workers is not None else threads
         workers = min(workers, len(batches)) if device.type == "cpu" else 1
         use_autocast = dtype is not None and dtype != torch.float32
+        runner = self
+        if use_autocast and dtype == torch.bfloat16 and device.type == "cpu" and len(batches) >= LOW_PRECISION_COPY:
+            # On the CPU a bfloat16 copy of the weights runs faster than autocast (no casts of weights and
+            # activations around every op; measured 1.1-1.15x): made once per call, dropped afterwards.
+            runner = low_precision_copy(self, dtype)
+            use_autocast = runner is self
 
         def embed(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             # Autocast and no_grad are per thread: set them in the thread that runs the batch.
             with torch.no_grad(), torch.autocast(device_type=device.type, dtype=dtype, enabled=use_autocast):
                 batch = {k: v.to(device) for k, v in batch.items()}
-                return self(**batch, prompt_length=prompt_length).sentence_embedding.float().cpu()
+                return runner(**batch, prompt_length=prompt_length).sentence_embedding.float().cpu()
 
         was_training = self.training
         self.eval()

@@ -70,3 +70,21 @@ def test_parallel_cpu_batches_give_the_same_embeddings_and_restore_threads(tiny_
 def test_bad_cpu_workers(tiny_tokenizer, bad) -> None:
     with pytest.raises(ValueError, match=r"cpu_workers=.* must be a positive int"):
         make_tiny_model().encode(SENTENCES, tokenizer=tiny_tokenizer, cpu_workers=bad)
+
+
+def test_bf16_encode_on_cpu_runs_a_bf16_copy_and_keeps_the_model_float32(tiny_tokenizer) -> None:
+    from hf_siamese.encoding import LOW_PRECISION_COPY
+
+    model = make_tiny_model()
+    model.tokenizer = tiny_tokenizer
+    texts = SENTENCES * 4
+    batches = len(texts) // 2
+    assert batches >= LOW_PRECISION_COPY
+    reference = model.encode(texts, batch_size=2)
+    copied = model.encode(texts, batch_size=2, dtype=torch.bfloat16)  # a bf16 copy (enough batches)
+    autocast = model.encode(texts[:4], batch_size=2, dtype=torch.bfloat16)  # two batches: autocast
+    assert torch.nn.functional.cosine_similarity(copied, reference).min() > 0.99
+    assert torch.nn.functional.cosine_similarity(autocast, reference[:4]).min() > 0.99
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    assert model.tokenizer is tiny_tokenizer
+    assert torch.equal(model.encode(texts, batch_size=2), reference)
