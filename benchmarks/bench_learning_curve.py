@@ -38,7 +38,7 @@ from typing import Any
 
 from bench_sts_recipes import BASELINE, RECIPES
 from bench_training import ZERO_SHOT_PUBLISHED, versions
-from children import add_child_arguments, run_child, run_if_child
+from children import add_child_arguments, exit_if_failed, run_child, run_if_child
 from results_file import write_section
 from sts_runs import (
     RESULTS_DIR,
@@ -272,11 +272,7 @@ def main() -> None:
             body += ["", f"![STSb learning curve]({link})"]
         write_section("learning_curve", "\n".join(body))
         print("updated benchmarks/RESULTS.md")
-    if failed:
-        print(
-            "failed runs (their output is above; the lines in --out say 'error'):", *failed, sep="\n  ", file=sys.stderr
-        )
-        raise SystemExit(1)
+    exit_if_failed(failed)
 
 
 if __name__ == "__main__":

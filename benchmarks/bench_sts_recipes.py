@@ -31,13 +31,12 @@ import os
 import platform
 import shlex
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from bench_training import versions
-from children import add_child_arguments, run_child, run_if_child
+from children import add_child_arguments, exit_if_failed, run_child, run_if_child
 from results_file import write_section
 from sts_runs import (
     RESULTS_DIR,
@@ -282,11 +281,7 @@ def main() -> None:
         ]
         write_section("sts_recipes", "\n".join(body))
         print("updated benchmarks/RESULTS.md")
-    if failed:
-        print(
-            "failed runs (their output is above; the lines in --out say 'error'):", *failed, sep="\n  ", file=sys.stderr
-        )
-        raise SystemExit(1)
+    exit_if_failed(failed)
 
 
 if __name__ == "__main__":

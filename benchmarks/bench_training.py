@@ -286,7 +286,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
                 group_by_length=setting.get("group_by_length", "auto"),
             )
             result["grouped"] = trainer.groups_by_length()
-            result.update(padding_shares(trainer, model))
+            result.update(padding_shares(trainer.get_train_dataloader(), model.packing))
 
         def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
             with torch.no_grad():
@@ -322,21 +322,21 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def padding_shares(trainer: Any, model: Any) -> dict[str, float]:
-    """Share of padding in the encoder input of one epoch of this trainer's batches: as executed (packed rows, or
-    one call per column cut to its longest text) and, for comparison, per column without packing."""
+def padding_shares(batches: Any, packed: bool) -> dict[str, float]:
+    """Share of padding in the encoder input of collated grouped batches: as executed (packed rows when `packed`,
+    else one call per column cut to its longest text) and, for comparison, per column without packing."""
     import torch
 
     from hf_siamese.packing import pack_texts
 
-    real = per_column = packed = 0
-    for batch in trainer.get_train_dataloader():
+    real = per_column = packed_positions = 0
+    for batch in batches:
         mask = batch["attention_mask"]
         real += int(mask.sum())
         per_column += sum(int(mask[:, j].sum(dim=0).gt(0).sum()) * mask.shape[0] for j in range(mask.shape[1]))
         flat = mask.reshape(-1, mask.shape[-1])
-        packed += pack_texts(torch.zeros_like(flat), flat).input_ids.numel()
-    executed = packed if model.packing else per_column
+        packed_positions += pack_texts(torch.zeros_like(flat), flat).input_ids.numel()
+    executed = packed_positions if packed else per_column
     return {"padding_executed": 1 - real / executed, "padding_per_column": 1 - real / per_column}
 
 

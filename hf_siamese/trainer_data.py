@@ -33,7 +33,7 @@ class SiameseDataMixin:
             # and MNR recipes, not for softmax (-0.27 in benchmarks/RESULTS.md), which keeps random batches.
             if isinstance(self.loss, SoftmaxLoss):
                 return False
-            model = self.accelerator.unwrap_model(self.model) if hasattr(self, "accelerator") else self.model
+            model = self.accelerator.unwrap_model(self.model)
             return not (getattr(model, "packing", False) and can_pack(model.encoder))
         return bool(self.group_by_length)
 
