@@ -66,6 +66,15 @@ RECIPE_CHANGES: dict[str, dict[str, Any]] = {
     "cosent+angle-4ep-bs32": {"loss": "cosent+angle", "epochs": 4, "batch_size": 32},
     "cosent+angle-4ep-cosine-schedule": {"loss": "cosent+angle", "epochs": 4, "scheduler": "cosine"},
     "nli-mnr-then-cosent+angle-4ep": {"loss": "cosent+angle", "epochs": 4, "nli_stage": {"rows": 6400}},
+    # One-epoch screens of cosine-based recipes (one epoch of CoSENT alone lowers STSb dev below zero-shot). The
+    # ranking terms are weighted ~1/100: Adam makes a loss's own scale irrelevant, but inside a sum the gradient of a
+    # scale-20 log-sum-exp term is about 100x that of the cosine MSE.
+    "nli-mnr-then-cosine-1ep": {"nli_stage": {"rows": 6400}},
+    "nli-mnr-all-then-cosine-1ep": {"nli_stage": {"rows": 13158}},
+    "cosine+0.01*cosent-1ep": {"loss": "cosine+0.01*cosent"},
+    "cosine+0.01*scored_mnr-1ep": {"loss": "cosine+0.01*scored_mnr", "loss_kwargs": {"threshold": 0.8}},
+    "cosine-1ep-lr5e-5": {"learning_rate": 5e-5},
+    "cosine-1ep-bs8": {"batch_size": 8},
 }
 RECIPES: dict[str, dict[str, Any]] = {name: recipe_settings(change) for name, change in RECIPE_CHANGES.items()}
 BASELINE = "cosine-1ep"
@@ -80,6 +89,8 @@ def describe(settings: dict[str, Any]) -> str:
         f"{settings['scheduler']} schedule, warmup {settings['warmup_ratio']:g}, batch {settings['batch_size']}, "
         f"{settings['pooling']} pooling"
     )
+    if settings.get("loss_kwargs"):
+        text += ", loss keywords " + ", ".join(f"{k}={v}" for k, v in settings["loss_kwargs"].items())
     stage = settings.get("nli_stage")
     if stage:
         text = (
@@ -136,9 +147,11 @@ def check_losses(names: list[str]) -> None:
     problems = []
     for name in names:
         stage = RECIPES[name].get("nli_stage") or {}
-        for loss in filter(None, (RECIPES[name]["loss"], stage.get("loss"))):
+        for loss, kwargs in ((RECIPES[name]["loss"], RECIPES[name].get("loss_kwargs", {})), (stage.get("loss"), {})):
+            if not loss:
+                continue
             try:
-                get_loss(loss)
+                get_loss(loss, **kwargs)
             except ValueError as err:
                 problems.append(f"{name}: {err}")
     if problems:

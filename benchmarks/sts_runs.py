@@ -5,7 +5,8 @@ every (run, seed) appends its result to.
 
 A recipe's settings are a dict: `loss` (a name or combination string for `SiameseTrainer(loss=...)`), `epochs`,
 `learning_rate`, `scheduler` (a transformers `lr_scheduler_type`: linear, cosine, ...), `warmup_ratio`,
-`batch_size`, `pooling` (mean, cls, ...) and `nli_stage`: None, or `{"rows", "loss", "batch_size", "learning_rate",
+`batch_size`, `pooling` (mean, cls, ...), optionally `loss_kwargs` (keywords for the loss, e.g. a threshold) and
+`nli_stage`: None, or `{"rows", "loss", "batch_size", "learning_rate",
 "epochs"}` for a first stage on NLI (anchor, entailment, contradiction) triplets before STSb.
 """
 
@@ -144,6 +145,7 @@ def train_siamese(
     from transformers import TrainingArguments
 
     from hf_siamese import SiameseTrainer
+    from hf_siamese.losses import get_loss
 
     result: dict[str, Any] = {}
     output_dir = tempfile.mkdtemp(prefix="sts_runs_")
@@ -170,7 +172,7 @@ def train_siamese(
                 train_dataset=Dataset.from_dict(train),
                 eval_dataset=dev,
                 processing_class=tokenizer,
-                loss=settings["loss"],
+                loss=get_loss(settings["loss"], **settings.get("loss_kwargs", {})),
             )
             output = trainer.train()
     finally:
