@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -423,14 +424,11 @@ def test_grouped_columns_are_cut_to_their_own_length(padding_side: str, tiny_tok
     model = make_tiny_model()
     long = "two dogs are playing in the park and the red car is fast ."
     columns = [[long, "a cat"], ["a man", "a dog"]]  # column 0: long + short, column 1: short only
-    tiny_tokenizer.padding_side = padding_side
-    try:
-        together = tiny_tokenizer(
-            [t for pair in zip(*columns, strict=True) for t in pair], padding=True, return_tensors="pt"
-        )
-        alone = [tiny_tokenizer(column, padding=True, return_tensors="pt") for column in columns]
-    finally:
-        tiny_tokenizer.padding_side = "right"
+    # A copy: the session's tokenizer must not carry this padding side into other tests (a CLI test saved it).
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.padding_side = padding_side
+    together = tokenizer([t for pair in zip(*columns, strict=True) for t in pair], padding=True, return_tensors="pt")
+    alone = [tokenizer(column, padding=True, return_tensors="pt") for column in columns]
     grouped = model(**{k: v.reshape(2, 2, -1) for k, v in together.items()})
     for j, batch in enumerate(alone):
         assert batch["input_ids"].shape[1] < together["input_ids"].shape[1] or j == 0
