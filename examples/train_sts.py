@@ -1,7 +1,10 @@
 """Fine-tune a sentence encoder on STS Benchmark with the cosine-similarity loss (Sentence-BERT, section 4.2).
 
 Each pair's cosine similarity is regressed onto its gold score (rescaled to 0..1); the dev split is evaluated after
-every epoch and the test split once at the end (Spearman x100 of cosine similarity, the usual STSb number).
+every epoch, the model ends with the weights of the best dev epoch, and the test split is scored once at the end
+(Spearman x100 of cosine similarity, the usual STSb number). This is the STSb stage of the best recipe of
+benchmarks/bench_sts_recipes.py (README, "Which recipe"): for its first stage, train on NLI triplets with
+examples/train_nli_mnr.py and pass that model here with --model runs/nli-mnr.
 
     python examples/train_sts.py                     # Hub: google-bert/bert-base-uncased on sentence-transformers/stsb
     python examples/train_sts.py --model PATH --train ../shared/data/stsb/sts-train.csv \\
@@ -59,7 +62,12 @@ def main() -> None:
         learning_rate=args.lr,
         warmup_steps=0.1,  # a float below 1 is a fraction of the training steps
         eval_strategy="epoch",
-        save_strategy="no",
+        # Keep the best dev epoch (STSb overfits after 1-3 epochs from a trained encoder): one model-only checkpoint.
+        save_strategy="epoch",
+        save_only_model=True,
+        save_total_limit=1,
+        load_best_model_at_end=True,
+        metric_for_best_model="spearman_cosine",
         logging_steps=50,
         report_to="none",
     )
