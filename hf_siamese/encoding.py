@@ -230,21 +230,15 @@ class SiameseEncodingMixin:
     def _run_batches(embed: Any, batches: list[dict[str, torch.Tensor]], workers: int, progress: Any) -> list:
         """`embed` of every batch, in order: `workers` at a time on threads of one torch thread each, or one after
         the other on the caller's threads."""
-        chunks = []
-        if workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-                futures = [pool.submit(embed, batch) for batch in batches]
-                for future in futures:
-                    chunks.append(future.result())
-                    if progress is not None:
-                        progress.update()
-            return chunks
-        for batch in batches:
-            chunks.append(embed(batch))
-            if progress is not None:
-                progress.update()
+        pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) if workers > 1 else None
+        chunks = []
+        with pool or contextlib.nullcontext():
+            for chunk in pool.map(embed, batches) if pool else map(embed, batches):
+                chunks.append(chunk)
+                if progress is not None:
+                    progress.update()
         return chunks
 
     def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
