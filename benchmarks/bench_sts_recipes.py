@@ -6,7 +6,9 @@ Protocol. Every (recipe, seed) trains from all-MiniLM-L6-v2 in a fresh child pro
 5,749, shuffled with the seed; `--max-train N` keeps the first N), scores scaled to [0, 1]. After every epoch the
 model is evaluated on STSb dev (Spearman of cosine) and the best epoch's weights are kept (transformers'
 `load_best_model_at_end`); STSb test is computed once, on that selected model. Model selection never sees test.
-A recipe with an NLI stage first trains 1 epoch of MNR on NLI (anchor, entailment, contradiction) triplets, then STSb.
+A recipe with an NLI stage first trains 1 epoch of MNR on NLI (anchor, entailment, contradiction) triplets, then STSb;
+the stage's weights are kept per (stage settings, seed) under `--stage-cache`, so recipes that differ only in their
+STSb stage train it once per seed.
 `--scifact` also saves the selected model (under `--models-dir`) and scores SciFact test nDCG@10 on the saved folder
 with bench_scifact's evaluation (zero-shot all-MiniLM-L6-v2: 64.51).
 
@@ -77,6 +79,16 @@ RECIPE_CHANGES: dict[str, dict[str, Any]] = {
     "cosine-1ep-bs8": {"batch_size": 8},
     # The screens' leader (an MNR stage on all NLI triplets first) with the 4 dev-selected STSb epochs of cosine-4ep.
     "nli-mnr-all-then-cosine-4ep": {"epochs": 4, "nli_stage": {"rows": 13158}},
+    # Its STSb stage at the best one-epoch screen's learning rate (cosine-1ep-lr5e-5).
+    "nli-mnr-all-then-cosine-4ep-lr5e-5": {"epochs": 4, "learning_rate": 5e-5, "nli_stage": {"rows": 13158}},
+    # The same two recipes ending with the mean of their 4 epoch-end weights where that scores higher on STSb dev.
+    "nli-mnr-all-then-cosine-4ep-avg": {"epochs": 4, "average": {"start_epoch": 1}, "nli_stage": {"rows": 13158}},
+    "nli-mnr-all-then-cosine-4ep-lr5e-5-avg": {
+        "epochs": 4,
+        "learning_rate": 5e-5,
+        "average": {"start_epoch": 1},
+        "nli_stage": {"rows": 13158},
+    },
 }
 RECIPES: dict[str, dict[str, Any]] = {name: recipe_settings(change) for name, change in RECIPE_CHANGES.items()}
 BASELINE = "cosine-1ep"
@@ -91,6 +103,8 @@ def describe(settings: dict[str, Any]) -> str:
         f"{settings['scheduler']} schedule, warmup {settings['warmup_ratio']:g}, batch {settings['batch_size']}, "
         f"{settings['pooling']} pooling"
     )
+    if settings.get("average"):
+        text += f", weights averaged from epoch {settings['average'].get('start_epoch', 1)} on (if better on dev)"
     if settings.get("loss_kwargs"):
         text += ", loss keywords " + ", ".join(f"{k}={v}" for k, v in settings["loss_kwargs"].items())
     stage = settings.get("nli_stage")
@@ -120,7 +134,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     model = SiameseBertModel.from_encoder(path, pooling=settings["pooling"], normalize=True)
     tokenizer = AutoTokenizer.from_pretrained(path)
     train = stsb_train_rows(seed, spec["max_train"])
-    result = train_siamese(model, tokenizer, settings, train, seed, select_on_dev=True)
+    cache = Path(spec["stage_cache"]) if spec.get("stage_cache") else None
+    result = train_siamese(model, tokenizer, settings, train, seed, select_on_dev=True, stage_cache=cache)
 
     start = time.perf_counter()
     result["stsb_test"] = stsb_test_x100(
@@ -221,6 +236,13 @@ def main() -> None:
     )
     parser.add_argument("--models-dir", type=Path, default=RESULTS_DIR / "models", help="where --scifact saves")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSONL results file (resumable)")
+    parser.add_argument(
+        "--stage-cache",
+        type=Path,
+        default=RESULTS_DIR / "models" / "nli-stages",
+        help="where NLI stages are kept per (stage settings, seed) and reused by recipes that share them",
+    )
+    parser.add_argument("--no-stage-cache", action="store_true", help="train every NLI stage afresh")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads in every run")
     parser.add_argument("--force", action="store_true", help="rerun (recipe, seed) pairs already in --out")
     parser.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
@@ -257,6 +279,8 @@ def main() -> None:
             continue
         print(f"[{index}/{len(todo)}] {name} seed {seed}: {describe(RECIPES[name])}", flush=True)
         spec = {**config, "threads": args.threads}
+        if not args.no_stage_cache:
+            spec["stage_cache"] = str(args.stage_cache)
         if name in scifact:
             spec["model_dir"] = str(args.models_dir / f"{name}-seed{seed}")
         result = run_child(__file__, spec)

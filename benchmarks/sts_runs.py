@@ -5,13 +5,16 @@ every (run, seed) appends its result to.
 
 A recipe's settings are a dict: `loss` (a name or combination string for `SiameseTrainer(loss=...)`), `epochs`,
 `learning_rate`, `scheduler` (a transformers `lr_scheduler_type`: linear, cosine, ...), `warmup_ratio`,
-`batch_size`, `pooling` (mean, cls, ...), optionally `loss_kwargs` (keywords for the loss, e.g. a threshold) and
+`batch_size`, `pooling` (mean, cls, ...), optionally `loss_kwargs` (keywords for the loss, e.g. a threshold),
+`average` (keywords for hf_siamese.WeightAveragingCallback: the STSb stage ends with the mean of its epoch-end weights,
+or, with dev selection, with whichever of that mean and the best epoch scores higher on STSb dev) and
 `nli_stage`: None, or `{"rows", "loss", "batch_size", "learning_rate",
 "epochs"}` for a first stage on NLI (anchor, entailment, contradiction) triplets before STSb.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import statistics
@@ -92,6 +95,30 @@ def stsb_test_x100(encode: Any, split: str = "test") -> float:
 # ------------------------------------------------------------------------------------------------------ training
 
 
+def stage_key(stage: dict[str, Any], pooling: str, seed: int) -> str:
+    """The cache folder name of an NLI stage: its settings, the pooling it trained through and the seed."""
+    described = json.dumps({**stage, "pooling": pooling}, sort_keys=True)
+    return f"nli-stage-{hashlib.sha256(described.encode()).hexdigest()[:12]}-seed{seed}"
+
+
+def save_stage(model: Any, folder: Path) -> None:
+    """Save the NLI stage's weights, written to a temporary folder and renamed, so a stopped run leaves none."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    from safetensors.torch import save_file
+
+    partial = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(partial / "model.safetensors"))
+    partial.rename(folder)
+
+
+def load_stage(model: Any, folder: Path) -> None:
+    """Put a cached NLI stage's weights into `model` (which has the same architecture)."""
+    from safetensors.torch import load_file
+
+    state = load_file(str(folder / "model.safetensors"))
+    model.load_state_dict(state)  # strict: a cache from another architecture is an error, not a partial start
+
+
 def trainer_arguments(
     output_dir: str, seed: int, settings: dict[str, Any], max_steps: int | None = None, select_on_dev: bool = False
 ) -> dict[str, Any]:
@@ -136,16 +163,20 @@ def train_siamese(
     seed: int,
     select_on_dev: bool = False,
     max_steps: int | None = None,
+    stage_cache: Path | None = None,
 ) -> dict[str, Any]:
     """Train an hf-siamese model in place with a recipe: its NLI stage (if any), then STSb `train` rows.
 
     `select_on_dev`: evaluate on STSb dev after every STSb epoch and keep the best epoch's weights. `max_steps`
-    overrides the STSb stage's epochs. Returns timings, steps, the final training loss and the dev history (x100).
+    overrides the STSb stage's epochs. `stage_cache`: a folder where the NLI stage's result is kept per (stage
+    settings, pooling, seed), so recipes that differ only after the NLI stage train it once per seed (the Trainer
+    reseeds at the start of every stage, so a cached start gives the same STSb stage as an inline one). Returns
+    timings, steps, the final training loss and the dev history (x100).
     """
     from datasets import Dataset
     from transformers import TrainingArguments
 
-    from hf_siamese import SiameseTrainer
+    from hf_siamese import SiameseTrainer, WeightAveragingCallback
     from hf_siamese.losses import get_loss
 
     result: dict[str, Any] = {}
@@ -157,15 +188,24 @@ def train_siamese(
             stage = settings.get("nli_stage")
             if stage:
                 stage_start = time.perf_counter()
-                rows = Dataset.from_dict(nli_triplet_rows(seed, stage["rows"]))
-                args = TrainingArguments(**trainer_arguments(output_dir, seed, {**settings, **stage}))
-                first = SiameseTrainer(
-                    model=model, args=args, train_dataset=rows, processing_class=tokenizer, loss=stage["loss"]
-                )
-                first.train()
+                cached = stage_cache / stage_key(stage, settings["pooling"], seed) if stage_cache else None
+                if cached is not None and (cached / "model.safetensors").is_file():
+                    load_stage(model, cached)
+                    result["nli_cached"] = str(cached)
+                else:
+                    rows = Dataset.from_dict(nli_triplet_rows(seed, stage["rows"]))
+                    args = TrainingArguments(**trainer_arguments(output_dir, seed, {**settings, **stage}))
+                    first = SiameseTrainer(
+                        model=model, args=args, train_dataset=rows, processing_class=tokenizer, loss=stage["loss"]
+                    )
+                    first.train()
+                    if cached is not None:
+                        save_stage(model, cached)
                 result["nli_seconds"] = time.perf_counter() - stage_start
-                result["nli_rows"] = len(rows)
+                result["nli_rows"] = stage["rows"]
             dev = Dataset.from_dict(scaled(stsb_split("dev"))) if select_on_dev else None
+            average = settings.get("average")
+            averaging = WeightAveragingCallback(**average, load_at_end=False) if average else None
             args = TrainingArguments(**trainer_arguments(output_dir, seed, settings, max_steps, select_on_dev))
             trainer = SiameseTrainer(
                 model=model,
@@ -174,8 +214,12 @@ def train_siamese(
                 eval_dataset=dev,
                 processing_class=tokenizer,
                 loss=get_loss(settings["loss"], **settings.get("loss_kwargs", {})),
+                callbacks=[averaging] if averaging else None,
             )
             output = trainer.train()
+            history = list(trainer.state.log_history)  # the epochs' evaluations, before the average's
+            if averaging:
+                result.update(use_average(trainer, averaging, select_on_dev))
     finally:
         shutil.rmtree(output_dir, ignore_errors=True)
     result["train_seconds"] = time.perf_counter() - start
@@ -183,13 +227,31 @@ def train_siamese(
     result["train_rows"] = len(next(iter(train.values())))
     result["steps"] = int(output.global_step)
     result["train_loss"] = float(output.training_loss)
-    evaluations = [e for e in trainer.state.log_history if "eval_spearman_cosine" in e]
+    evaluations = [e for e in history if "eval_spearman_cosine" in e]
     if evaluations:
         result["dev_history"] = [[e["epoch"], e["eval_spearman_cosine"] * 100] for e in evaluations]
         result["dev_eval_seconds"] = sum(e.get("eval_runtime", 0.0) for e in evaluations)
         result["stsb_dev"] = trainer.state.best_metric * 100
         result["best_epoch"] = max(evaluations, key=lambda e: e["eval_spearman_cosine"])["epoch"]
+        if result.get("selected") == "average":
+            result["stsb_dev"], result["best_epoch"] = result["stsb_dev_average"], "average"
     return result
+
+
+def use_average(trainer: Any, averaging: Any, select_on_dev: bool) -> dict[str, Any]:
+    """Put the averaged weights into the trained model; with `select_on_dev`, only if they score higher on STSb dev
+    than the best epoch (which the Trainer has loaded), else keep that epoch."""
+    model = trainer.model
+    if not select_on_dev:
+        averaging.load_average(model)
+        return {"selected": "average", "averaged_snapshots": averaging.count}
+    best = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    averaging.load_average(model)
+    dev = trainer.evaluate()["eval_spearman_cosine"]
+    selected = "average" if dev > trainer.state.best_metric else "best epoch"
+    if selected != "average":
+        model.load_state_dict(best)
+    return {"stsb_dev_average": dev * 100, "selected": selected, "averaged_snapshots": averaging.count}
 
 
 def train_sentence_transformers(

@@ -8,6 +8,7 @@ folder then loads anywhere with `AutoModel.from_pretrained(path, trust_remote_co
 from transformers import AutoConfig, AutoModel
 
 from . import losses
+from .averaging import WeightAveragingCallback
 from .collator import SiamesePairCollator
 from .configuration_siamese import SiameseBertConfig
 from .data import (
@@ -71,6 +72,7 @@ __all__ = [
     "SiameseBertPreTrainedModel",
     "SiamesePairCollator",
     "SiameseTrainer",
+    "WeightAveragingCallback",
     "losses",
     "paired_similarities",
     "pool_token_states",

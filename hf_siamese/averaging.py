@@ -1,0 +1,105 @@
+"""Weight averaging over a training run: the mean of the weights at the end of several epochs (or every N steps).
+
+Fine-tuning an already trained encoder on a few thousand pairs moves it a little each epoch, and the epochs' weights
+sit on the sides of one wide basin: their mean usually scores at least as well as the best of them, without choosing
+one (Izmailov et al. 2018, "Averaging Weights Leads to Wider Optima and Better Generalization"; Wortsman et al. 2022,
+"Model soups"). `WeightAveragingCallback` keeps a running mean of the model's floating-point weights and, at the end
+of training, puts that mean into the model.
+
+    trainer = SiameseTrainer(model=model, args=args, train_dataset=train, callbacks=[WeightAveragingCallback()])
+    trainer.train()  # the model now holds the mean of its weights at the end of every epoch
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+
+class WeightAveragingCallback(TrainerCallback):
+    """Average the model's weights over the end of every epoch (or every `every_steps` optimizer steps).
+
+    Args:
+        start_epoch: the first epoch whose end counts (1 = all epochs); earlier snapshots are skipped.
+        every_steps: snapshot every this many optimizer steps instead of at epoch ends (0: epoch ends).
+        load_at_end: put the average into the model when training ends. It runs after transformers'
+            `load_best_model_at_end`, so with both the average wins; pass False to keep the best checkpoint and use
+            `average_state_dict()` / `load_average(model)` yourself (e.g. to compare both on a dev set).
+
+    The average is kept in float32 on the parameters' device, one copy of the floating-point weights (buffers such
+    as position ids are left as they are). It runs on the model of one process: under DDP every process holds the
+    same weights, so each keeps the same average; sharded training (FSDP, DeepSpeed ZeRO-3) is not supported.
+    """
+
+    def __init__(self, start_epoch: int = 1, every_steps: int = 0, load_at_end: bool = True) -> None:
+        if not isinstance(start_epoch, int) or isinstance(start_epoch, bool) or start_epoch < 1:
+            raise ValueError(f"start_epoch must be an integer >= 1 (1 averages every epoch), got {start_epoch!r}")
+        if not isinstance(every_steps, int) or isinstance(every_steps, bool) or every_steps < 0:
+            raise ValueError(f"every_steps must be an integer >= 0 (0 snapshots at epoch ends), got {every_steps!r}")
+        self.start_epoch = start_epoch
+        self.every_steps = every_steps
+        self.load_at_end = load_at_end
+        self.count = 0
+        self._sum: dict[str, torch.Tensor] = {}
+
+    # -------------------------------------------------------------------------------------------------- averaging
+
+    def add_snapshot(self, model: torch.nn.Module) -> None:
+        """Add the model's current weights to the running mean."""
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if not param.is_floating_point():
+                    continue
+                if name not in self._sum:
+                    self._sum[name] = torch.zeros_like(param, dtype=torch.float32)
+                self._sum[name].add_(param.detach().float())
+        self.count += 1
+
+    def average_state_dict(self) -> dict[str, torch.Tensor]:
+        """The mean of the snapshots so far, parameter name -> float32 tensor."""
+        if self.count == 0:
+            raise RuntimeError(
+                "WeightAveragingCallback has no snapshot to average: training ended before the end of epoch "
+                f"{self.start_epoch} (start_epoch) and before any every_steps={self.every_steps} step"
+            )
+        return {name: total / self.count for name, total in self._sum.items()}
+
+    def load_average(self, model: torch.nn.Module) -> None:
+        """Copy the average into `model`'s parameters (each in its own dtype)."""
+        average = self.average_state_dict()
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name in average:
+                    param.copy_(average[name].to(param.dtype))
+
+    # -------------------------------------------------------------------------------------------------- callbacks
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self.count = 0
+        self._sum = {}
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        if self.every_steps and state.global_step % self.every_steps == 0 and _epoch_number(state) >= self.start_epoch:
+            self.add_snapshot(kwargs["model"])
+
+    def on_epoch_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if not self.every_steps and round(state.epoch or 0) >= self.start_epoch:
+            self.add_snapshot(kwargs["model"])
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        if self.load_at_end:
+            self.load_average(kwargs["model"])
+
+
+def _epoch_number(state: TrainerState) -> int:
+    """The 1-based epoch a step belongs to (state.epoch runs from just above 0 to 1.0 over the first epoch)."""
+    return max(1, math.ceil(state.epoch or 0))

@@ -1,0 +1,100 @@
+"""WeightAveragingCallback: the model ends with the mean of its epoch-end (or every-N-steps) weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import make_tiny_model
+from test_training import make_args, scored_pairs
+from transformers import TrainerCallback
+
+from hf_siamese import SiamesePairCollator, SiameseTrainer, WeightAveragingCallback, losses
+
+
+class RecordWeights(TrainerCallback):
+    """Keeps a copy of the weights at every epoch end and step end (runs before the averaging callback's end)."""
+
+    def __init__(self) -> None:
+        self.epochs: list[dict[str, torch.Tensor]] = []
+        self.steps: dict[int, dict[str, torch.Tensor]] = {}
+
+    @staticmethod
+    def copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    def on_epoch_end(self, args, state, control, model=None, **kwargs):
+        self.epochs.append(self.copy(model))
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.steps[state.global_step] = self.copy(model)
+
+
+def train(tmp_path: Path, tokenizer, averaging: WeightAveragingCallback, epochs: int = 3):
+    record = RecordWeights()
+    model = make_tiny_model()
+    trainer = SiameseTrainer(
+        model=model,
+        args=make_args(tmp_path, num_train_epochs=epochs, logging_steps=100),
+        train_dataset=scored_pairs(32),
+        data_collator=SiamesePairCollator(tokenizer),
+        loss=losses.CosineSimilarityLoss(score_range=(0, 5)),
+        callbacks=[record, averaging],
+    )
+    trainer.train()
+    return model, record
+
+
+def mean_of(snapshots: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    return {name: torch.stack([s[name] for s in snapshots]).mean(0) for name in snapshots[0]}
+
+
+def max_difference(model: torch.nn.Module, expected: dict[str, torch.Tensor]) -> float:
+    return max((p.detach() - expected[n]).abs().max().item() for n, p in model.named_parameters())
+
+
+def test_model_ends_with_the_mean_of_its_epoch_end_weights(tmp_path: Path, tiny_tokenizer) -> None:
+    averaging = WeightAveragingCallback()
+    model, record = train(tmp_path, tiny_tokenizer, averaging)
+    assert averaging.count == 3 and len(record.epochs) == 3
+    assert max_difference(model, mean_of(record.epochs)) < 1e-6
+    # and that is not simply the last epoch's weights
+    assert max_difference(model, record.epochs[-1]) > 1e-4
+
+
+def test_start_epoch_skips_the_first_epochs(tmp_path: Path, tiny_tokenizer) -> None:
+    averaging = WeightAveragingCallback(start_epoch=2)
+    model, record = train(tmp_path, tiny_tokenizer, averaging)
+    assert averaging.count == 2
+    assert max_difference(model, mean_of(record.epochs[1:])) < 1e-6
+
+
+def test_every_steps_and_keeping_the_trained_weights(tmp_path: Path, tiny_tokenizer) -> None:
+    # 32 rows / batch 8 = 4 steps an epoch, 12 steps: snapshots at steps 5 and 10 (epochs 2 and 3 only)
+    averaging = WeightAveragingCallback(every_steps=5, load_at_end=False)
+    model, record = train(tmp_path, tiny_tokenizer, averaging)
+    assert averaging.count == 2
+    assert max_difference(model, record.epochs[-1]) < 1e-7  # load_at_end=False: the model keeps its last weights
+    averaging.load_average(model)
+    assert max_difference(model, mean_of([record.steps[5], record.steps[10]])) < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"start_epoch": 0}, "start_epoch must be an integer >= 1"),
+        ({"start_epoch": 1.5}, "got 1.5"),
+        ({"every_steps": -1}, "every_steps must be an integer >= 0"),
+        ({"every_steps": True}, "got True"),
+    ],
+)
+def test_bad_settings_are_named(kwargs, fragment) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        WeightAveragingCallback(**kwargs)
+
+
+def test_average_before_any_snapshot_is_an_error(tmp_path: Path, tiny_tokenizer) -> None:
+    averaging = WeightAveragingCallback(start_epoch=5)  # a 3-epoch run never reaches epoch 5
+    with pytest.raises(RuntimeError, match="no snapshot to average.*epoch 5"):
+        train(tmp_path, tiny_tokenizer, averaging)
