@@ -312,3 +312,18 @@ def test_mine_writes_triplets(workdir: Path, beir: Path, tmp_path: Path, capsys)
     bad = ["mine", str(workdir / "triplets.tsv"), "--model", str(workdir / "base"), "-o", str(tmp_path / "x.parquet")]
     assert main(bad) != 0
     assert "must end in one of" in capsys.readouterr().err
+
+
+def test_train_average_weights_saves_the_mean_of_the_epoch_ends(workdir: Path, tmp_path: Path) -> None:
+    from hf_siamese import SiameseBertModel
+
+    out = tmp_path / "avg"
+    # 24 rows / batch 8 = 3 steps an epoch: the checkpoints at steps 3 and 6 hold the two epoch-end weights
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "train.tsv"), "--batch-size", "8"]
+    args += ["--lr", "1e-3", "--epochs", "2", "--save-steps", "3", "--average-weights", "--output-dir", str(out)]
+    assert main(args) == 0
+    ends = [SiameseBertModel.from_pretrained(out / f"checkpoint-{step}").state_dict() for step in (3, 6)]
+    saved = SiameseBertModel.from_pretrained(out).state_dict()
+    weights = [k for k in saved if saved[k].is_floating_point()]
+    assert max((saved[k] - (ends[0][k] + ends[1][k]) / 2).abs().max().item() for k in weights) < 1e-6
+    assert max((saved[k] - ends[1][k]).abs().max().item() for k in weights) > 1e-4  # not just the last epoch

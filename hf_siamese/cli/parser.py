@@ -152,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="always batch texts of similar length (default: only when the model cannot run packed)",
     )
+    run.add_argument(
+        "--average-weights",
+        action="store_true",
+        help="end with the mean of the weights at the end of every epoch (hf_siamese.WeightAveragingCallback)",
+    )
     run.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
     run.add_argument("--gradient-accumulation-steps", type=_positive_int, default=1, help="default: 1")
     run.add_argument("--save-steps", type=_positive_int, metavar="N", help="save a checkpoint every N steps")

@@ -210,6 +210,7 @@ def run_train(args: argparse.Namespace) -> int:
     """Fine-tune, print a before/after summary on the main process, save (and optionally push) the model."""
     from transformers import AutoTokenizer, set_seed
 
+    from ..averaging import WeightAveragingCallback
     from ..modeling_siamese import SiameseBertModel
     from ..trainer import SiameseTrainer
 
@@ -247,6 +248,7 @@ def run_train(args: argparse.Namespace) -> int:
             eval_dataset=None if loss.label_kind == "class" else eval_data,
             processing_class=tokenizer,
             loss=loss,
+            callbacks=[WeightAveragingCallback()] if args.average_weights else None,
         )
     except ValueError as err:
         # The Trainer checks every row up front; say which of the user's sources the row is in.
