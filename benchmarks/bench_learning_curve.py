@@ -16,6 +16,7 @@ JSON line in `--out`: a rerun skips what is there with the same settings, so an 
 
     python benchmarks/bench_learning_curve.py                                # 7 sizes x 3 seeds x 3 arms
     python benchmarks/bench_learning_curve.py --recipe cosent+angle-4ep      # ours with the study's best recipe
+    python benchmarks/bench_learning_curve.py --report-only                  # the table of the points run so far
     python benchmarks/bench_learning_curve.py --sizes 16,32 --seeds 42 --min-steps 2 --threads 1 \\
         --out /tmp/curve.jsonl --png /tmp/curve.png --no-write                # smoke test
 
@@ -174,6 +175,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads in every run")
     parser.add_argument("--force", action="store_true", help="rerun points already in --out")
     parser.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
+    parser.add_argument(
+        "--report-only", action="store_true", help="train nothing: tabulate (and plot, write) the points in --out"
+    )
     add_child_arguments(parser)
     args = parser.parse_args()
     if run_if_child(args, child):
@@ -198,6 +202,8 @@ def main() -> None:
     failed = []
     for index, config in enumerate(runs, start=1):
         label = f"[{index}/{len(runs)}] {config['arm']} size {config['size']} seed {config['seed']}"
+        if args.report_only:
+            continue
         done = None if args.force else finished(load_rows(args.out), config)
         if done is not None:
             print(f"{label}: already in {args.out} (test {done['stsb_test']:.2f})")
