@@ -199,6 +199,12 @@ def rerun_command(name: str, max_train: int, seeds: list[int], scifact: bool, ou
     return f"{SCRIPT} {shlex.join(parts)} --force"
 
 
+def averaged(row: dict[str, Any]) -> str:
+    """The STSb dev score of the averaged weights, for recipes that compare them with the best epoch."""
+    dev = row.get("stsb_dev_average")
+    return "" if dev is None else f"; mean of epoch weights: dev {dev:.2f}"
+
+
 def table(rows: list[dict[str, Any]], out: Path) -> tuple[str, list[str]]:
     header = (
         "| recipe | command (reruns the row) | seeds | STSb dev | STSb test | test per seed (best epoch) "
@@ -211,7 +217,7 @@ def table(rows: list[dict[str, Any]], out: Path) -> tuple[str, list[str]]:
         runs = [by_seed[s] for s in seeds]
         tests = [r["stsb_test"] for r in runs]
         scifact = [r["scifact_ndcg@10"] for r in runs if r.get("scifact_ndcg@10") is not None]
-        per_seed = ", ".join(f"{r['stsb_test']:.2f} ({fmt(r.get('best_epoch'), 0)})" for r in runs)
+        per_seed = ", ".join(f"{r['stsb_test']:.2f} ({fmt(r.get('best_epoch'), 0)}{averaged(r)})" for r in runs)
         loads = [r["load_average"] for r in runs if r.get("load_average") is not None]
         label = name if max_train == STSB_TRAIN_ROWS else f"{name} ({max_train} rows)"
         command = rerun_command(name, max_train, seeds, bool(scifact), out)
@@ -307,7 +313,9 @@ def main() -> None:
             "hf-siamese fine-tunes all-MiniLM-L6-v2 (zero-shot STSb test 82.03, SciFact nDCG@10 64.51) on the STSb "
             "train pairs shuffled with each seed. After every epoch the model is scored on STSb dev and the best "
             "epoch's weights are kept; STSb test (Spearman of cosine x100) is computed once, on that model. "
-            "STSb dev/test: mean ± standard deviation over the seeds; per seed: test (best epoch). SciFact: test "
+            "STSb dev/test: mean ± standard deviation over the seeds; per seed: test (best epoch; for -avg recipes "
+            "also the STSb dev of the mean of the epoch-end weights, kept instead of the best epoch only where it "
+            "is higher). SciFact: test "
             "nDCG@10 x100 of the saved selected model (mean over the seeds that ran it, count in parentheses). "
             "Train time includes the dev evaluations; load avg is the machine's mean 1-minute load during training "
             "(above the thread count means other work shared the cores).",
