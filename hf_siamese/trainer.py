@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
+from . import encoding
 from .collator import SiamesePairCollator, check_dataset, detect_layout
 from .losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
 from .modeling_siamese import SiameseBertModel
@@ -174,6 +175,16 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
                 "On CPU pass TrainingArguments(use_cpu=True) under accelerate launch / torchrun.",
                 launched,
             )
+        for flag, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+            if getattr(self.args, flag) and self.args.device.type == "cpu" and not encoding.native_low_precision(dtype):
+                logger.warning(
+                    "TrainingArguments(%s=True) on a CPU without native %s matrix instructions: PyTorch emulates "
+                    "them, several times slower than float32 (bfloat16 encode measured 6x slower on an AVX2 CPU). "
+                    "Drop %s=True on this machine.",
+                    flag,
+                    str(dtype).removeprefix("torch."),
+                    flag,
+                )
 
     @staticmethod
     def _resolve_loss(loss: str | SiameseLoss | None, train_dataset: Any, collator: Any) -> SiameseLoss:

@@ -45,6 +45,16 @@ def make_tiny_model(model_type: str = "bert", seed: int = 0, **config_kwargs) ->
     return hf_siamese.SiameseBertModel(config).eval()
 
 
+@pytest.fixture(autouse=True)
+def native_low_precision_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bfloat16/float16 encode tests run the low-precision paths on every CPU, also on one that only emulates those
+    dtypes (where encode() would run float32 instead): the tests check behaviour, not this machine's instructions.
+    tests/test_encode_dtype.py undoes this to test the fallback itself."""
+    import hf_siamese.encoding
+
+    monkeypatch.setattr(hf_siamese.encoding, "native_low_precision", lambda dtype: True)
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer() -> BertTokenizer:
     return BertTokenizer(vocab={token: i for i, token in enumerate(VOCAB)}, model_max_length=64)
