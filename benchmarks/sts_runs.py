@@ -103,11 +103,12 @@ def stage_key(stage: dict[str, Any], pooling: str, seed: int) -> str:
 
 def save_stage(model: Any, folder: Path) -> None:
     """Save the NLI stage's weights, written to a temporary folder and renamed, so a stopped run leaves none."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
     from safetensors.torch import save_file
 
+    folder.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
     save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(partial / "model.safetensors"))
+    partial.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary folder
     partial.rename(folder)
 
 
