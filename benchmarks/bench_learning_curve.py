@@ -200,10 +200,8 @@ def main() -> None:
     started = time.time()
     runs = configs(args, sizes, seeds, arms)
     failed = []
-    for index, config in enumerate(runs, start=1):
+    for index, config in enumerate([] if args.report_only else runs, start=1):
         label = f"[{index}/{len(runs)}] {config['arm']} size {config['size']} seed {config['seed']}"
-        if args.report_only:
-            continue
         done = None if args.force else finished(load_rows(args.out), config)
         if done is not None:
             print(f"{label}: already in {args.out} (test {done['stsb_test']:.2f})")
