@@ -7,7 +7,9 @@ A recipe's settings are a dict: `loss` (a name or combination string for `Siames
 `learning_rate`, `scheduler` (a transformers `lr_scheduler_type`: linear, cosine, ...), `warmup_ratio`,
 `batch_size`, `pooling` (mean, cls, ...), optionally `loss_kwargs` (keywords for the loss, e.g. a threshold),
 `average` (keywords for hf_siamese.WeightAveragingCallback: the STSb stage ends with the mean of its epoch-end weights,
-or, with dev selection, with whichever of that mean and the best epoch scores higher on STSb dev) and
+or, with dev selection, with whichever of that mean and the best epoch scores higher on STSb dev), `interpolate`
+(`{"alphas": [...]}`: after dev selection, hf_siamese.interpolate_weights between all-MiniLM-L6-v2's weights and the
+selected ones at each alpha, kept where it scores higher on STSb dev than the selected model itself) and
 `nli_stage`: None, or `{"rows", "loss", "batch_size", "learning_rate",
 "epochs"}` for a first stage on NLI (anchor, entailment, contradiction) triplets before STSb.
 """
@@ -101,13 +103,24 @@ def stage_key(stage: dict[str, Any], pooling: str, seed: int) -> str:
     return f"nli-stage-{hashlib.sha256(described.encode()).hexdigest()[:12]}-seed{seed}"
 
 
-def save_stage(model: Any, folder: Path) -> None:
-    """Save the NLI stage's weights, written to a temporary folder and renamed, so a stopped run leaves none."""
+def final_key(settings: dict[str, Any], seed: int, train_rows: int) -> str:
+    """The cache folder name of a finished, dev-selected STSb stage: the recipe's settings except `interpolate` (which
+    only post-processes the selected weights), the number of STSb train rows and the seed."""
+    kept = {k: v for k, v in settings.items() if k != "interpolate"}
+    described = json.dumps({**kept, "train_rows": train_rows}, sort_keys=True)
+    return f"final-{hashlib.sha256(described.encode()).hexdigest()[:12]}-seed{seed}"
+
+
+def save_stage(model: Any, folder: Path, result: dict[str, Any] | None = None) -> None:
+    """Save a stage's weights (and its `result` as result.json), written to a temporary folder and renamed, so a
+    stopped run leaves none."""
     from safetensors.torch import save_file
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
     save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(partial / "model.safetensors"))
+    if result is not None:
+        (partial / "result.json").write_text(json.dumps(result, indent=1))
     partial.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary folder
     partial.rename(folder)
 
@@ -171,9 +184,37 @@ def train_siamese(
     `select_on_dev`: evaluate on STSb dev after every STSb epoch and keep the best epoch's weights. `max_steps`
     overrides the STSb stage's epochs. `stage_cache`: a folder where the NLI stage's result is kept per (stage
     settings, pooling, seed), so recipes that differ only after the NLI stage train it once per seed (the Trainer
-    reseeds at the start of every stage, so a cached start gives the same STSb stage as an inline one). Returns
-    timings, steps, the final training loss and the dev history (x100).
+    reseeds at the start of every stage, so a cached start gives the same STSb stage as an inline one); with
+    `select_on_dev`, the dev-selected model and its result are kept there too, so recipes that differ only in
+    `interpolate` train once per seed. Returns timings, steps, the final training loss and the dev history (x100).
     """
+    interpolate = settings.get("interpolate")
+    start_weights = {n: p.detach().clone() for n, p in model.named_parameters()} if interpolate else None
+    final = stage_cache / final_key(settings, seed, len(next(iter(train.values())))) if stage_cache else None
+    if final is not None and select_on_dev and not max_steps and (final / "result.json").is_file():
+        load_stage(model, final)
+        result = {**json.loads((final / "result.json").read_text()), "final_cached": str(final)}
+    else:
+        result = train_stages(model, tokenizer, settings, train, seed, select_on_dev, max_steps, stage_cache)
+        if final is not None and select_on_dev and not max_steps:
+            save_stage(model, final, result)
+    if start_weights is not None:
+        result["stsb_dev_trained"] = result.get("stsb_dev")
+        result.update(use_interpolation(model, tokenizer, start_weights, interpolate["alphas"]))
+    return result
+
+
+def train_stages(
+    model: Any,
+    tokenizer: Any,
+    settings: dict[str, Any],
+    train: dict[str, list],
+    seed: int,
+    select_on_dev: bool,
+    max_steps: int | None,
+    stage_cache: Path | None,
+) -> dict[str, Any]:
+    """train_siamese's training: the NLI stage (or its cached weights), then the STSb stage."""
     from datasets import Dataset
     from transformers import TrainingArguments
 
@@ -253,6 +294,23 @@ def use_average(trainer: Any, averaging: Any, select_on_dev: bool) -> dict[str, 
     if selected != "average":
         model.load_state_dict(best)
     return {"stsb_dev_average": dev * 100, "selected": selected, "averaged_snapshots": averaging.count}
+
+
+def use_interpolation(model: Any, tokenizer: Any, start: dict[str, Any], alphas: list[float]) -> dict[str, Any]:
+    """Score `(1 - alpha) * start + alpha * trained` weights on STSb dev for each alpha (and 1.0, the trained model
+    itself) and leave the model at the best; ties go to the larger alpha. Returns each alpha's dev and the choice."""
+    from hf_siamese import interpolate_weights
+
+    trained = {n: p.detach().clone() for n, p in model.named_parameters()}
+    scores: dict[float, float] = {}
+    for alpha in sorted({1.0, *alphas}, reverse=True):
+        interpolate_weights(model, start, trained, alpha)
+        scores[alpha] = stsb_test_x100(
+            lambda texts: model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True), "dev"
+        )
+    best = max(scores, key=lambda a: (scores[a], a))
+    interpolate_weights(model, start, trained, best)
+    return {"interpolation_dev": {f"{a:g}": d for a, d in scores.items()}, "alpha": best, "stsb_dev": scores[best]}
 
 
 def train_sentence_transformers(

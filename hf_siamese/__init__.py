@@ -8,7 +8,7 @@ folder then loads anywhere with `AutoModel.from_pretrained(path, trust_remote_co
 from transformers import AutoConfig, AutoModel
 
 from . import losses
-from .averaging import WeightAveragingCallback
+from .averaging import WeightAveragingCallback, interpolate_weights
 from .collator import SiamesePairCollator
 from .configuration_siamese import SiameseBertConfig
 from .data import (
@@ -73,6 +73,7 @@ __all__ = [
     "SiamesePairCollator",
     "SiameseTrainer",
     "WeightAveragingCallback",
+    "interpolate_weights",
     "losses",
     "paired_similarities",
     "pool_token_states",

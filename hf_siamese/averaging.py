@@ -8,11 +8,16 @@ of training, puts that mean into the model.
 
     trainer = SiameseTrainer(model=model, args=args, train_dataset=train, callbacks=[WeightAveragingCallback()])
     trainer.train()  # the model now holds the mean of its weights at the end of every epoch
+
+`interpolate_weights` moves a fine-tuned model part of the way back to the weights it started from (WiSE-FT,
+Wortsman et al. 2022, "Robust fine-tuning of zero-shot models"): between a general encoder and its fine-tuned copy
+lie models that keep more of what the general one knew, often at no cost on the fine-tuning task.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -103,3 +108,31 @@ class WeightAveragingCallback(TrainerCallback):
 def _epoch_number(state: TrainerState) -> int:
     """The 1-based epoch a step belongs to (state.epoch runs from just above 0 to 1.0 over the first epoch)."""
     return max(1, math.ceil(state.epoch or 0))
+
+
+def interpolate_weights(
+    model: torch.nn.Module, start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Tensor], alpha: float
+) -> None:
+    """Set `model`'s floating-point parameters to `(1 - alpha) * start + alpha * end`, name by name.
+
+    `start` and `end` are state dicts of the same architecture (e.g. the general encoder's weights before fine-tuning
+    and after it); alpha 1 gives `end`, 0 gives `start`. The sum is taken in float32 and stored in each parameter's
+    dtype. Buffers are left as they are.
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be a number between 0 and 1 (1 keeps `end`, 0 gives `start`), got {alpha!r}")
+    params = {name: p for name, p in model.named_parameters() if p.is_floating_point()}
+    for label, weights in (("start", start), ("end", end)):
+        missing = sorted(set(params) - set(weights))
+        if missing:
+            raise KeyError(f"`{label}` has no weights for {len(missing)} parameter(s) of the model, e.g. {missing[:3]}")
+        wrong = [n for n, p in params.items() if tuple(weights[n].shape) != tuple(p.shape)]
+        if wrong:
+            raise ValueError(
+                f"`{label}` weight {wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, the model's is "
+                f"{tuple(params[wrong[0]].shape)}"
+            )
+    with torch.no_grad():
+        for name, param in params.items():
+            mixed = torch.lerp(start[name].float(), end[name].float(), float(alpha))
+            param.copy_(mixed.to(device=param.device, dtype=param.dtype))

@@ -10,7 +10,7 @@ from conftest import make_tiny_model
 from test_training import make_args, scored_pairs
 from transformers import TrainerCallback
 
-from hf_siamese import SiamesePairCollator, SiameseTrainer, WeightAveragingCallback, losses
+from hf_siamese import SiamesePairCollator, SiameseTrainer, WeightAveragingCallback, interpolate_weights, losses
 
 
 class RecordWeights(TrainerCallback):
@@ -98,3 +98,44 @@ def test_average_before_any_snapshot_is_an_error(tmp_path: Path, tiny_tokenizer)
     averaging = WeightAveragingCallback(start_epoch=5)  # a 3-epoch run never reaches epoch 5
     with pytest.raises(RuntimeError, match="no snapshot to average.*epoch 5"):
         train(tmp_path, tiny_tokenizer, averaging)
+
+
+def test_interpolate_weights_against_hand_mix() -> None:
+    model = make_tiny_model()
+    end = {n: p.detach().clone() for n, p in model.named_parameters()}
+    torch.manual_seed(1)
+    start = {n: torch.randn_like(p) for n, p in end.items()}
+    buffers = {n: b.clone() for n, b in model.named_buffers()}
+    interpolate_weights(model, start, end, 0.25)
+    name = "encoder.embeddings.word_embeddings.weight"
+    hand = 0.75 * start[name] + 0.25 * end[name]
+    assert torch.allclose(dict(model.named_parameters())[name], hand, atol=1e-6)
+    for n, p in model.named_parameters():
+        assert torch.allclose(p, 0.75 * start[n] + 0.25 * end[n], atol=1e-6), n
+    assert all(torch.equal(b, buffers[n]) for n, b in model.named_buffers())
+    interpolate_weights(model, start, end, 1.0)
+    assert all(torch.equal(p, end[n]) for n, p in model.named_parameters())
+    interpolate_weights(model, start, end, 0)
+    assert all(torch.equal(p, start[n]) for n, p in model.named_parameters())
+
+
+@pytest.mark.parametrize("alpha", [-0.1, 1.5, "0.5", True, float("nan")])
+def test_interpolate_weights_rejects_bad_alpha(alpha) -> None:
+    model = make_tiny_model()
+    state = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(ValueError, match="alpha must be a number between 0 and 1"):
+        interpolate_weights(model, state, state, alpha)
+
+
+def test_interpolate_weights_rejects_other_architecture() -> None:
+    model = make_tiny_model()
+    state = {n: p.detach().clone() for n, p in model.named_parameters()}
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    missing = {n: v for n, v in state.items() if "pooler" not in n and "layer.1." not in n}
+    with pytest.raises(KeyError, match="`start` has no weights"):
+        interpolate_weights(model, missing, state, 0.5)
+    name = next(iter(state))
+    wrong = {**state, name: torch.zeros(3, 3)}
+    with pytest.raises(ValueError, match=f"`end` weight '{name}' has shape"):
+        interpolate_weights(model, state, wrong, 0.5)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())  # nothing half-written
