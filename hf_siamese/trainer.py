@@ -319,7 +319,8 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         """Write hf-siamese's model card to `args.output_dir/README.md` (in place of Trainer's generic card)."""
         import os
 
-        from .model_card import is_hub_id, write_model_card
+        from .model_card import write_model_card
+        from .model_card_facts import is_hub_id
 
         if not self.is_world_process_zero():
             return
@@ -348,7 +349,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
     @staticmethod
     def _model_card_facts(**kwargs: Any) -> dict[str, Any]:
         """Card facts from `push_to_hub` / `create_model_card` keywords, Trainer's names included; None is unset."""
-        from .model_card import _CARD_FACT_NAMES
+        from .model_card_facts import _CARD_FACT_NAMES
 
         renamed = {"finetuned_from": "base_model", "model_name": "title", "dataset": "datasets"}
         facts: dict[str, Any] = {}
