@@ -327,3 +327,81 @@ def test_train_average_weights_saves_the_mean_of_the_epoch_ends(workdir: Path, t
     weights = [k for k in saved if saved[k].is_floating_point()]
     assert max((saved[k] - (ends[0][k] + ends[1][k]) / 2).abs().max().item() for k in weights) < 1e-6
     assert max((saved[k] - ends[1][k]).abs().max().item() for k in weights) > 1e-4  # not just the last epoch
+
+
+def _train_interpolated(workdir: Path, out: Path, *extra: str) -> list[str]:
+    # 24 rows / batch 8 = 3 steps: the checkpoint at step 3 holds the fine-tuned weights before the interpolation
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "train.tsv"), "--batch-size", "8"]
+    return args + ["--lr", "1e-3", "--save-steps", "3", "--output-dir", str(out), *extra]
+
+
+def _mix_distance(saved: dict, base: dict, trained: dict, alpha: float) -> float:
+    weights = [k for k in saved if saved[k].is_floating_point() and k in base]
+    return max((saved[k] - ((1 - alpha) * base[k] + alpha * trained[k])).abs().max().item() for k in weights)
+
+
+def test_train_interpolate_saves_the_mix_of_base_and_trained(workdir: Path, tmp_path: Path, capsys) -> None:
+    from hf_siamese import SiameseBertModel
+
+    base = SiameseBertModel.from_encoder(str(workdir / "base")).state_dict()
+    out = tmp_path / "wise"
+    assert main(_train_interpolated(workdir, out, "--interpolate", "0.25")) == 0
+    assert "--interpolate 0.25: weights (1 - 0.25) * base + 0.25 * trained" in capsys.readouterr().out
+    trained = SiameseBertModel.from_pretrained(out / "checkpoint-3").state_dict()
+    saved = SiameseBertModel.from_pretrained(out).state_dict()
+    assert _mix_distance(saved, base, trained, 0.25) < 1e-6
+    assert _mix_distance(saved, base, trained, 1.0) > 1e-4  # not the trained weights themselves
+
+
+def test_train_interpolate_auto_picks_alpha_on_eval(workdir: Path, tmp_path: Path, capsys) -> None:
+    import re
+
+    from hf_siamese import SiameseBertModel
+
+    base = SiameseBertModel.from_encoder(str(workdir / "base")).state_dict()
+    # 60 pairs of random words with random scores: enough that the grid's alphas rank them differently
+    rng = random.Random(1)
+    rows = [f"{_sentence(rng)}\t{_sentence(rng)}\t{round(rng.uniform(0, 5), 1)}" for _ in range(60)]
+    evaluation = _write(tmp_path / "eval.tsv", ["sentence1\tsentence2\tscore", *rows])
+    out = tmp_path / "wise-auto"
+    extra = ["--interpolate", "auto", "--eval", str(evaluation), "--epochs", "3", "--lr", "5e-3"]
+    assert main(_train_interpolated(workdir, out, *extra)) == 0
+    printed = capsys.readouterr().out
+    alpha = float(re.search(r"--interpolate auto: weights \(1 - ([0-9.]+)\)", printed).group(1))
+    assert alpha in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    trained = SiameseBertModel.from_pretrained(out / "checkpoint-9").state_dict()  # 3 epochs of 3 steps
+    saved = SiameseBertModel.from_pretrained(out).state_dict()
+    assert _mix_distance(saved, base, trained, alpha) < 1e-6
+    # the chosen alpha scores highest on --eval among the grid (ties: the larger alpha)
+    from scipy.stats import spearmanr
+    from transformers import AutoTokenizer
+
+    from hf_siamese import interpolate_weights, read_pairs_file
+
+    pairs = read_pairs_file(evaluation)
+    tokenizer = AutoTokenizer.from_pretrained(workdir / "base")
+    model = SiameseBertModel.from_pretrained(out / "checkpoint-9")
+    scores = {}
+    for grid_alpha in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+        interpolate_weights(model, base, trained, grid_alpha)
+        first, second = (model.encode(pairs[c], tokenizer=tokenizer) for c in ("sentence1", "sentence2"))
+        scores[grid_alpha] = spearmanr(torch.nn.functional.cosine_similarity(first, second), pairs["score"])[0]
+    best = max(scores.values())
+    assert scores[alpha] > best - 1e-6
+    assert all(a <= alpha for a, score in scores.items() if score > best - 1e-6)
+    assert len({round(score, 6) for score in scores.values()}) > 1  # the choice was not a tie everywhere
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "-0.2", "nan", "half"])
+def test_train_interpolate_rejects_bad_alpha(workdir: Path, tmp_path: Path, value: str, capsys) -> None:
+    out = tmp_path / "bad"
+    assert main(_train_interpolated(workdir, out, "--interpolate", value)) != 0
+    assert "expected a number above 0 and at most 1" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_train_interpolate_auto_needs_eval(workdir: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "no-eval"
+    assert main(_train_interpolated(workdir, out, "--interpolate", "auto")) != 0
+    assert "--interpolate auto chooses ALPHA by the score on --eval" in capsys.readouterr().err
+    assert not out.exists()

@@ -32,6 +32,20 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _interpolate_option(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(
+            f"expected a number above 0 and at most 1 (the share of the fine-tuned weights) or auto, got {text!r}"
+        )
+    return value
+
+
 def _loss_option(text: str) -> str:
     """A `--loss` value: one of LOSS_NAMES or a weighted sum of them (`cosent+0.5*angle`), lower-cased."""
     from ..losses import parse_loss_spec
@@ -156,6 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--average-weights",
         action="store_true",
         help="end with the mean of the weights at the end of every epoch (hf_siamese.WeightAveragingCallback)",
+    )
+    run.add_argument(
+        "--interpolate",
+        type=_interpolate_option,
+        metavar="ALPHA|auto",
+        help="end with (1-ALPHA) * the base model's weights + ALPHA * the fine-tuned ones (WiSE-FT: keeps more of "
+        "what the base model knew); auto picks ALPHA from 0.5, 0.6, ..., 1 by the score on --eval",
     )
     run.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
     run.add_argument("--gradient-accumulation-steps", type=_positive_int, default=1, help="default: 1")

@@ -218,6 +218,8 @@ def run_train(args: argparse.Namespace) -> int:
         raise ValueError(f"--push-to-hub {args.push_to_hub!r}: expected a repository id OWNER/NAME")
     demo = args.train is None
     train_data, train_name, eval_data, eval_name = _training_data(args)
+    if args.interpolate == "auto" and eval_data is None:
+        raise ValueError("--interpolate auto chooses ALPHA by the score on --eval; give --eval, or a number for ALPHA")
     loss_name, loss, head_kwargs, train_data = _objective(args, train_data, train_name)
 
     model_path = check_model_source(args.model or default_model_path())
@@ -237,6 +239,7 @@ def run_train(args: argparse.Namespace) -> int:
     if getattr(text_config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
         text_config.pad_token_id = tokenizer.pad_token_id
 
+    start = {n: p.detach().clone() for n, p in model.named_parameters()} if args.interpolate is not None else None
     output_dir = args.output_dir or (DEMO_OUTPUT_DIR if demo else "runs/hf-siamese")
     training_args = _training_arguments(args, output_dir, periodic_eval=bool(args.eval_steps and eval_data))
     try:
@@ -266,7 +269,11 @@ def run_train(args: argparse.Namespace) -> int:
         label, value = _headline(before)
         show(f"{PROG} train: {label} x100 on {eval_name} before training: {value:.2f}")
     trainer.train()
-    after = _measure(trainer, eval_data)
+    after = None
+    if start is not None:
+        alpha, after = _interpolate(trainer, start, args.interpolate, eval_data)
+        show(f"{PROG} train: --interpolate {args.interpolate}: weights (1 - {alpha:g}) * base + {alpha:g} * trained")
+    after = after or _measure(trainer, eval_data)
     if after:
         # Recorded like an evaluation, so the model card (written from the log history) states the final scores.
         entry = {f"eval_{key}": value for key, value in after.items()}
@@ -308,6 +315,31 @@ def run_train(args: argparse.Namespace) -> int:
     show("=" * 80)
     shutdown_distributed()
     return 0
+
+
+INTERPOLATION_GRID = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+
+
+def _interpolate(
+    trainer: Any, start: dict[str, Any], choice: float | str, eval_data: Any
+) -> tuple[float, dict[str, float] | None]:
+    """Move the trained model toward its starting weights (`interpolate_weights`): by `choice`, or, for "auto", by
+    the alpha of INTERPOLATION_GRID that scores highest on `eval_data` (ties go to the larger alpha). Returns the
+    alpha and, for "auto", its eval metrics."""
+    from ..averaging import interpolate_weights
+
+    model = trainer.model
+    trained = {n: p.detach().clone() for n, p in model.named_parameters()}
+    if choice != "auto":
+        interpolate_weights(model, start, trained, float(choice))
+        return float(choice), None
+    scores = {}
+    for alpha in INTERPOLATION_GRID:
+        interpolate_weights(model, start, trained, alpha)
+        scores[alpha] = _measure(trainer, eval_data)
+    best = max(scores, key=lambda a: (_headline(scores[a])[1], a))
+    interpolate_weights(model, start, trained, best)
+    return best, scores[best]
 
 
 def _card_facts(args: argparse.Namespace, demo: bool) -> dict[str, str]:
