@@ -299,17 +299,14 @@ def use_average(trainer: Any, averaging: Any, select_on_dev: bool) -> dict[str, 
 def use_interpolation(model: Any, tokenizer: Any, start: dict[str, Any], alphas: list[float]) -> dict[str, Any]:
     """Score `(1 - alpha) * start + alpha * trained` weights on STSb dev for each alpha (and 1.0, the trained model
     itself) and leave the model at the best; ties go to the larger alpha. Returns each alpha's dev and the choice."""
-    from hf_siamese import interpolate_weights
+    from hf_siamese import choose_interpolation
 
-    trained = {n: p.detach().clone() for n, p in model.named_parameters()}
-    scores: dict[float, float] = {}
-    for alpha in sorted({1.0, *alphas}, reverse=True):
-        interpolate_weights(model, start, trained, alpha)
-        scores[alpha] = stsb_test_x100(
+    def dev() -> float:
+        return stsb_test_x100(
             lambda texts: model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True), "dev"
         )
-    best = max(scores, key=lambda a: (scores[a], a))
-    interpolate_weights(model, start, trained, best)
+
+    best, scores = choose_interpolation(model, start, dev, sorted({1.0, *alphas}, reverse=True))
     return {"interpolation_dev": {f"{a:g}": d for a, d in scores.items()}, "alpha": best, "stsb_dev": scores[best]}
 
 

@@ -8,7 +8,7 @@ folder then loads anywhere with `AutoModel.from_pretrained(path, trust_remote_co
 from transformers import AutoConfig, AutoModel
 
 from . import losses
-from .averaging import WeightAveragingCallback, interpolate_weights
+from .averaging import WeightAveragingCallback, choose_interpolation, interpolate_weights
 from .collator import SiamesePairCollator
 from .configuration_siamese import SiameseBertConfig
 from .data import (
@@ -74,6 +74,7 @@ __all__ = [
     "SiameseTrainer",
     "WeightAveragingCallback",
     "interpolate_weights",
+    "choose_interpolation",
     "losses",
     "paired_similarities",
     "pool_token_states",

@@ -17,7 +17,7 @@ lie models that keep more of what the general one knew, often at no cost on the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -136,3 +136,33 @@ def interpolate_weights(
         for name, param in params.items():
             mixed = torch.lerp(start[name].float(), end[name].float(), float(alpha))
             param.copy_(mixed.to(device=param.device, dtype=param.dtype))
+
+
+INTERPOLATION_ALPHAS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+
+
+def choose_interpolation(
+    model: torch.nn.Module,
+    start: Mapping[str, torch.Tensor],
+    score: Callable[[], float],
+    alphas: Sequence[float] = INTERPOLATION_ALPHAS,
+) -> tuple[float, dict[float, float]]:
+    """Move a fine-tuned `model` toward `start` by the alpha that scores best (WiSE-FT with alpha chosen on dev).
+
+    For each alpha, `interpolate_weights(model, start, <the model's weights now>, alpha)` and call `score()` (higher is
+    better, e.g. STS Spearman on a dev set). The model is left at the best alpha; ties go to the larger one (closer to
+    the fine-tuned weights). Returns that alpha and every alpha's score.
+    """
+    if not alphas:
+        raise ValueError("choose_interpolation needs at least one alpha, got an empty sequence")
+    for alpha in alphas:
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"every alpha must be a number between 0 and 1, got {alpha!r} in {list(alphas)}")
+    trained = {n: p.detach().clone() for n, p in model.named_parameters() if p.is_floating_point()}
+    scores: dict[float, float] = {}
+    for alpha in alphas:
+        interpolate_weights(model, start, trained, alpha)
+        scores[float(alpha)] = float(score())
+    best = max(scores, key=lambda a: (scores[a], a))
+    interpolate_weights(model, start, trained, best)
+    return best, scores

@@ -10,7 +10,14 @@ from conftest import make_tiny_model
 from test_training import make_args, scored_pairs
 from transformers import TrainerCallback
 
-from hf_siamese import SiamesePairCollator, SiameseTrainer, WeightAveragingCallback, interpolate_weights, losses
+from hf_siamese import (
+    SiamesePairCollator,
+    SiameseTrainer,
+    WeightAveragingCallback,
+    choose_interpolation,
+    interpolate_weights,
+    losses,
+)
 
 
 class RecordWeights(TrainerCallback):
@@ -139,3 +146,33 @@ def test_interpolate_weights_rejects_other_architecture() -> None:
     with pytest.raises(ValueError, match=f"`end` weight '{name}' has shape"):
         interpolate_weights(model, state, wrong, 0.5)
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())  # nothing half-written
+
+
+def test_choose_interpolation_picks_the_best_alpha_and_breaks_ties_upward() -> None:
+    model = make_tiny_model()
+    end = {n: p.detach().clone() for n, p in model.named_parameters()}
+    start = {n: torch.zeros_like(p) for n, p in end.items()}
+    name = "encoder.embeddings.word_embeddings.weight"
+    target = 0.7 * end[name]  # the score peaks where the weights are 0.7 of the way from zeros to `end`
+
+    def score() -> float:
+        return -(dict(model.named_parameters())[name] - target).norm().item()
+
+    alpha, scores = choose_interpolation(model, start, score)
+    assert alpha == 0.7 and list(scores) == [1.0, 0.9, 0.8, 0.7, 0.6, 0.5]
+    assert scores[0.7] == max(scores.values())
+    for n, p in model.named_parameters():
+        assert torch.allclose(p, 0.7 * end[n], atol=1e-6), n
+    interpolate_weights(model, start, end, 1.0)
+    alpha, scores = choose_interpolation(model, start, lambda: 1.0, alphas=[0.5, 0.8, 0.6])
+    assert alpha == 0.8 and scores == {0.5: 1.0, 0.8: 1.0, 0.6: 1.0}
+    assert all(torch.allclose(p, 0.8 * end[n], atol=1e-6) for n, p in model.named_parameters())
+
+
+@pytest.mark.parametrize("alphas", [[], [0.5, 1.2], [True]])
+def test_choose_interpolation_rejects_bad_alphas(alphas) -> None:
+    model = make_tiny_model()
+    state = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with pytest.raises(ValueError, match="alpha"):
+        choose_interpolation(model, state, lambda: 0.0, alphas=alphas)
+    assert all(torch.equal(p, state[n]) for n, p in model.named_parameters())

@@ -317,29 +317,26 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-INTERPOLATION_GRID = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
-
-
 def _interpolate(
     trainer: Any, start: dict[str, Any], choice: float | str, eval_data: Any
 ) -> tuple[float, dict[str, float] | None]:
-    """Move the trained model toward its starting weights (`interpolate_weights`): by `choice`, or, for "auto", by
-    the alpha of INTERPOLATION_GRID that scores highest on `eval_data` (ties go to the larger alpha). Returns the
-    alpha and, for "auto", its eval metrics."""
-    from ..averaging import interpolate_weights
+    """Move the trained model toward its starting weights: by `choice`, or, for "auto", by the alpha that scores
+    highest on `eval_data` (`choose_interpolation`). Returns the alpha and, for "auto", its eval metrics."""
+    from ..averaging import choose_interpolation, interpolate_weights
 
     model = trainer.model
-    trained = {n: p.detach().clone() for n, p in model.named_parameters()}
     if choice != "auto":
+        trained = {n: p.detach().clone() for n, p in model.named_parameters()}
         interpolate_weights(model, start, trained, float(choice))
         return float(choice), None
-    scores = {}
-    for alpha in INTERPOLATION_GRID:
-        interpolate_weights(model, start, trained, alpha)
-        scores[alpha] = _measure(trainer, eval_data)
-    best = max(scores, key=lambda a: (_headline(scores[a])[1], a))
-    interpolate_weights(model, start, trained, best)
-    return best, scores[best]
+    measured: list[dict[str, float]] = []
+
+    def score() -> float:
+        measured.append(_measure(trainer, eval_data))
+        return _headline(measured[-1])[1]
+
+    alpha, scores = choose_interpolation(model, start, score)
+    return alpha, measured[list(scores).index(alpha)]
 
 
 def _card_facts(args: argparse.Namespace, demo: bool) -> dict[str, str]:
