@@ -1,10 +1,13 @@
 """Fine-tune a sentence encoder on STS Benchmark with the cosine-similarity loss (Sentence-BERT, section 4.2).
 
 Each pair's cosine similarity is regressed onto its gold score (rescaled to 0..1); the dev split is evaluated after
-every epoch, the model ends with the weights of the best dev epoch, and the test split is scored once at the end
-(Spearman x100 of cosine similarity, the usual STSb number). This is the STSb stage of the best recipe of
+every epoch. The model ends with whichever scores higher on dev of the best epoch's weights and the mean of the
+epoch-end weights (`WeightAveragingCallback`), then moves back toward the weights it started from by the alpha that
+scores best on dev (WiSE-FT, `choose_interpolation`; `--interpolate 1` turns it off). The test split is scored once at
+the end (Spearman x100 of cosine similarity, the usual STSb number). This is the STSb stage of the best recipe of
 benchmarks/bench_sts_recipes.py (README, "Which recipe"): for its first stage, train on NLI triplets with
-examples/train_nli_mnr.py and pass that model here with --model runs/nli-mnr.
+examples/train_nli_mnr.py and pass that model here with --model runs/nli-mnr --interpolate-with <the model
+train_nli_mnr.py started from>.
 
     python examples/train_sts.py                     # Hub: google-bert/bert-base-uncased on sentence-transformers/stsb
     python examples/train_sts.py --model PATH --train ../shared/data/stsb/sts-train.csv \\
@@ -20,7 +23,15 @@ import os
 import torch
 from transformers import AutoTokenizer, TrainingArguments
 
-from hf_siamese import SiameseBertModel, SiameseTrainer, distributed, load_pairs
+from hf_siamese import (
+    SiameseBertModel,
+    SiameseTrainer,
+    WeightAveragingCallback,
+    choose_interpolation,
+    distributed,
+    interpolate_weights,
+    load_pairs,
+)
 from hf_siamese.losses import CosineSimilarityLoss
 
 
@@ -33,9 +44,43 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-train", type=int, default=None, help="train on the first N pairs only (quick runs)")
     parser.add_argument("--epochs", type=float, default=4)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=2e-5)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--no-average", action="store_true", help="keep the best epoch, never the mean of the epochs")
+    parser.add_argument(
+        "--interpolate",
+        default="auto",
+        help="weights (1-ALPHA) * start + ALPHA * fine-tuned: a number in (0, 1] (1: off) or auto (best on dev)",
+    )
+    parser.add_argument(
+        "--interpolate-with", default=None, help="the start weights to interpolate with (default: --model)"
+    )
     parser.add_argument("--output-dir", default="runs/sts")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.interpolate != "auto":
+        try:
+            args.interpolate = float(args.interpolate)
+        except ValueError:
+            args.interpolate = float("nan")
+        if not 0 < args.interpolate <= 1:
+            parser.error(f"--interpolate: expected a number above 0 and at most 1, or auto, got {args.interpolate!r}")
+    return args
+
+
+def dev_spearman(trainer: SiameseTrainer) -> float:
+    return trainer.evaluate()["eval_spearman_cosine"]
+
+
+def keep_mean_if_better(trainer: SiameseTrainer, averaging: WeightAveragingCallback) -> str:
+    """The Trainer has loaded the best epoch; replace it with the mean of the epoch-end weights if that scores higher
+    on dev."""
+    model = trainer.model
+    best_epoch = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    best = dev_spearman(trainer)
+    averaging.load_average(model)
+    if dev_spearman(trainer) > best:
+        return "mean of the epoch-end weights"
+    model.load_state_dict(best_epoch)
+    return "best epoch"
 
 
 def main() -> None:
@@ -53,6 +98,11 @@ def main() -> None:
 
     model = SiameseBertModel.from_encoder(args.model, pooling="mean")
     tokenizer = AutoTokenizer.from_pretrained(args.model)
+    start_model = model
+    if args.interpolate_with:
+        start_model = SiameseBertModel.from_encoder(args.interpolate_with, pooling="mean")
+    start = {name: value.detach().clone() for name, value in start_model.named_parameters()}
+    averaging = None if args.no_average else WeightAveragingCallback(load_at_end=False)
     training_args = TrainingArguments(
         output_dir=args.output_dir,
         use_cpu=not torch.cuda.is_available(),  # the same script runs on a laptop, a GPU or under accelerate
@@ -78,9 +128,17 @@ def main() -> None:
         eval_dataset=dev,
         processing_class=tokenizer,
         loss=CosineSimilarityLoss(score_range=score_range),
+        callbacks=[averaging] if averaging else None,
     )
     before = trainer.evaluate(test, metric_key_prefix="test")
     trainer.train()
+    kept = keep_mean_if_better(trainer, averaging) if averaging else "best epoch"
+    if args.interpolate == "auto":
+        alpha, _ = choose_interpolation(trainer.model, start, lambda: dev_spearman(trainer))
+    else:
+        alpha = args.interpolate
+        trained = {name: value.detach().clone() for name, value in trainer.model.named_parameters()}
+        interpolate_weights(trainer.model, start, trained, alpha)
     after = trainer.evaluate(test, metric_key_prefix="test")
     trainer.save_model(args.output_dir)
 
@@ -89,6 +147,8 @@ def main() -> None:
             f"STSb test Spearman (cosine) x100: {100 * before['test_spearman_cosine']:.2f} before, "
             f"{100 * after['test_spearman_cosine']:.2f} after training on {len(train)} pairs"
         )
+        mix = f"(1 - {alpha:g}) * start + {alpha:g} * fine-tuned"
+        print(f"Kept the {kept}; weights {mix} (--interpolate {args.interpolate})")
         print(f"Saved to {args.output_dir}; load with AutoModel.from_pretrained({args.output_dir!r})")
     # Leaves the process group cleanly under accelerate launch; a no-op in a single process.
     getattr(distributed, "shutdown_process_group", lambda: None)()

@@ -74,6 +74,17 @@ def test_training_examples(script: str, args: list, expected: str, files: Path, 
     out = capsys.readouterr().out
     assert expected in out and "before" in out and "after" in out
     assert (tmp_path / "out" / "model.safetensors.index.json").is_file()
+    if script == "train_sts.py":  # the leading recipe's end: best epoch or mean, then a dev-chosen interpolation
+        assert "Kept the " in out and "--interpolate auto" in out
+
+
+def test_train_sts_example_rejects_bad_interpolate(files: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    args = ["--train", f"{files}/sts-train.csv", "--dev", f"{files}/sts-dev.csv", "--test", f"{files}/sts-test.csv"]
+    args += ["--model", str(files / "base"), "--interpolate", "1.5", "--output-dir", str(tmp_path / "out")]
+    with pytest.raises(SystemExit):
+        run_example("train_sts.py", args, monkeypatch)
+    assert "--interpolate: expected a number above 0 and at most 1, or auto" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("corpus", ["corpus.txt", "sts-test.csv"])
