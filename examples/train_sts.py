@@ -75,9 +75,8 @@ def keep_mean_if_better(trainer: SiameseTrainer, averaging: WeightAveragingCallb
     on dev."""
     model = trainer.model
     best_epoch = {name: value.detach().clone() for name, value in model.state_dict().items()}
-    best = dev_spearman(trainer)
     averaging.load_average(model)
-    if dev_spearman(trainer) > best:
+    if dev_spearman(trainer) > trainer.state.best_metric:  # the best epoch's dev score, kept by the Trainer
         return "mean of the epoch-end weights"
     model.load_state_dict(best_epoch)
     return "best epoch"
