@@ -98,6 +98,21 @@ RECIPE_CHANGES: dict[str, dict[str, Any]] = {
         "interpolate": {"alphas": [0.6, 0.7, 0.8, 0.9]},
         "nli_stage": {"rows": 13158},
     },
+    # The same with a finer alpha grid (steps of 0.05), and with the NLI stage's weights as the start instead.
+    "nli-mnr-all-then-cosine-4ep-lr5e-5-avg-wise-fine": {
+        "epochs": 4,
+        "learning_rate": 5e-5,
+        "average": {"start_epoch": 1},
+        "interpolate": {"alphas": [0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]},
+        "nli_stage": {"rows": 13158},
+    },
+    "nli-mnr-all-then-cosine-4ep-lr5e-5-avg-wise-nli": {
+        "epochs": 4,
+        "learning_rate": 5e-5,
+        "average": {"start_epoch": 1},
+        "interpolate": {"alphas": [0.5, 0.6, 0.7, 0.8, 0.9], "start": "nli_stage"},
+        "nli_stage": {"rows": 13158},
+    },
 }
 RECIPES: dict[str, dict[str, Any]] = {name: recipe_settings(change) for name, change in RECIPE_CHANGES.items()}
 BASELINE = "cosine-1ep"
@@ -116,7 +131,8 @@ def describe(settings: dict[str, Any]) -> str:
         text += f", weights averaged from epoch {settings['average'].get('start_epoch', 1)} on (if better on dev)"
     if settings.get("interpolate"):
         alphas = "/".join(f"{a:g}" for a in settings["interpolate"]["alphas"])
-        text += f", then interpolated with all-MiniLM-L6-v2 (alpha {alphas} or 1, best on dev)"
+        start = "the NLI stage's weights" if settings["interpolate"].get("start") == "nli_stage" else "all-MiniLM-L6-v2"
+        text += f", then interpolated with {start} (alpha {alphas} or 1, best on dev)"
     if settings.get("loss_kwargs"):
         text += ", loss keywords " + ", ".join(f"{k}={v}" for k, v in settings["loss_kwargs"].items())
     stage = settings.get("nli_stage")

@@ -8,8 +8,9 @@ A recipe's settings are a dict: `loss` (a name or combination string for `Siames
 `batch_size`, `pooling` (mean, cls, ...), optionally `loss_kwargs` (keywords for the loss, e.g. a threshold),
 `average` (keywords for hf_siamese.WeightAveragingCallback: the STSb stage ends with the mean of its epoch-end weights,
 or, with dev selection, with whichever of that mean and the best epoch scores higher on STSb dev), `interpolate`
-(`{"alphas": [...]}`: after dev selection, hf_siamese.interpolate_weights between all-MiniLM-L6-v2's weights and the
-selected ones at each alpha, kept where it scores higher on STSb dev than the selected model itself) and
+(`{"alphas": [...], "start": "pretrained" | "nli_stage"}`: after dev selection, hf_siamese.interpolate_weights between
+the start weights (all-MiniLM-L6-v2's, or the NLI stage's) and the selected ones at each alpha, kept where it scores
+higher on STSb dev than the selected model itself) and
 `nli_stage`: None, or `{"rows", "loss", "batch_size", "learning_rate",
 "epochs"}` for a first stage on NLI (anchor, entailment, contradiction) triplets before STSb.
 """
@@ -189,6 +190,13 @@ def train_siamese(
     `interpolate` train once per seed. Returns timings, steps, the final training loss and the dev history (x100).
     """
     interpolate = settings.get("interpolate")
+    start = (interpolate or {}).get("start", "pretrained")
+    if start not in ("pretrained", "nli_stage") or (start == "nli_stage" and not settings.get("nli_stage")):
+        raise ValueError(
+            f"interpolate start {start!r}: use 'pretrained', or 'nli_stage' for a recipe with an NLI stage"
+        )
+    if start == "nli_stage" and stage_cache is None:
+        raise ValueError("interpolating toward the NLI stage reads its weights from the stage cache: pass stage_cache")
     start_weights = {n: p.detach().clone() for n, p in model.named_parameters()} if interpolate else None
     final = stage_cache / final_key(settings, seed, len(next(iter(train.values())))) if stage_cache else None
     if final is not None and select_on_dev and not max_steps and (final / "result.json").is_file():
@@ -199,6 +207,11 @@ def train_siamese(
         if final is not None and select_on_dev and not max_steps:
             save_stage(model, final, result)
     if start_weights is not None:
+        if start == "nli_stage":
+            from safetensors.torch import load_file
+
+            stage = stage_cache / stage_key(settings["nli_stage"], settings["pooling"], seed)
+            start_weights = load_file(str(stage / "model.safetensors"))
         result["stsb_dev_trained"] = result.get("stsb_dev")
         result.update(use_interpolation(model, tokenizer, start_weights, interpolate["alphas"]))
     return result
@@ -283,16 +296,13 @@ def train_stages(
 def use_average(trainer: Any, averaging: Any, select_on_dev: bool) -> dict[str, Any]:
     """Put the averaged weights into the trained model; with `select_on_dev`, only if they score higher on STSb dev
     than the best epoch (which the Trainer has loaded), else keep that epoch."""
-    model = trainer.model
+    from hf_siamese import keep_average_if_better
+
     if not select_on_dev:
-        averaging.load_average(model)
+        averaging.load_average(trainer.model)
         return {"selected": "average", "averaged_snapshots": averaging.count}
-    best = {name: value.detach().clone() for name, value in model.state_dict().items()}
-    averaging.load_average(model)
-    dev = trainer.evaluate()["eval_spearman_cosine"]
-    selected = "average" if dev > trainer.state.best_metric else "best epoch"
-    if selected != "average":
-        model.load_state_dict(best)
+    selected = "average" if keep_average_if_better(trainer, averaging) else "best epoch"
+    dev = trainer.state.log_history[-1]["eval_spearman_cosine"]  # the mean's dev score, just logged
     return {"stsb_dev_average": dev * 100, "selected": selected, "averaged_snapshots": averaging.count}
 
 

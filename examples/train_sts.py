@@ -29,8 +29,10 @@ from hf_siamese import (
     WeightAveragingCallback,
     choose_interpolation,
     distributed,
-    interpolate_weights,
+    interpolate_toward,
+    keep_average_if_better,
     load_pairs,
+    parse_interpolation,
 )
 from hf_siamese.losses import CosineSimilarityLoss
 
@@ -56,30 +58,15 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--output-dir", default="runs/sts")
     args = parser.parse_args()
-    if args.interpolate != "auto":
-        try:
-            args.interpolate = float(args.interpolate)
-        except ValueError:
-            args.interpolate = float("nan")
-        if not 0 < args.interpolate <= 1:
-            parser.error(f"--interpolate: expected a number above 0 and at most 1, or auto, got {args.interpolate!r}")
+    try:
+        args.interpolate = parse_interpolation(args.interpolate)
+    except ValueError as error:
+        parser.error(f"--interpolate: {error}")
     return args
 
 
 def dev_spearman(trainer: SiameseTrainer) -> float:
     return trainer.evaluate()["eval_spearman_cosine"]
-
-
-def keep_mean_if_better(trainer: SiameseTrainer, averaging: WeightAveragingCallback) -> str:
-    """The Trainer has loaded the best epoch; replace it with the mean of the epoch-end weights if that scores higher
-    on dev."""
-    model = trainer.model
-    best_epoch = {name: value.detach().clone() for name, value in model.state_dict().items()}
-    averaging.load_average(model)
-    if dev_spearman(trainer) > trainer.state.best_metric:  # the best epoch's dev score, kept by the Trainer
-        return "mean of the epoch-end weights"
-    model.load_state_dict(best_epoch)
-    return "best epoch"
 
 
 def main() -> None:
@@ -131,13 +118,13 @@ def main() -> None:
     )
     before = trainer.evaluate(test, metric_key_prefix="test")
     trainer.train()
-    kept = keep_mean_if_better(trainer, averaging) if averaging else "best epoch"
+    # The Trainer has loaded the best epoch; the mean of the epoch-end weights replaces it where it is better on dev.
+    kept = "mean of the epoch-end weights" if averaging and keep_average_if_better(trainer, averaging) else "best epoch"
     if args.interpolate == "auto":
         alpha, _ = choose_interpolation(trainer.model, start, lambda: dev_spearman(trainer))
     else:
         alpha = args.interpolate
-        trained = {name: value.detach().clone() for name, value in trainer.model.named_parameters()}
-        interpolate_weights(trainer.model, start, trained, alpha)
+        interpolate_toward(trainer.model, start, alpha)
     after = trainer.evaluate(test, metric_key_prefix="test")
     trainer.save_model(args.output_dir)
 

@@ -8,7 +8,14 @@ folder then loads anywhere with `AutoModel.from_pretrained(path, trust_remote_co
 from transformers import AutoConfig, AutoModel
 
 from . import losses
-from .averaging import WeightAveragingCallback, choose_interpolation, interpolate_weights
+from .averaging import (
+    WeightAveragingCallback,
+    choose_interpolation,
+    interpolate_toward,
+    interpolate_weights,
+    keep_average_if_better,
+    parse_interpolation,
+)
 from .collator import SiamesePairCollator
 from .configuration_siamese import SiameseBertConfig
 from .data import (
@@ -74,6 +81,9 @@ __all__ = [
     "SiameseTrainer",
     "WeightAveragingCallback",
     "interpolate_weights",
+    "interpolate_toward",
+    "keep_average_if_better",
+    "parse_interpolation",
     "choose_interpolation",
     "losses",
     "paired_similarities",

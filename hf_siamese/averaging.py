@@ -9,9 +9,13 @@ of training, puts that mean into the model.
     trainer = SiameseTrainer(model=model, args=args, train_dataset=train, callbacks=[WeightAveragingCallback()])
     trainer.train()  # the model now holds the mean of its weights at the end of every epoch
 
-`interpolate_weights` moves a fine-tuned model part of the way back to the weights it started from (WiSE-FT,
-Wortsman et al. 2022, "Robust fine-tuning of zero-shot models"): between a general encoder and its fine-tuned copy
-lie models that keep more of what the general one knew, often at no cost on the fine-tuning task.
+With `load_best_model_at_end` and `load_at_end=False`, `keep_average_if_better(trainer, callback)` keeps whichever of
+the mean and the best checkpoint scores higher on the eval set.
+
+`interpolate_weights` (and `interpolate_toward`, in place) moves a fine-tuned model part of the way back to the
+weights it started from (WiSE-FT, Wortsman et al. 2022, "Robust fine-tuning of zero-shot models"): between a general
+encoder and its fine-tuned copy lie models that keep more of what the general one knew, often at no cost on the
+fine-tuning task.
 """
 
 from __future__ import annotations
@@ -119,23 +123,79 @@ def interpolate_weights(
     and after it); alpha 1 gives `end`, 0 gives `start`. The sum is taken in float32 and stored in each parameter's
     dtype. Buffers are left as they are.
     """
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must be a number between 0 and 1 (1 keeps `end`, 0 gives `start`), got {alpha!r}")
-    params = {name: p for name, p in model.named_parameters() if p.is_floating_point()}
-    for label, weights in (("start", start), ("end", end)):
-        missing = sorted(set(params) - set(weights))
-        if missing:
-            raise KeyError(f"`{label}` has no weights for {len(missing)} parameter(s) of the model, e.g. {missing[:3]}")
-        wrong = [n for n, p in params.items() if tuple(weights[n].shape) != tuple(p.shape)]
-        if wrong:
-            raise ValueError(
-                f"`{label}` weight {wrong[0]!r} has shape {tuple(weights[wrong[0]].shape)}, the model's is "
-                f"{tuple(params[wrong[0]].shape)}"
-            )
+    params = _checked(model, alpha, start=start, end=end)
     with torch.no_grad():
         for name, param in params.items():
             mixed = torch.lerp(start[name].float(), end[name].float(), float(alpha))
             param.copy_(mixed.to(device=param.device, dtype=param.dtype))
+
+
+def interpolate_toward(model: torch.nn.Module, start: Mapping[str, torch.Tensor], alpha: float) -> None:
+    """Move `model` toward `start` in place: its floating-point parameters become `(1 - alpha) * start + alpha *
+    <their current value>` (`interpolate_weights` with the model's own weights as `end`, without copying them)."""
+    params = _checked(model, alpha, start=start)
+    with torch.no_grad():
+        for name, param in params.items():
+            mixed = torch.lerp(start[name].float().to(param.device), param.float(), float(alpha))
+            param.copy_(mixed.to(param.dtype))
+
+
+def _checked(model: torch.nn.Module, alpha: float, **weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The model's floating-point parameters, after checking alpha and that every state dict in `weights` has each of
+    them with its shape."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be a number between 0 and 1 (1 keeps `end`, 0 gives `start`), got {alpha!r}")
+    params = {name: p for name, p in model.named_parameters() if p.is_floating_point()}
+    for label, state in weights.items():
+        missing = sorted(set(params) - set(state))
+        if missing:
+            raise KeyError(f"`{label}` has no weights for {len(missing)} parameter(s) of the model, e.g. {missing[:3]}")
+        wrong = [n for n, p in params.items() if tuple(state[n].shape) != tuple(p.shape)]
+        if wrong:
+            raise ValueError(
+                f"`{label}` weight {wrong[0]!r} has shape {tuple(state[wrong[0]].shape)}, the model's is "
+                f"{tuple(params[wrong[0]].shape)}"
+            )
+    return params
+
+
+def parse_interpolation(text: str) -> float | str:
+    """A command-line interpolation choice: "auto" (choose alpha on an eval set) or a number above 0 and at most 1
+    (the share of the fine-tuned weights; 1 turns the interpolation off). Raises ValueError naming `text`."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 1.0:  # NaN fails too
+        raise ValueError(
+            f"expected a number above 0 and at most 1 (the share of the fine-tuned weights) or auto, got {text!r}"
+        )
+    return value
+
+
+def keep_average_if_better(trainer: Any, averaging: WeightAveragingCallback) -> bool:
+    """After `trainer.train()` with `load_best_model_at_end`, put `averaging`'s mean weights into the model and keep
+    them if they score better on the trainer's eval set (its `metric_for_best_model`) than the best checkpoint did;
+    otherwise restore the best checkpoint's weights. Returns True where the mean was kept."""
+    args, best = trainer.args, trainer.state.best_metric
+    if best is None or not args.metric_for_best_model:
+        raise ValueError(
+            "keep_average_if_better compares with the best checkpoint's eval score: train with an eval_dataset, "
+            f"load_best_model_at_end=True and metric_for_best_model (got metric_for_best_model="
+            f"{args.metric_for_best_model!r}, best_metric={best!r})"
+        )
+    model = trainer.model
+    best_weights = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    averaging.load_average(model)
+    key = args.metric_for_best_model
+    key = key if key.startswith("eval_") else f"eval_{key}"
+    score = trainer.evaluate()[key]
+    if score > best if args.greater_is_better else score < best:
+        return True
+    model.load_state_dict(best_weights)
+    return False
 
 
 INTERPOLATION_ALPHAS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)

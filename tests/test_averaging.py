@@ -15,8 +15,11 @@ from hf_siamese import (
     SiameseTrainer,
     WeightAveragingCallback,
     choose_interpolation,
+    interpolate_toward,
     interpolate_weights,
+    keep_average_if_better,
     losses,
+    parse_interpolation,
 )
 
 
@@ -176,3 +179,70 @@ def test_choose_interpolation_rejects_bad_alphas(alphas) -> None:
     with pytest.raises(ValueError, match="alpha"):
         choose_interpolation(model, state, lambda: 0.0, alphas=alphas)
     assert all(torch.equal(p, state[n]) for n, p in model.named_parameters())
+
+
+def test_interpolate_toward_moves_the_model_in_place() -> None:
+    model = make_tiny_model()
+    trained = {n: p.detach().clone() for n, p in model.named_parameters()}
+    start = {n: torch.randn_like(p) for n, p in trained.items()}
+    interpolate_toward(model, start, 0.3)
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(param, 0.7 * start[name] + 0.3 * trained[name])
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        interpolate_toward(model, start, 1.2)
+    with pytest.raises(KeyError, match="`start` has no weights"):
+        interpolate_toward(model, {}, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("auto", "auto"),
+        ("1", 1.0),
+        ("0.25", 0.25),
+        ("0", None),
+        ("1.5", None),
+        ("nan", None),
+        ("half", None),
+        ("-0.2", None),
+    ],
+)
+def test_parse_interpolation(text: str, expected) -> None:
+    if expected is None:
+        with pytest.raises(ValueError, match=f"or auto, got {text!r}"):
+            parse_interpolation(text)
+    else:
+        assert parse_interpolation(text) == expected
+
+
+@pytest.mark.parametrize("mean_wins", [True, False])
+def test_keep_average_if_better_keeps_the_higher_scoring_weights(tmp_path: Path, tiny_tokenizer, mean_wins) -> None:
+    model = make_tiny_model()
+    averaging = WeightAveragingCallback(load_at_end=False)
+    averaging.add_snapshot(model)
+    mean = averaging.average_state_dict()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(0.01)  # the "best checkpoint": other weights than the mean
+    best = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    class Stub:  # what keep_average_if_better reads from a Trainer after train()
+        def __init__(self) -> None:
+            self.model = model
+            self.args = make_args(tmp_path, eval_strategy="epoch", metric_for_best_model="spearman_cosine")
+            self.state = type("State", (), {"best_metric": 0.5})()
+
+        def evaluate(self) -> dict[str, float]:
+            at_mean = torch.equal(next(model.parameters()), next(iter(mean.values())))
+            return {"eval_spearman_cosine": 0.6 if at_mean == mean_wins else 0.4}
+
+    assert keep_average_if_better(Stub(), averaging) is mean_wins
+    expected = mean if mean_wins else best
+    for name, param in model.named_parameters():
+        torch.testing.assert_close(param, expected[name])
+
+
+def test_keep_average_if_better_needs_a_best_checkpoint(tmp_path: Path) -> None:
+    trainer = type("T", (), {"args": make_args(tmp_path), "state": type("S", (), {"best_metric": None})()})()
+    with pytest.raises(ValueError, match="load_best_model_at_end=True and metric_for_best_model"):
+        keep_average_if_better(trainer, WeightAveragingCallback())

@@ -83,7 +83,8 @@ def test_train_sts_example_rejects_bad_interpolate(files: Path, tmp_path: Path, 
     args += ["--model", str(files / "base"), "--interpolate", "1.5", "--output-dir", str(tmp_path / "out")]
     with pytest.raises(SystemExit):
         run_example("train_sts.py", args, monkeypatch)
-    assert "--interpolate: expected a number above 0 and at most 1, or auto" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--interpolate: expected a number above 0 and at most 1" in err and "or auto, got '1.5'" in err
     assert not (tmp_path / "out").exists()
 
 

@@ -33,17 +33,12 @@ def _positive_int(text: str) -> int:
 
 
 def _interpolate_option(text: str) -> float | str:
-    if text == "auto":
-        return text
+    from ..averaging import parse_interpolation
+
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0.0 < value <= 1.0:  # NaN fails too
-        raise argparse.ArgumentTypeError(
-            f"expected a number above 0 and at most 1 (the share of the fine-tuned weights) or auto, got {text!r}"
-        )
-    return value
+        return parse_interpolation(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _loss_option(text: str) -> str:

@@ -322,12 +322,11 @@ def _interpolate(
 ) -> tuple[float, dict[str, float] | None]:
     """Move the trained model toward its starting weights: by `choice`, or, for "auto", by the alpha that scores
     highest on `eval_data` (`choose_interpolation`). Returns the alpha and, for "auto", its eval metrics."""
-    from ..averaging import choose_interpolation, interpolate_weights
+    from ..averaging import choose_interpolation, interpolate_toward
 
     model = trainer.model
     if choice != "auto":
-        trained = {n: p.detach().clone() for n, p in model.named_parameters()}
-        interpolate_weights(model, start, trained, float(choice))
+        interpolate_toward(model, start, float(choice))
         return float(choice), None
     measured: list[dict[str, float]] = []
 
