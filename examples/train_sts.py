@@ -6,8 +6,8 @@ epoch-end weights (`WeightAveragingCallback`), then moves back toward the weight
 scores best on dev (WiSE-FT, `choose_interpolation`; `--interpolate 1` turns it off). The test split is scored once at
 the end (Spearman x100 of cosine similarity, the usual STSb number). This is the STSb stage of the best recipe of
 benchmarks/bench_sts_recipes.py (README, "Which recipe"): for its first stage, train on NLI triplets with
-examples/train_nli_mnr.py and pass that model here with --model runs/nli-mnr --interpolate-with <the model
-train_nli_mnr.py started from>.
+examples/train_nli_mnr.py and pass that model here with --model runs/nli-mnr: the interpolation then moves back toward
+the NLI stage's weights, as the best recipe does (`--interpolate-with <the base model>` moves toward the base instead).
 
     python examples/train_sts.py                     # Hub: google-bert/bert-base-uncased on sentence-transformers/stsb
     python examples/train_sts.py --model PATH --train ../shared/data/stsb/sts-train.csv \\
