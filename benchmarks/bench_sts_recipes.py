@@ -113,6 +113,13 @@ RECIPE_CHANGES: dict[str, dict[str, Any]] = {
         "interpolate": {"alphas": [0.5, 0.6, 0.7, 0.8, 0.9], "start": "nli_stage"},
         "nli_stage": {"rows": 13158},
     },
+    # The leader's STSb stage alone (no NLI data): what the CLI could run on scored pairs with an eval set.
+    "cosine-4ep-lr5e-5-avg-wise": {
+        "epochs": 4,
+        "learning_rate": 5e-5,
+        "average": {"start_epoch": 1},
+        "interpolate": {"alphas": [0.5, 0.6, 0.7, 0.8, 0.9]},
+    },
 }
 RECIPES: dict[str, dict[str, Any]] = {name: recipe_settings(change) for name, change in RECIPE_CHANGES.items()}
 BASELINE = "cosine-1ep"
