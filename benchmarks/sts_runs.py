@@ -197,7 +197,9 @@ def train_siamese(
         )
     if start == "nli_stage" and stage_cache is None:
         raise ValueError("interpolating toward the NLI stage reads its weights from the stage cache: pass stage_cache")
-    start_weights = {n: p.detach().clone() for n, p in model.named_parameters()} if interpolate else None
+    # The pretrained start is the model as it comes in; the NLI stage's weights are read from the cache after training.
+    keep = interpolate and start == "pretrained"
+    start_weights = {n: p.detach().clone() for n, p in model.named_parameters()} if keep else None
     final = stage_cache / final_key(settings, seed, len(next(iter(train.values())))) if stage_cache else None
     if final is not None and select_on_dev and not max_steps and (final / "result.json").is_file():
         load_stage(model, final)
@@ -206,7 +208,7 @@ def train_siamese(
         result = train_stages(model, tokenizer, settings, train, seed, select_on_dev, max_steps, stage_cache)
         if final is not None and select_on_dev and not max_steps:
             save_stage(model, final, result)
-    if start_weights is not None:
+    if interpolate:
         if start == "nli_stage":
             from safetensors.torch import load_file
 

@@ -121,23 +121,20 @@ def interpolate_weights(
 
     `start` and `end` are state dicts of the same architecture (e.g. the general encoder's weights before fine-tuning
     and after it); alpha 1 gives `end`, 0 gives `start`. The sum is taken in float32 and stored in each parameter's
-    dtype. Buffers are left as they are.
+    dtype, on the parameter's device (`start` and `end` may live elsewhere, e.g. on the CPU). Buffers are left as
+    they are. `end` may be the model's own parameters: each mix is computed before it is written.
     """
     params = _checked(model, alpha, start=start, end=end)
     with torch.no_grad():
         for name, param in params.items():
-            mixed = torch.lerp(start[name].float(), end[name].float(), float(alpha))
-            param.copy_(mixed.to(device=param.device, dtype=param.dtype))
+            low, high = (weights[name].to(device=param.device, dtype=torch.float32) for weights in (start, end))
+            param.copy_(torch.lerp(low, high, float(alpha)).to(param.dtype))
 
 
 def interpolate_toward(model: torch.nn.Module, start: Mapping[str, torch.Tensor], alpha: float) -> None:
     """Move `model` toward `start` in place: its floating-point parameters become `(1 - alpha) * start + alpha *
-    <their current value>` (`interpolate_weights` with the model's own weights as `end`, without copying them)."""
-    params = _checked(model, alpha, start=start)
-    with torch.no_grad():
-        for name, param in params.items():
-            mixed = torch.lerp(start[name].float().to(param.device), param.float(), float(alpha))
-            param.copy_(mixed.to(param.dtype))
+    <their current value>` (`interpolate_weights` with the model's own parameters as `end`, without copying them)."""
+    interpolate_weights(model, start, dict(model.named_parameters()), alpha)
 
 
 def _checked(model: torch.nn.Module, alpha: float, **weights: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
