@@ -4,6 +4,7 @@ built-in demo default, and one clear stderr line (no traceback) for every kind o
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -335,6 +336,26 @@ def _train_interpolated(workdir: Path, out: Path, *extra: str) -> list[str]:
     return args + ["--lr", "1e-3", "--save-steps", "3", "--output-dir", str(out), *extra]
 
 
+def _random_eval(path: Path) -> Path:
+    """60 pairs of random words with random scores: enough that weights close to each other rank them differently."""
+    rng = random.Random(1)
+    rows = [f"{_sentence(rng)}\t{_sentence(rng)}\t{round(rng.uniform(0, 5), 1)}" for _ in range(60)]
+    return _write(path, ["sentence1\tsentence2\tscore", *rows])
+
+
+def _spearman(model, workdir: Path, evaluation: Path) -> float:
+    """Spearman of the cosine similarity against the gold scores of `evaluation`, computed here by hand."""
+    from scipy.stats import spearmanr
+    from transformers import AutoTokenizer
+
+    from hf_siamese import read_pairs_file
+
+    pairs = read_pairs_file(evaluation)
+    tokenizer = AutoTokenizer.from_pretrained(workdir / "base")
+    first, second = (model.encode(pairs[c], tokenizer=tokenizer) for c in ("sentence1", "sentence2"))
+    return spearmanr(torch.nn.functional.cosine_similarity(first, second), pairs["score"])[0]
+
+
 def _mix_distance(saved: dict, base: dict, trained: dict, alpha: float) -> float:
     weights = [k for k in saved if saved[k].is_floating_point() and k in base]
     return max((saved[k] - ((1 - alpha) * base[k] + alpha * trained[k])).abs().max().item() for k in weights)
@@ -359,12 +380,9 @@ def test_train_interpolate_auto_picks_alpha_on_eval(workdir: Path, tmp_path: Pat
     from hf_siamese import SiameseBertModel
 
     base = SiameseBertModel.from_encoder(str(workdir / "base")).state_dict()
-    # 60 pairs of random words with random scores: enough that the grid's alphas rank them differently
-    rng = random.Random(1)
-    rows = [f"{_sentence(rng)}\t{_sentence(rng)}\t{round(rng.uniform(0, 5), 1)}" for _ in range(60)]
-    evaluation = _write(tmp_path / "eval.tsv", ["sentence1\tsentence2\tscore", *rows])
+    evaluation = _random_eval(tmp_path / "eval.tsv")
     out = tmp_path / "wise-auto"
-    extra = ["--interpolate", "auto", "--eval", str(evaluation), "--epochs", "3", "--lr", "5e-3"]
+    extra = ["--interpolate", "auto", "--eval", str(evaluation), "--epochs", "3", "--lr", "5e-3", "--recipe", "plain"]
     assert main(_train_interpolated(workdir, out, *extra)) == 0
     printed = capsys.readouterr().out
     alpha = float(re.search(r"--interpolate auto: weights \(1 - ([0-9.]+)\)", printed).group(1))
@@ -373,19 +391,13 @@ def test_train_interpolate_auto_picks_alpha_on_eval(workdir: Path, tmp_path: Pat
     saved = SiameseBertModel.from_pretrained(out).state_dict()
     assert _mix_distance(saved, base, trained, alpha) < 1e-6
     # the chosen alpha scores highest on --eval among the grid (ties: the larger alpha)
-    from scipy.stats import spearmanr
-    from transformers import AutoTokenizer
+    from hf_siamese import interpolate_weights
 
-    from hf_siamese import interpolate_weights, read_pairs_file
-
-    pairs = read_pairs_file(evaluation)
-    tokenizer = AutoTokenizer.from_pretrained(workdir / "base")
     model = SiameseBertModel.from_pretrained(out / "checkpoint-9")
     scores = {}
     for grid_alpha in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
         interpolate_weights(model, base, trained, grid_alpha)
-        first, second = (model.encode(pairs[c], tokenizer=tokenizer) for c in ("sentence1", "sentence2"))
-        scores[grid_alpha] = spearmanr(torch.nn.functional.cosine_similarity(first, second), pairs["score"])[0]
+        scores[grid_alpha] = _spearman(model, workdir, evaluation)
     best = max(scores.values())
     assert scores[alpha] > best - 1e-6
     assert all(a <= alpha for a, score in scores.items() if score > best - 1e-6)
@@ -404,4 +416,113 @@ def test_train_interpolate_auto_needs_eval(workdir: Path, tmp_path: Path, capsys
     out = tmp_path / "no-eval"
     assert main(_train_interpolated(workdir, out, "--interpolate", "auto")) != 0
     assert "--interpolate auto chooses ALPHA by the score on --eval" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_best_recipe_is_the_default_for_scored_pairs_with_eval(workdir: Path, tmp_path: Path, capsys) -> None:
+    """Scored pairs + --eval: evaluate every epoch, keep the best epoch or the mean of the epoch ends (whichever
+    scores higher on --eval), then interpolate toward the base by the alpha that scores best on --eval."""
+    import re
+
+    from hf_siamese import SiameseBertModel, interpolate_weights
+
+    base = SiameseBertModel.from_encoder(str(workdir / "base")).state_dict()
+    evaluation = _random_eval(tmp_path / "eval.tsv")
+    out = tmp_path / "best"
+    # --save-steps 3 (= one epoch) keeps the checkpoints, so the choice can be checked here
+    assert main(_train_interpolated(workdir, out, "--eval", str(evaluation), "--epochs", "2", "--lr", "5e-3")) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "recipe best: 2 epoch(s), best epoch or mean of the epoch ends, interpolation toward the base (auto)" in printed
+    )
+    ends = {step: SiameseBertModel.from_pretrained(out / f"checkpoint-{step}") for step in (3, 6)}
+    scores = {step: _spearman(model, workdir, evaluation) for step, model in ends.items()}
+    best_step = max(scores, key=lambda step: (scores[step], -step))  # ties: the earlier checkpoint
+    mean = SiameseBertModel.from_pretrained(out / "checkpoint-3")
+    with torch.no_grad():
+        for name, param in mean.named_parameters():
+            param.copy_((param + ends[6].get_parameter(name)) / 2)
+    mean_score = _spearman(mean, workdir, evaluation)
+    if "kept the mean of the 2 epoch-end weights" in printed:
+        kept, kept_score = mean, mean_score
+        assert mean_score > scores[best_step] - 1e-6
+    else:
+        assert (
+            f"kept the best epoch (epoch {best_step // 3}); the mean of the 2 epoch-end weights scored lower" in printed
+        )
+        kept, kept_score = ends[best_step], scores[best_step]
+        assert mean_score < scores[best_step] + 1e-6
+    alpha = float(re.search(r"--interpolate auto: weights \(1 - ([0-9.]+)\)", printed).group(1))
+    trained = {name: p.detach().clone() for name, p in kept.named_parameters()}
+    saved = SiameseBertModel.from_pretrained(out).state_dict()
+    assert _mix_distance(saved, base, trained, alpha) < 1e-5
+    grid = {}
+    for grid_alpha in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+        interpolate_weights(kept, base, trained, grid_alpha)
+        grid[grid_alpha] = _spearman(kept, workdir, evaluation)
+    assert grid[1.0] == pytest.approx(kept_score, abs=1e-9)
+    assert grid[alpha] > max(grid.values()) - 1e-6
+
+
+def test_best_recipe_removes_its_selection_checkpoints(workdir: Path, tmp_path: Path, capsys) -> None:
+    from hf_siamese import SiameseBertModel
+
+    out = tmp_path / "best-no-average"
+    (out / "checkpoint-99").mkdir(parents=True)  # a user's earlier checkpoint stays
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "train.tsv"), "--batch-size", "8"]
+    args += ["--eval", str(workdir / "eval.tsv"), "--epochs", "2", "--lr", "1e-3", "--output-dir", str(out)]
+    assert main([*args, "--no-average-weights", "--interpolate", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "recipe best: 2 epoch(s), best epoch, interpolation toward the base (1.0)" in printed
+    assert re.search(r"kept the best epoch \(epoch [12]\)\n", printed)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-99"]
+    assert isinstance(SiameseBertModel.from_pretrained(out), SiameseBertModel)
+
+
+def test_plain_recipe_where_best_does_not_apply(workdir: Path, tmp_path: Path, capsys) -> None:
+    args = ["train", "--model", str(workdir / "base"), "--batch-size", "8", "--output-dir", str(tmp_path / "out")]
+    assert main([*args, "--train", str(workdir / "train.tsv"), "--max-train", "8"]) == 0  # no --eval
+    printed = capsys.readouterr().out
+    assert "recipe plain: 1 epoch(s) (give --eval scored pairs" in printed and "kept" not in printed
+    triplets = ["--train", str(workdir / "triplets.tsv"), "--eval", str(workdir / "eval.tsv"), "--max-train", "8"]
+    assert main([*args, *triplets]) == 0  # MNR: not a score loss
+    printed = capsys.readouterr().out
+    assert "recipe plain: 1 epoch(s)\n" in printed and "before" in printed and "after" in printed
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        (["--recipe", "best"], "--recipe best chooses the epoch, the mean and the interpolation on --eval"),
+        (
+            [
+                "--recipe",
+                "best",
+                "--eval",
+                "EVAL",
+                "--loss",
+                "softmax",
+                "--train",
+                "NLI",
+                "--columns",
+                "sentence1=premise,sentence2=hypothesis,label=gold",
+            ],
+            "--recipe best evaluates the training loss on --eval",
+        ),
+        (
+            ["--eval", "EVAL", "--save-steps", "5", "--eval-steps", "2"],
+            "--save-steps must be a multiple of --eval-steps",
+        ),
+        (["--epochs", "0"], "expected a positive number, got '0'"),
+        (["--epochs", "nan"], "expected a positive number, got 'nan'"),
+        (["--recipe", "fast"], "invalid choice: 'fast'"),
+    ],
+)
+def test_recipe_bad_input(workdir: Path, tmp_path: Path, extra: list, fragment: str, capsys) -> None:
+    files = {"EVAL": str(workdir / "eval.tsv"), "NLI": str(workdir / "nli.tsv")}
+    out = tmp_path / "bad"
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "train.tsv"), "--output-dir", str(out)]
+    assert main([*args, *(files.get(x, x) for x in extra)]) != 0
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
     assert not out.exists()

@@ -11,6 +11,7 @@ from .encode import run_encode
 from .evaluate import run_eval
 from .index import run_index
 from .mine import run_mine
+from .recipe import RECIPES
 from .search import run_search
 from .train import run_train
 
@@ -29,6 +30,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 
@@ -151,7 +162,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="mnr: score against the in-batch negatives of all processes (accelerate launch / torchrun)",
     )
     run = train.add_argument_group("training")
-    run.add_argument("--epochs", type=float, default=1.0, help="default: 1")
+    run.add_argument(
+        "--recipe",
+        choices=RECIPES,
+        help="best: evaluate on --eval after every epoch, keep the best epoch or the mean of the epoch ends, then "
+        "interpolate toward the base model by the alpha that scores best on --eval (the recipe study's leader for "
+        "scored pairs: default for a score loss with scored --eval pairs); plain: train --epochs and keep the last "
+        "weights (default otherwise). --epochs, --[no-]average-weights and --interpolate override its parts",
+    )
+    run.add_argument("--epochs", type=_positive_float, help="default: 4 with --recipe best, else 1")
     run.add_argument("--batch-size", type=_positive_int, default=16, help="per device (default: 16)")
     run.add_argument("--lr", type=float, default=5e-5, help="learning rate (default: 5e-5)")
     run.add_argument("--warmup-ratio", type=float, default=0.1, help="linear warmup share of the steps (default: 0.1)")
@@ -163,15 +182,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--average-weights",
-        action="store_true",
-        help="end with the mean of the weights at the end of every epoch (hf_siamese.WeightAveragingCallback)",
+        action=argparse.BooleanOptionalAction,
+        help="end with the mean of the weights at the end of every epoch (hf_siamese.WeightAveragingCallback); "
+        "with --recipe best (where it is on by default) only if it scores better on --eval than the best epoch",
     )
     run.add_argument(
         "--interpolate",
         type=_interpolate_option,
         metavar="ALPHA|auto",
         help="end with (1-ALPHA) * the base model's weights + ALPHA * the fine-tuned ones (WiSE-FT: keeps more of "
-        "what the base model knew); auto picks ALPHA from 0.5, 0.6, ..., 1 by the score on --eval",
+        "what the base model knew); auto picks ALPHA from 0.5, 0.6, ..., 1 by the score on --eval (default with "
+        "--recipe best; 1 turns it off)",
     )
     run.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
     run.add_argument("--gradient-accumulation-steps", type=_positive_int, default=1, help="default: 1")

@@ -25,6 +25,7 @@ from .common import (
     shutdown_distributed,
     take,
 )
+from .recipe import Recipe, checkpoint_folders, end_training, remove_checkpoints, resolve_recipe, selection_arguments
 
 if TYPE_CHECKING:
     import datasets
@@ -175,15 +176,15 @@ def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> tu
     return loss_name, losses.get_loss(loss_name, **loss_kwargs), head_kwargs, train_data
 
 
-def _training_arguments(args: argparse.Namespace, output_dir: str, periodic_eval: bool) -> Any:
+def _training_arguments(args: argparse.Namespace, output_dir: str, recipe: Recipe, periodic_eval: bool) -> Any:
     import torch
     from transformers import TrainingArguments
 
-    return TrainingArguments(
+    arguments = dict(
         output_dir=output_dir,
         # Runs unchanged on a CPU-only machine, a GPU, and under `accelerate launch` / torchrun.
         use_cpu=not torch.cuda.is_available(),
-        num_train_epochs=args.epochs,
+        num_train_epochs=recipe.epochs,
         per_device_train_batch_size=args.batch_size,
         per_device_eval_batch_size=max(args.batch_size, 32),
         learning_rate=args.lr,
@@ -204,6 +205,7 @@ def _training_arguments(args: argparse.Namespace, output_dir: str, periodic_eval
         ddp_find_unused_parameters=False,
         report_to="none",
     )
+    return TrainingArguments(**{**arguments, **selection_arguments(recipe, args)})
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -221,6 +223,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.interpolate == "auto" and eval_data is None:
         raise ValueError("--interpolate auto chooses ALPHA by the score on --eval; give --eval, or a number for ALPHA")
     loss_name, loss, head_kwargs, train_data = _objective(args, train_data, train_name)
+    recipe = resolve_recipe(args, loss.label_kind, eval_data)
 
     model_path = check_model_source(args.model or default_model_path())
     set_seed(args.seed)  # before building the model: a classifier head is initialised at random
@@ -239,9 +242,11 @@ def run_train(args: argparse.Namespace) -> int:
     if getattr(text_config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
         text_config.pad_token_id = tokenizer.pad_token_id
 
-    start = {n: p.detach().clone() for n, p in model.named_parameters()} if args.interpolate is not None else None
+    start = {n: p.detach().clone() for n, p in model.named_parameters()} if recipe.interpolate is not None else None
     output_dir = args.output_dir or (DEMO_OUTPUT_DIR if demo else "runs/hf-siamese")
-    training_args = _training_arguments(args, output_dir, periodic_eval=bool(args.eval_steps and eval_data))
+    training_args = _training_arguments(args, output_dir, recipe, periodic_eval=bool(args.eval_steps and eval_data))
+    # The best recipe keeps the best of the epochs (the mean is compared with it where both exist).
+    averaging = WeightAveragingCallback(load_at_end=not recipe.select_best) if recipe.average else None
     try:
         trainer = SiameseTrainer(
             model=model,
@@ -251,7 +256,7 @@ def run_train(args: argparse.Namespace) -> int:
             eval_dataset=None if loss.label_kind == "class" else eval_data,
             processing_class=tokenizer,
             loss=loss,
-            callbacks=[WeightAveragingCallback()] if args.average_weights else None,
+            callbacks=[averaging] if averaging else None,
         )
     except ValueError as err:
         # The Trainer checks every row up front; say which of the user's sources the row is in.
@@ -264,15 +269,21 @@ def run_train(args: argparse.Namespace) -> int:
     show = print if main_process else _silent
 
     show(f"{PROG} train: {train_name} ({len(train_data)} rows), loss {_describe_loss(loss)}, base model {model_path}")
+    hint = _NO_EVAL_HINT if eval_data is None and loss.label_kind == "score" else ""
+    show(f"{PROG} train: {recipe.describe()}{hint}")
     before = _measure(trainer, eval_data)
     if before:
         label, value = _headline(before)
         show(f"{PROG} train: {label} x100 on {eval_name} before training: {value:.2f}")
+    selection_checkpoints = checkpoint_folders(output_dir) if main_process else None
     trainer.train()
-    after = None
-    if start is not None:
-        alpha, after = _interpolate(trainer, start, args.interpolate, eval_data)
-        show(f"{PROG} train: --interpolate {args.interpolate}: weights (1 - {alpha:g}) * base + {alpha:g} * trained")
+    lines, after = end_training(
+        trainer, recipe, averaging, start, lambda: _measure(trainer, eval_data), lambda m: _headline(m)[1]
+    )
+    for line in lines:
+        show(f"{PROG} train: {line}")
+    if selection_checkpoints is not None and recipe.select_best and not args.save_steps:
+        remove_checkpoints(output_dir, selection_checkpoints)
     after = after or _measure(trainer, eval_data)
     if after:
         # Recorded like an evaluation, so the model card (written from the log history) states the final scores.
@@ -299,7 +310,7 @@ def run_train(args: argparse.Namespace) -> int:
     show("")
     show("=" * 80)
     show(f"Trained {model_path}")
-    show(f"  on      {train_name}: {len(train_data)} rows, {args.epochs:g} epoch(s), loss {_describe_loss(loss)}")
+    show(f"  on      {train_name}: {len(train_data)} rows, {recipe.epochs:g} epoch(s), loss {_describe_loss(loss)}")
     if before and after:
         (label, old), (_, new) = _headline(before), _headline(after)
         unit = "queries" if not hasattr(eval_data, "column_names") else "pairs"
@@ -315,27 +326,6 @@ def run_train(args: argparse.Namespace) -> int:
     show("=" * 80)
     shutdown_distributed()
     return 0
-
-
-def _interpolate(
-    trainer: Any, start: dict[str, Any], choice: float | str, eval_data: Any
-) -> tuple[float, dict[str, float] | None]:
-    """Move the trained model toward its starting weights: by `choice`, or, for "auto", by the alpha that scores
-    highest on `eval_data` (`choose_interpolation`). Returns the alpha and, for "auto", its eval metrics."""
-    from ..averaging import choose_interpolation, interpolate_toward
-
-    model = trainer.model
-    if choice != "auto":
-        interpolate_toward(model, start, float(choice))
-        return float(choice), None
-    measured: list[dict[str, float]] = []
-
-    def score() -> float:
-        measured.append(_measure(trainer, eval_data))
-        return _headline(measured[-1])[1]
-
-    alpha, scores = choose_interpolation(model, start, score)
-    return alpha, measured[list(scores).index(alpha)]
 
 
 def _card_facts(args: argparse.Namespace, demo: bool) -> dict[str, str]:
@@ -372,6 +362,9 @@ def _load_snippet(location: str) -> str:
         '    embeddings = model.encode(["A man plays a guitar.", "Someone makes music."])\n'
         "    print(model.similarity(embeddings, embeddings))"
     )
+
+
+_NO_EVAL_HINT = " (give --eval scored pairs to choose the epoch and the interpolation on them: --recipe best)"
 
 
 def _silent(*_args: Any, **_kwargs: Any) -> None:
