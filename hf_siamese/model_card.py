@@ -234,6 +234,8 @@ def _training_text(facts: ModelCardFacts) -> str:
         if facts.trained_epochs:
             run += f" ({_format_number(round(facts.trained_epochs, 2))} epochs)"
         parts.append(run + " with `hf_siamese.SiameseTrainer` (a `transformers.Trainer`).")
+    if facts.final_weights:
+        parts.append(f"Final weights: {facts.final_weights.rstrip('.')}.")
     return "\n\n".join(parts)
 
 
@@ -330,6 +332,7 @@ def build_model_card(
     tags: str | Iterable[str] | None = None,
     language: str | Iterable[str] | None = None,
     title: str | None = None,
+    final_weights: str | None = None,
 ) -> str:
     """The model card (markdown with YAML front matter) of a `SiameseBertModel`.
 
@@ -347,6 +350,8 @@ def build_model_card(
         training_args: `TrainingArguments` (or a dict) when there is no trainer.
         loss_name: name of the training loss when there is no trainer.
         tags, language, title: extra tags, languages (ISO codes) and a title.
+        final_weights: how the saved weights were chosen after training, where that is more than the last step
+            (e.g. the best epoch, a weight average, an interpolation toward the base model), as a sentence.
     """
     facts = collect_facts(
         model,
@@ -361,6 +366,7 @@ def build_model_card(
         tags=tags,
         language=language,
         title=title,
+        final_weights=final_weights,
     )
     return render_model_card(facts)
 

@@ -45,6 +45,7 @@ _CARD_FACT_NAMES = (
     "tags",
     "language",
     "title",
+    "final_weights",
 )
 
 
@@ -66,6 +67,7 @@ class ModelCardFacts:
     train_columns: list[str] = field(default_factory=list)
     trained_steps: int | None = None
     trained_epochs: float | None = None
+    final_weights: str | None = None
     hyperparameters: dict[str, str] = field(default_factory=dict)
     eval_results: dict[str, dict[str, float]] = field(default_factory=dict)
     eval_step: int | None = None
@@ -348,6 +350,7 @@ def collect_facts(
     tags: str | Iterable[str] | None = None,
     language: str | Iterable[str] | None = None,
     title: str | None = None,
+    final_weights: str | None = None,
 ) -> ModelCardFacts:
     """Gather the facts of a card; see `build_model_card` for the arguments."""
     if not hasattr(model, "config") or not hasattr(model.config, "encoder_config"):
@@ -396,6 +399,9 @@ def collect_facts(
         facts.trained_steps = int(state.global_step)
         facts.trained_epochs = float(state.epoch) if state.epoch is not None else None
     facts.hyperparameters = hyperparameters_from_args(args, trainer)
+    if final_weights is not None and not isinstance(final_weights, str):
+        raise TypeError(f"final_weights must be a sentence (str), got {type(final_weights).__name__}")
+    facts.final_weights = (final_weights or "").strip() or None
 
     if eval_results is not None:
         facts.eval_results = parse_eval_metrics(eval_results)

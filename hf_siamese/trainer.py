@@ -269,7 +269,8 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
             blocking: False returns a `Future` of the commit; the files are staged before it returns.
             token: defaults to `args.hub_token`, then the logged-in token.
             model_card: markdown to upload instead of the generated card.
-            kwargs: card facts (`base_model`, `datasets`, `license`, `eval_results`, `tags`, `language`, `title`);
+            kwargs: card facts (`base_model`, `datasets`, `license`, `eval_results`, `tags`, `language`, `title`,
+                `final_weights`);
                 Trainer's `finetuned_from`, `dataset`, `dataset_tags` and `model_name` are understood too.
 
         Returns:

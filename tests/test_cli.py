@@ -297,6 +297,14 @@ def test_train_reports_ndcg_on_a_beir_eval_folder(workdir: Path, beir: Path, tmp
     assert main([*args, "--output-dir", str(tmp_path / "out"), "--batch-size", "8"]) == 0
     out = capsys.readouterr().out
     assert "nDCG@10 x100 on" in out and "(test split)" in out and "2 queries" in out
+    assert "recipe plain: 1 epoch(s)" in out  # a retrieval --eval is not the best recipe's default
+    # Asked for, the best recipe selects on nDCG@10 (scored pairs on a retrieval --eval: cosine loss)
+    args = ["train", "--model", str(workdir / "base"), "--train", str(workdir / "train.tsv"), "--eval", str(beir)]
+    extra = ["--recipe", "best", "--epochs", "2", "--interpolate", "auto", "--batch-size", "8"]
+    assert main([*args, *extra, "--output-dir", str(tmp_path / "best")]) == 0
+    out = capsys.readouterr().out
+    assert "recipe best: 2 epoch(s)" in out and "kept " in out and "--interpolate auto: weights" in out
+    assert "nDCG@10 x100" in out and (tmp_path / "best" / "config.json").is_file()
 
 
 def test_mine_writes_triplets(workdir: Path, beir: Path, tmp_path: Path, capsys) -> None:
@@ -462,6 +470,12 @@ def test_best_recipe_is_the_default_for_scored_pairs_with_eval(workdir: Path, tm
         grid[grid_alpha] = _spearman(kept, workdir, evaluation)
     assert grid[1.0] == pytest.approx(kept_score, abs=1e-9)
     assert grid[alpha] > max(grid.values()) - 1e-6
+    # The card states the ending and the final weights' score (not the best checkpoint's)
+    card = (out / "README.md").read_text()
+    assert "Final weights: `hf-siamese train` (best recipe) kept" in card and "--interpolate auto: weights" in card
+    after = float(re.search(r"after (-?[0-9.]+)", printed).group(1))
+    card_score = float(re.search(r"\| Spearman \(cosine\) \| (-?[0-9.]+) \|", card).group(1))
+    assert abs(100 * card_score - after) < 0.006
 
 
 def test_best_recipe_removes_its_selection_checkpoints(workdir: Path, tmp_path: Path, capsys) -> None:

@@ -326,6 +326,17 @@ def test_card_without_training_facts(fake_hub: FakeHub, tmp_path: Path) -> None:
     assert "| Spearman (cosine) | 0.5000 |" in body and "path/to/this/model" in body
 
 
+def test_card_states_how_the_final_weights_were_chosen(tmp_path: Path) -> None:
+    model = make_tiny_model()
+    note = "the mean of the 4 epoch-end weights, then (1 - 0.8) * base + 0.8 * trained"
+    _, body = split_front_matter(build_model_card(model, final_weights=note))
+    assert "## Training" in body and f"Final weights: {note}." in body
+    _, body = split_front_matter(build_model_card(model, final_weights="  "))
+    assert "Final weights" not in body
+    with pytest.raises(TypeError, match="final_weights must be a sentence"):
+        build_model_card(model, final_weights=["mean"])
+
+
 def test_trainer_push_carries_the_real_metrics(fake_hub: FakeHub, tiny_tokenizer, tmp_path: Path) -> None:
     fake_hub.required_token = TOKEN
     args = TrainingArguments(

@@ -290,6 +290,11 @@ def run_train(args: argparse.Namespace) -> int:
         entry = {f"eval_{key}": value for key, value in after.items()}
         trainer.state.log_history.append({**entry, "epoch": trainer.state.epoch, "step": trainer.state.global_step})
     card_facts = _card_facts(args, demo)
+    if after:
+        # The final weights' scores, not those of the best checkpoint the trainer's log would give.
+        card_facts["eval_results"] = {f"eval_{key}": value for key, value in after.items()}
+    if lines:
+        card_facts["final_weights"] = f"`{PROG} train` ({recipe.name} recipe) " + "; ".join(lines)
     with quiet_progress_bars():
         trainer.save_model(output_dir)
         if main_process and "create_model_card" in vars(SiameseTrainer):  # hf-siamese's own card, not Trainer's
