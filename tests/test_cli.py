@@ -323,7 +323,7 @@ def test_mine_writes_triplets(workdir: Path, beir: Path, tmp_path: Path, capsys)
     assert "must end in one of" in capsys.readouterr().err
 
 
-def test_train_average_weights_saves_the_mean_of_the_epoch_ends(workdir: Path, tmp_path: Path) -> None:
+def test_train_average_weights_saves_the_mean_of_the_epoch_ends(workdir: Path, tmp_path: Path, capsys) -> None:
     from hf_siamese import SiameseBertModel
 
     out = tmp_path / "avg"
@@ -336,6 +336,9 @@ def test_train_average_weights_saves_the_mean_of_the_epoch_ends(workdir: Path, t
     weights = [k for k in saved if saved[k].is_floating_point()]
     assert max((saved[k] - (ends[0][k] + ends[1][k]) / 2).abs().max().item() for k in weights) < 1e-6
     assert max((saved[k] - ends[1][k]).abs().max().item() for k in weights) > 1e-4  # not just the last epoch
+    assert "recipe plain: 2 epoch(s), mean of the epoch ends" in capsys.readouterr().out
+    card = (out / "README.md").read_text()
+    assert "Final weights: `hf-siamese train` (plain recipe) ended with the mean of the 2 epoch-end weights." in card
 
 
 def _train_interpolated(workdir: Path, out: Path, *extra: str) -> list[str]:

@@ -131,6 +131,8 @@ def end_training(
             lines.append(f"kept {mean}" if kept else f"kept the best epoch ({best_epoch}); {mean} scored lower")
         else:
             lines.append(f"kept the best epoch ({best_epoch})")
+    elif averaging is not None and averaging.count:
+        lines.append(f"ended with the mean of the {averaging.count} epoch-end weights")
     after = None
     if start is not None:
         alpha, after = _interpolate(trainer.model, start, recipe.interpolate, measure, headline)

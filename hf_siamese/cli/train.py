@@ -285,13 +285,9 @@ def run_train(args: argparse.Namespace) -> int:
     if selection_checkpoints is not None and recipe.select_best and not args.save_steps:
         remove_checkpoints(output_dir, selection_checkpoints)
     after = after or _measure(trainer, eval_data)
-    if after:
-        # Recorded like an evaluation, so the model card (written from the log history) states the final scores.
-        entry = {f"eval_{key}": value for key, value in after.items()}
-        trainer.state.log_history.append({**entry, "epoch": trainer.state.epoch, "step": trainer.state.global_step})
     card_facts = _card_facts(args, demo)
     if after:
-        # The final weights' scores, not those of the best checkpoint the trainer's log would give.
+        # The card states the final weights' scores (the trainer's log holds those of the epochs or the checkpoint).
         card_facts["eval_results"] = {f"eval_{key}": value for key, value in after.items()}
     if lines:
         card_facts["final_weights"] = f"`{PROG} train` ({recipe.name} recipe) " + "; ".join(lines)
