@@ -239,3 +239,40 @@ def test_sharded_sts_evaluation_equals_one_process(scratch: Path) -> None:
         # Retrieval: each process embeds a shard of the corpus; the metrics are those of one process.
         for key in ("ndcg@10", "mrr@10", "recall@5", "map@10", "precision@1"):
             assert report["ir_metrics"][f"eval_ir_{key}"] == pytest.approx(single["ir_metrics"][f"eval_ir_{key}"])
+
+
+# ------------------------------------------------------------------------------------ the CLI's best recipe
+
+
+def test_cli_best_recipe_across_two_processes(scratch: Path, tiny_tokenizer) -> None:
+    """`hf-siamese train` with scored pairs and --eval under torchrun: the best recipe's evaluations, checkpoint
+    choice, mean-vs-best comparison and interpolation run on both processes; one model and one card are saved."""
+    import random
+
+    import torch
+    from conftest import WORDS, tiny_encoder_config
+    from transformers import BertModel
+
+    folder = scratch / "cli-best"
+    torch.manual_seed(0)
+    BertModel(tiny_encoder_config()).save_pretrained(folder / "base")
+    tiny_tokenizer.save_pretrained(folder / "base")
+    rng = random.Random(0)
+    rows = ["sentence1\tsentence2\tscore"]
+    for _ in range(32):
+        first, second = (" ".join(rng.choices(WORDS[:60], k=5)) for _ in range(2))
+        rows.append(f"{first}\t{second}\t{round(rng.uniform(0, 5), 1)}")
+    (folder / "pairs.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = folder / "out"
+    args = ["train", "--model", str(folder / "base"), "--train", str(folder / "pairs.tsv"), "--eval"]
+    args += [str(folder / "pairs.tsv"), "--epochs", "2", "--batch-size", "8", "--lr", "5e-3", "--output-dir", str(out)]
+    port = str(free_port())
+    result = launch(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
+        + ["-m", "hf_siamese.cli", *args]
+    )
+    assert result.stdout.count("recipe best: 2 epoch(s)") == 1  # printed by the main process only
+    assert result.stdout.count("kept ") == 1 and "--interpolate auto: weights" in result.stdout
+    assert not [p for p in out.iterdir() if p.name.startswith("checkpoint-")]
+    assert "Final weights: `hf-siamese train` (best recipe) kept" in (out / "README.md").read_text()
+    assert isinstance(AutoModel.from_pretrained(out), hf_siamese.SiameseBertModel)
