@@ -1,5 +1,9 @@
 """Learning curve on STS Benchmark: STSb test Spearman after fine-tuning on the first N train pairs, for
 
+* `best`: hf-siamese from all-MiniLM-L6-v2 with a dev-selected recipe of bench_sts_recipes.py (`--best-recipe`,
+  default cosine-4ep-lr5e-5-avg-wise: the CLI's `--recipe best`), choosing on the first min(N, `--dev-pairs`) STSb dev
+  pairs (shuffled per seed): a user with N labelled pairs labels as many again to choose with (STSb dev's 1,500 at
+  most; the whole dev split, as in the recipe study, from 1,500 pairs on);
 * `ours`: hf-siamese from all-MiniLM-L6-v2 with a recipe of bench_sts_recipes.py (`--recipe`, default cosine-1ep);
 * `st`: sentence-transformers from all-MiniLM-L6-v2 with CosineSimilarityLoss (its public API: SentenceTransformer +
   SentenceTransformerTrainer) and the batch size, learning rate, schedule and warmup of `--st-recipe` (a cosine
@@ -8,13 +12,16 @@
   intermediate 1024) with MiniLM's tokenizer, at learning rate `--random-lr` (what the pretrained start is worth).
 
 Rows: STSb train shuffled once per seed, first N pairs (so one seed's sizes are nested); every arm gets the same rows.
-Steps: a size trains `max(--min-steps, epochs x ceil(N / batch size))` optimizer steps (the rows are passed over
-again, reshuffled, until then), so the smallest sizes still get enough updates to mean something; warmup and schedule
-follow that step count. Every arm takes its final weights (no dev selection: a dev evaluation per pass would dominate
-the small sizes' run time) and is scored once on STSb test. Each (arm, size, seed) is a fresh child process and one
-JSON line in `--out`: a rerun skips what is there with the same settings, so an interrupted curve resumes.
+Steps: a size trains `max(--min-steps, epochs x ceil(N / batch size))` optimizer steps (the rows are passed over again,
+reshuffled, until then), so the smallest sizes still get enough updates to mean something; warmup and schedule follow
+that step count. `best` evaluates on its selection pairs at the end of each of the recipe's epochs (or, when the step
+floor stretches the run, of each of that many equal stretches of it) and ends as the recipe does; the other arms take
+their final weights (no dev selection) and are scored once on STSb test. With `--stage-cache` (the recipe study's), a
+`best` run on the whole dev split reuses the study's selected model of the same rows and seed. Each (arm, size, seed) is
+a fresh child process and one JSON line in `--out`: a rerun skips what is there with the same settings, so an
+interrupted curve resumes.
 
-    python benchmarks/bench_learning_curve.py                                # 7 sizes x 3 seeds x 3 arms
+    python benchmarks/bench_learning_curve.py                                # 7 sizes x 3 seeds x 4 arms
     python benchmarks/bench_learning_curve.py --recipe cosent+angle-4ep      # ours with the study's best recipe
     python benchmarks/bench_learning_curve.py --report-only                  # the table of the points run so far
     python benchmarks/bench_learning_curve.py --sizes 16,32 --seeds 42 --min-steps 2 --threads 1 \\
@@ -43,12 +50,14 @@ from children import add_child_arguments, exit_if_failed, run_child, run_if_chil
 from results_file import write_section
 from sts_runs import (
     RESULTS_DIR,
+    STSB_DEV_ROWS,
     STSB_TRAIN_ROWS,
     append_row,
     finished,
     load_rows,
     mean_std,
     pretrained_path,
+    stsb_dev_rows,
     stsb_test_x100,
     stsb_train_rows,
     train_sentence_transformers,
@@ -56,14 +65,20 @@ from sts_runs import (
 )
 
 SIZES = (50, 100, 350, 700, 1400, 2800, STSB_TRAIN_ROWS)
-ARMS = ("ours", "st", "random")
+ARMS = ("best", "ours", "st", "random")
+BEST_RECIPE = "cosine-4ep-lr5e-5-avg-wise"
 RANDOM_ENCODER = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024}
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
+def natural_steps(size: int, settings: dict[str, Any]) -> int:
+    """Optimizer steps of the recipe's epochs over `size` rows."""
+    return settings["epochs"] * math.ceil(size / settings["batch_size"])
+
+
 def steps_for(size: int, settings: dict[str, Any], min_steps: int) -> int:
     """Optimizer steps of a training size: at least `min_steps`, else the recipe's epochs over the rows."""
-    return max(min_steps, settings["epochs"] * math.ceil(size / settings["batch_size"]))
+    return max(min_steps, natural_steps(size, settings))
 
 
 def random_model(tokenizer: Any, pooling: str) -> Any:
@@ -102,7 +117,16 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             model = random_model(tokenizer, settings["pooling"])
         else:
             model = SiameseBertModel.from_encoder(path, pooling=settings["pooling"], normalize=True)
-        result = train_siamese(model, tokenizer, settings, train, seed, max_steps=spec["steps"])
+        if spec["arm"] == "best":
+            # The whole dev split is passed as None: the recipe study's selection, whose cached model it may reuse.
+            dev = stsb_dev_rows(seed, spec["dev_pairs"]) if spec["dev_pairs"] < STSB_DEV_ROWS else None
+            stretched = spec["steps"] if spec["steps"] > natural_steps(spec["size"], settings) else None
+            cache = Path(spec["stage_cache"]) if spec.get("stage_cache") else None
+            result = train_siamese(
+                model, tokenizer, settings, train, seed, True, max_steps=stretched, stage_cache=cache, dev=dev
+            )
+        else:
+            result = train_siamese(model, tokenizer, settings, train, seed, max_steps=spec["steps"])
 
         def encode(texts: list[str]) -> Any:
             return model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True)
@@ -122,7 +146,11 @@ def arm_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             f"--st-recipe {args.st_recipe!r}: sentence-transformers runs CosineSimilarityLoss on all-MiniLM-L6-v2's "
             "mean pooling with no NLI stage; pick a recipe with loss 'cosine', mean pooling and no nli_stage"
         )
+    best = RECIPES[args.best_recipe]
+    if best["nli_stage"]:
+        raise SystemExit(f"--best-recipe {args.best_recipe!r}: pick a recipe without an NLI stage (STSb pairs only)")
     return {
+        "best": best,
         "ours": RECIPES[args.recipe],
         "st": st,
         "random": {**RECIPES[args.recipe], "learning_rate": args.random_lr},
@@ -132,6 +160,7 @@ def arm_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 def arm_names(args: argparse.Namespace) -> dict[str, str]:
     shape = RANDOM_ENCODER
     return {
+        "best": f"hf-siamese, {args.best_recipe} (dev-selected on min(N, {args.dev_pairs}) STSb dev pairs)",
         "ours": f"hf-siamese, {args.recipe}",
         "st": f"sentence-transformers, CosineSimilarityLoss ({args.st_recipe} settings)",
         "random": f"hf-siamese, random init ({shape['num_hidden_layers']}x{shape['hidden_size']} BERT), {args.recipe}, "
@@ -150,6 +179,8 @@ def configs(args: argparse.Namespace, sizes: list[int], seeds: list[int], arms: 
                 config["steps"] = steps_for(size, settings[arm], args.min_steps)
                 if arm == "random":
                     config["encoder"] = RANDOM_ENCODER
+                if arm == "best":
+                    config["dev_pairs"] = min(size, args.dev_pairs)
                 runs.append(config)
     return runs
 
@@ -164,6 +195,11 @@ def parse_ints(text: str, name: str) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recipe", default=BASELINE, help=f"ours' recipe, one of {list(RECIPES)}")
+    parser.add_argument("--best-recipe", default=BEST_RECIPE, help="best's dev-selected recipe (no NLI stage)")
+    parser.add_argument(
+        "--dev-pairs", type=int, default=STSB_DEV_ROWS, help="best chooses on min(N, this) STSb dev pairs"
+    )
+    parser.add_argument("--stage-cache", type=Path, default=None, help="the recipe study's --stage-cache, to reuse")
     parser.add_argument("--st-recipe", default=BASELINE, help="settings of the sentence-transformers arm")
     parser.add_argument("--random-lr", type=float, default=1e-4, help="learning rate of the random-init arm")
     parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated: ours, st, random")
@@ -182,7 +218,9 @@ def main() -> None:
     args = parser.parse_args()
     if run_if_child(args, child):
         return
-    for name in (args.recipe, args.st_recipe):
+    if not 1 <= args.dev_pairs <= STSB_DEV_ROWS:
+        raise SystemExit(f"--dev-pairs {args.dev_pairs}: choose between 1 and {STSB_DEV_ROWS} (STSb dev's size)")
+    for name in (args.recipe, args.st_recipe, args.best_recipe):
         if name not in RECIPES:
             raise SystemExit(f"unknown recipe {name!r}; choose from {list(RECIPES)}")
     arms = [a for a in args.arms.split(",") if a]
@@ -191,10 +229,10 @@ def main() -> None:
     sizes, seeds = parse_ints(args.sizes, "--sizes"), parse_ints(args.seeds, "--seeds")
     if not sizes or sizes != sorted(set(sizes)) or sizes[0] < 1 or sizes[-1] > STSB_TRAIN_ROWS:
         raise SystemExit(f"--sizes must increase, between 1 and {STSB_TRAIN_ROWS}; got {args.sizes!r}")
-    if "ours" in arms or "random" in arms:
+    if {"best", "ours", "random"} & set(arms):
         from bench_sts_recipes import check_losses
 
-        check_losses([args.recipe])
+        check_losses([args.recipe, args.best_recipe])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     started = time.time()
@@ -207,7 +245,8 @@ def main() -> None:
             print(f"{label}: already in {args.out} (test {done['stsb_test']:.2f})")
             continue
         print(f"{label}: {config['steps']} steps", flush=True)
-        result = run_child(__file__, {**config, "threads": args.threads})
+        cache = {"stage_cache": str(args.stage_cache)} if args.stage_cache else {}
+        result = run_child(__file__, {**config, "threads": args.threads, **cache})
         row = {k: v for k, v in result.items() if k not in config}
         row.update(config=config, finished_at=datetime.datetime.now().isoformat(timespec="seconds"))
         row["versions"] = versions()
@@ -264,7 +303,8 @@ def main() -> None:
             "STSb test Spearman (cosine, x100) after fine-tuning on the first N STSb train pairs (shuffled once per "
             "seed, so the sizes of a seed are nested; every arm gets the same rows), mean ± standard deviation "
             f"over seeds {', '.join(map(str, seeds))}. Each size trains max({args.min_steps}, epochs x ceil(N / "
-            "batch)) optimizer steps, the rows passed over again until then; final weights, no dev selection. "
+            "batch)) optimizer steps, the rows passed over again until then. `best` chooses as its recipe does, on "
+            f"min(N, {args.dev_pairs}) STSb dev pairs; the other arms take their final weights, no dev selection. "
             f"Zero-shot all-MiniLM-L6-v2: {ZERO_SHOT_PUBLISHED}. Training minutes over all points: {totals}.",
             "",
             rendered,

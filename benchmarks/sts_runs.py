@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import statistics
 import tempfile
@@ -38,6 +39,7 @@ from bench_training import (
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 STSB_TRAIN_ROWS = 5749
+STSB_DEV_ROWS = 1500
 DEFAULT_SETTINGS: dict[str, Any] = {
     "loss": "cosine",
     "epochs": 1,
@@ -86,10 +88,18 @@ def nli_triplet_rows(seed: int, size: int) -> dict[str, list]:
     return {name: [rows[i][name] for i in order] for name in ("anchor", "positive", "negative")}
 
 
-def stsb_test_x100(encode: Any, split: str = "test") -> float:
-    """Spearman x100 of cosine similarity on STSb test (or `split`), each distinct sentence embedded once by
-    `encode(texts)`."""
-    table = stsb_split(split)
+def stsb_dev_rows(seed: int, size: int) -> dict[str, list]:
+    """The first `size` STSb dev pairs after a shuffle with `seed` (scores 0-5): the selection set of a user who
+    labelled `size` pairs more to choose with."""
+    table = stsb_split("dev")
+    order = seeded_order(len(table["score"]), seed)[:size]
+    return {name: [values[i] for i in order] for name, values in table.items()}
+
+
+def stsb_test_x100(encode: Any, split: str = "test", table: dict[str, list] | None = None) -> float:
+    """Spearman x100 of cosine similarity on STSb test (or `split`, or the pairs of `table`: sentence1, sentence2,
+    score), each distinct sentence embedded once by `encode(texts)`."""
+    table = table if table is not None else stsb_split(split)
     embedded = encode_unique(encode, table["sentence1"] + table["sentence2"])
     n = len(table["score"])
     return spearman_x100(embedded[:n], embedded[n:], table["score"])
@@ -104,11 +114,15 @@ def stage_key(stage: dict[str, Any], pooling: str, seed: int) -> str:
     return f"nli-stage-{hashlib.sha256(described.encode()).hexdigest()[:12]}-seed{seed}"
 
 
-def final_key(settings: dict[str, Any], seed: int, train_rows: int) -> str:
+def final_key(settings: dict[str, Any], seed: int, train_rows: int, dev: dict[str, list] | None = None) -> str:
     """The cache folder name of a finished, dev-selected STSb stage: the recipe's settings except `interpolate` (which
-    only post-processes the selected weights), the number of STSb train rows and the seed."""
+    only post-processes the selected weights), the number of STSb train rows, the seed and the selection pairs when
+    they are not the whole STSb dev split."""
     kept = {k: v for k, v in settings.items() if k != "interpolate"}
-    described = json.dumps({**kept, "train_rows": train_rows}, sort_keys=True)
+    described_settings: dict[str, Any] = {**kept, "train_rows": train_rows}
+    if dev is not None:
+        described_settings["dev"] = dev
+    described = json.dumps(described_settings, sort_keys=True)
     return f"final-{hashlib.sha256(described.encode()).hexdigest()[:12]}-seed{seed}"
 
 
@@ -135,7 +149,12 @@ def load_stage(model: Any, folder: Path) -> None:
 
 
 def trainer_arguments(
-    output_dir: str, seed: int, settings: dict[str, Any], max_steps: int | None = None, select_on_dev: bool = False
+    output_dir: str,
+    seed: int,
+    settings: dict[str, Any],
+    max_steps: int | None = None,
+    select_on_dev: bool = False,
+    selection_steps: int | None = None,
 ) -> dict[str, Any]:
     """TrainingArguments keywords of one training stage (the same for both libraries)."""
     arguments: dict[str, Any] = dict(
@@ -167,6 +186,10 @@ def trainer_arguments(
             metric_for_best_model="spearman_cosine",
             greater_is_better=True,
         )
+        if selection_steps:  # a run of max_steps: the recipe's epochs as stretches of this many steps
+            arguments.update(
+                eval_strategy="steps", save_strategy="steps", eval_steps=selection_steps, save_steps=selection_steps
+            )
     return arguments
 
 
@@ -179,14 +202,16 @@ def train_siamese(
     select_on_dev: bool = False,
     max_steps: int | None = None,
     stage_cache: Path | None = None,
+    dev: dict[str, list] | None = None,
 ) -> dict[str, Any]:
     """Train an hf-siamese model in place with a recipe: its NLI stage (if any), then STSb `train` rows.
 
-    `select_on_dev`: evaluate on STSb dev after every STSb epoch and keep the best epoch's weights. `max_steps`
-    overrides the STSb stage's epochs. `stage_cache`: a folder where the NLI stage's result is kept per (stage
-    settings, pooling, seed), so recipes that differ only after the NLI stage train it once per seed (the Trainer
-    reseeds at the start of every stage, so a cached start gives the same STSb stage as an inline one); with
-    `select_on_dev`, the dev-selected model and its result are kept there too, so recipes that differ only in
+    `select_on_dev`: evaluate on STSb dev (or on the pairs of `dev`, scores 0-5) after every STSb epoch and keep the
+    best epoch's weights. `max_steps` overrides the STSb stage's epochs (with `select_on_dev`, the recipe's epochs
+    become equal stretches of the steps, each ending with an evaluation). `stage_cache`: a folder where the NLI stage's
+    result is kept per (stage settings, pooling, seed), so recipes that differ only after the NLI stage train it once
+    per seed (the Trainer reseeds at the start of every stage, so a cached start gives the same STSb stage as an inline
+    one); with `select_on_dev`, the dev-selected model and its result are kept there too, so recipes that differ only in
     `interpolate` train once per seed. Returns timings, steps, the final training loss and the dev history (x100).
     """
     interpolate = settings.get("interpolate")
@@ -200,12 +225,12 @@ def train_siamese(
     # The pretrained start is the model as it comes in; the NLI stage's weights are read from the cache after training.
     keep = interpolate and start == "pretrained"
     start_weights = {n: p.detach().clone() for n, p in model.named_parameters()} if keep else None
-    final = stage_cache / final_key(settings, seed, len(next(iter(train.values())))) if stage_cache else None
+    final = stage_cache / final_key(settings, seed, len(next(iter(train.values()))), dev) if stage_cache else None
     if final is not None and select_on_dev and not max_steps and (final / "result.json").is_file():
         load_stage(model, final)
         result = {**json.loads((final / "result.json").read_text()), "final_cached": str(final)}
     else:
-        result = train_stages(model, tokenizer, settings, train, seed, select_on_dev, max_steps, stage_cache)
+        result = train_stages(model, tokenizer, settings, train, seed, select_on_dev, max_steps, stage_cache, dev)
         if final is not None and select_on_dev and not max_steps:
             save_stage(model, final, result)
     if interpolate:
@@ -215,7 +240,7 @@ def train_siamese(
             stage = stage_cache / stage_key(settings["nli_stage"], settings["pooling"], seed)
             start_weights = load_file(str(stage / "model.safetensors"))
         result["stsb_dev_trained"] = result.get("stsb_dev")
-        result.update(use_interpolation(model, tokenizer, start_weights, interpolate["alphas"]))
+        result.update(use_interpolation(model, tokenizer, start_weights, interpolate["alphas"], dev))
     return result
 
 
@@ -228,6 +253,7 @@ def train_stages(
     select_on_dev: bool,
     max_steps: int | None,
     stage_cache: Path | None,
+    dev: dict[str, list] | None = None,
 ) -> dict[str, Any]:
     """train_siamese's training: the NLI stage (or its cached weights), then the STSb stage."""
     from datasets import Dataset
@@ -260,15 +286,21 @@ def train_stages(
                         save_stage(model, cached)
                 result["nli_seconds"] = time.perf_counter() - stage_start
                 result["nli_rows"] = stage["rows"]
-            dev = Dataset.from_dict(scaled(stsb_split("dev"))) if select_on_dev else None
+            selection = (
+                Dataset.from_dict(scaled(dev if dev is not None else stsb_split("dev"))) if select_on_dev else None
+            )
+            stretch = math.ceil(max_steps / settings["epochs"]) if select_on_dev and max_steps else None
             average = settings.get("average")
-            averaging = WeightAveragingCallback(**average, load_at_end=False) if average else None
-            args = TrainingArguments(**trainer_arguments(output_dir, seed, settings, max_steps, select_on_dev))
+            averaging = (
+                WeightAveragingCallback(**average, every_steps=stretch or 0, load_at_end=False) if average else None
+            )
+            arguments = trainer_arguments(output_dir, seed, settings, max_steps, select_on_dev, stretch)
+            args = TrainingArguments(**arguments)
             trainer = SiameseTrainer(
                 model=model,
                 args=args,
                 train_dataset=Dataset.from_dict(train),
-                eval_dataset=dev,
+                eval_dataset=selection,
                 processing_class=tokenizer,
                 loss=get_loss(settings["loss"], **settings.get("loss_kwargs", {})),
                 callbacks=[averaging] if averaging else None,
@@ -308,17 +340,20 @@ def use_average(trainer: Any, averaging: Any, select_on_dev: bool) -> dict[str, 
     return {"stsb_dev_average": dev * 100, "selected": selected, "averaged_snapshots": averaging.count}
 
 
-def use_interpolation(model: Any, tokenizer: Any, start: dict[str, Any], alphas: list[float]) -> dict[str, Any]:
-    """Score `(1 - alpha) * start + alpha * trained` weights on STSb dev for each alpha (and 1.0, the trained model
-    itself) and leave the model at the best; ties go to the larger alpha. Returns each alpha's dev and the choice."""
+def use_interpolation(
+    model: Any, tokenizer: Any, start: dict[str, Any], alphas: list[float], dev: dict[str, list] | None = None
+) -> dict[str, Any]:
+    """Score `(1 - alpha) * start + alpha * trained` weights on STSb dev (or the pairs of `dev`) for each alpha (and
+    1.0, the trained model itself) and leave the model at the best; ties go to the larger alpha. Returns each alpha's
+    dev and the choice."""
     from hf_siamese import choose_interpolation
 
-    def dev() -> float:
+    def score() -> float:
         return stsb_test_x100(
-            lambda texts: model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True), "dev"
+            lambda texts: model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True), "dev", dev
         )
 
-    best, scores = choose_interpolation(model, start, dev, sorted({1.0, *alphas}, reverse=True))
+    best, scores = choose_interpolation(model, start, score, sorted({1.0, *alphas}, reverse=True))
     return {"interpolation_dev": {f"{a:g}": d for a, d in scores.items()}, "alpha": best, "stsb_dev": scores[best]}
 
 
