@@ -21,8 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .local_paths import looks_like_local_path, scrub_local_paths
 from .model_card import build_model_card
-from .model_card_facts import _CARD_FACT_NAMES, looks_like_local_path, scrub_local_paths
+from .model_card_facts import _CARD_FACT_NAMES
 
 logger = logging.getLogger(__name__)
 

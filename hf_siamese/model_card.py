@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from .local_paths import is_hub_id, looks_like_local_path, scrub_local_paths
 from .model_card_facts import (
     _CARD_FACT_NAMES,
     ModelCardFacts,
@@ -32,10 +33,7 @@ from .model_card_facts import (
     collect_facts,
     eval_results_from_log_history,
     hyperparameters_from_args,
-    is_hub_id,
-    looks_like_local_path,
     parse_eval_metrics,
-    scrub_local_paths,
 )
 
 TEMPLATE_NAME = "siamese_model_card.md"

@@ -320,8 +320,8 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         """Write hf-siamese's model card to `args.output_dir/README.md` (in place of Trainer's generic card)."""
         import os
 
+        from .local_paths import is_hub_id
         from .model_card import write_model_card
-        from .model_card_facts import is_hub_id
 
         if not self.is_world_process_zero():
             return
