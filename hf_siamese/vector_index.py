@@ -17,7 +17,6 @@ one that embedded the corpus.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -31,6 +30,8 @@ import datasets
 import numpy as np
 import torch
 
+from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
+
 logger = logging.getLogger(__name__)
 
 FORMAT_NAME = "hf-siamese-vector-index"
@@ -38,93 +39,6 @@ FORMAT_VERSION = 1
 INDEX_FILE, CORPUS_DIR, EMBEDDINGS_FILE, FAISS_FILE = "index.json", "corpus", "embeddings.safetensors", "faiss.index"
 FAISS_METRICS = {"cosine": "inner_product", "dot": "inner_product", "euclidean": "l2"}  # manhattan: exact search
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# Values hashed per parameter tensor: all of a smaller tensor, evenly strided ones of a larger one (an embedding
-# matrix of 768-dim rows still gets about two values per row), so a fingerprint costs milliseconds, not a full read.
-_WEIGHT_SAMPLES = 65_536
-# Encoder config keys that describe how a config was saved or run, not the function the encoder computes.
-_VOLATILE_ENCODER_KEYS = frozenset(
-    "transformers_version architectures dtype torch_dtype use_cache return_dict output_attentions "
-    "output_hidden_states id2label label2id num_labels problem_type".split()
-)
-# Parameters that never touch the sentence embedding (the softmax head, the cosine affine of regression losses).
-_HEAD_PARAMETERS = ("classifier.", "cosine_affine_")
-# SiameseBertConfig fields that change the embedding (besides the encoder config and the effective max length).
-_EMBEDDING_FIELDS = (
-    "pooling include_prompt projections truncate_dim normalize similarity prompts default_prompt_name do_lower_case"
-).split()
-
-
-# ------------------------------------------------------------------------------------------------ fingerprint
-
-
-def embedding_config(model: Any) -> dict[str, Any]:
-    """The config fields that decide a model's sentence embedding (JSON-ready), as recorded in an index."""
-    config = model.config
-    encoder = config.encoder_config
-    encoder = encoder.to_dict() if hasattr(encoder, "to_dict") else dict(encoder or {})
-    fields = {
-        "encoder": {k: v for k, v in encoder.items() if not k.startswith("_") and k not in _VOLATILE_ENCODER_KEYS},
-        "max_seq_length": config.effective_max_seq_length,
-        "embedding_size": config.embedding_size,
-    }
-    fields.update({name: getattr(config, name) for name in _EMBEDDING_FIELDS})
-    return json.loads(json.dumps(fields, sort_keys=True, default=str))  # the form index.json gives back
-
-
-def model_fingerprint(model: Any) -> dict[str, Any]:
-    """`{"fingerprint", "config_sha256", "weights_sha256", "weights_dtype", "config"}` of a `SiameseBertModel`.
-
-    The config part hashes `embedding_config(model)`; the weights part hashes, for every parameter tensor that feeds
-    the embedding (not the softmax head), its name, shape, dtype and the bytes of up to 65,536 evenly strided values.
-    Any real change of weights (fine-tuning, another checkpoint, another dtype) changes it; computing it reads a few MB
-    whatever the model size.
-    """
-    config = embedding_config(model)
-    config_sha = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
-    weights = hashlib.sha256()
-    dtypes = set()
-    for name, parameter in sorted(model.named_parameters()):
-        if name.startswith(_HEAD_PARAMETERS):
-            continue
-        flat = parameter.detach().reshape(-1)
-        sample = flat[:: max(1, flat.numel() // _WEIGHT_SAMPLES)][:_WEIGHT_SAMPLES].contiguous().cpu()
-        weights.update(f"{name}|{tuple(parameter.shape)}|{parameter.dtype}|".encode())
-        weights.update(sample.view(torch.uint8).numpy().tobytes())
-        dtypes.add(str(parameter.dtype).removeprefix("torch."))
-    weights_sha = weights.hexdigest()
-    return {
-        "fingerprint": hashlib.sha256(f"{config_sha}:{weights_sha}".encode()).hexdigest(),
-        "config_sha256": config_sha,
-        "weights_sha256": weights_sha,
-        "weights_dtype": ",".join(sorted(dtypes)),
-        "config": config,
-    }
-
-
-def _model_name(name: str) -> str:
-    """The model's name or path as worth recording: an existing local folder becomes absolute."""
-    name = str(name or "")
-    return os.path.abspath(name) if name and Path(name).exists() else name
-
-
-def _mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> str:
-    """What differs between two fingerprints, in words."""
-    if recorded.get("config_sha256") != current["config_sha256"]:
-        old, new = recorded.get("config", {}), current["config"]
-        parts = []
-        for key in sorted(set(old) | set(new)):
-            if old.get(key) == new.get(key):
-                continue
-            if key == "encoder":
-                a, b = old.get(key) or {}, new.get(key) or {}
-                keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-                parts.append(f"encoder config ({', '.join(keys[:6])})")
-            else:
-                parts.append(f"{key} ({old.get(key)!r} in the index, {new.get(key)!r} in this model)")
-        return "the config differs: " + "; ".join(parts)
-    if recorded.get("weights_dtype") != current["weights_dtype"]:
-        return f"the weights are {current['weights_dtype']} here, {recorded.get('weights_dtype')} in the index"
-    return "same config, different weights"
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -273,7 +187,7 @@ def build_index(
     info = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
-        "model": {"name_or_path": _model_name(config.name_or_path), **fingerprint},
+        "model": {"name_or_path": recorded_name(config.name_or_path), **fingerprint},
         "settings": {
             "pooling": config.pooling,
             "normalize": config.normalize,
@@ -432,12 +346,12 @@ class VectorIndex:
         """Raise `ValueError` unless `model` has the fingerprint of the model that embedded the corpus."""
         recorded, current = self.info["model"], model_fingerprint(model)
         if current["fingerprint"] != recorded.get("fingerprint"):
-            name = _model_name(model.config.name_or_path) or "(an unnamed model)"
+            name = recorded_name(model.config.name_or_path) or "(an unnamed model)"
             raise ValueError(
                 f"this index was built with model {recorded.get('name_or_path') or '(an unnamed model)'!r} "
                 f"(fingerprint {str(recorded.get('fingerprint'))[:12]}), not {name!r} (fingerprint "
-                f"{current['fingerprint'][:12]}): {_mismatch(recorded, current)}. Search with the model that built "
-                "the index, or rebuild the index with this one."
+                f"{current['fingerprint'][:12]}): {describe_mismatch(recorded, current)}. Search with the model that "
+                "built the index, or rebuild the index with this one."
             )
 
     def search(
