@@ -232,7 +232,7 @@ def test_failed_save_keeps_the_earlier_one(st_folder: Path, tmp_path: Path, monk
     model.save_pretrained(tmp_path / "ours")
     before = {p.relative_to(tmp_path / "ours"): p.read_bytes() for p in (tmp_path / "ours").rglob("*") if p.is_file()}
 
-    import hf_siamese.sentence_transformers_format as layout
+    import hf_siamese.sentence_transformers_save as layout
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
