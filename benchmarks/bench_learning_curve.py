@@ -22,7 +22,7 @@ a fresh child process and one JSON line in `--out`: a rerun skips what is there 
 interrupted curve resumes.
 
     python benchmarks/bench_learning_curve.py                                # 7 sizes x 3 seeds x 4 arms
-    python benchmarks/bench_learning_curve.py --recipe cosent+angle-4ep      # ours with the study's best recipe
+    python benchmarks/bench_learning_curve.py --recipe cosent+angle-4ep      # ours with another recipe of the study
     python benchmarks/bench_learning_curve.py --report-only                  # the table of the points run so far
     python benchmarks/bench_learning_curve.py --sizes 16,32 --seeds 42 --min-steps 2 --threads 1 \\
         --out /tmp/curve.jsonl --png /tmp/curve.png --no-write                # smoke test
@@ -199,10 +199,15 @@ def main() -> None:
     parser.add_argument(
         "--dev-pairs", type=int, default=STSB_DEV_ROWS, help="best chooses on min(N, this) STSb dev pairs"
     )
-    parser.add_argument("--stage-cache", type=Path, default=None, help="the recipe study's --stage-cache, to reuse")
+    parser.add_argument(
+        "--stage-cache",
+        type=Path,
+        default=RESULTS_DIR / "models" / "nli-stages",
+        help="the recipe study's --stage-cache (same default): best's whole-dev points reuse its selected models",
+    )
     parser.add_argument("--st-recipe", default=BASELINE, help="settings of the sentence-transformers arm")
     parser.add_argument("--random-lr", type=float, default=1e-4, help="learning rate of the random-init arm")
-    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated: ours, st, random")
+    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated: best, ours, st, random")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="training sizes, increasing")
     parser.add_argument("--seeds", default="42,43,44")
     parser.add_argument("--min-steps", type=int, default=100, help="fewest optimizer steps a size trains")
