@@ -463,6 +463,11 @@ def test_best_recipe_is_the_default_for_scored_pairs_with_eval(workdir: Path, tm
         )
         kept, kept_score = ends[best_step], scores[best_step]
         assert mean_score < scores[best_step] + 1e-6
+    # Both scores are printed: the mean's, then the best checkpoint's
+    printed_mean, printed_best = map(float, re.search(r"spearman_cosine ([0-9.-]+) vs ([0-9.-]+)", printed).groups())
+    assert printed_mean == pytest.approx(mean_score, abs=6e-5) and printed_best == pytest.approx(
+        scores[best_step], abs=6e-5
+    )
     alpha = float(re.search(r"--interpolate auto: weights \(1 - ([0-9.]+)\)", printed).group(1))
     trained = {name: p.detach().clone() for name, p in kept.named_parameters()}
     saved = SiameseBertModel.from_pretrained(out).state_dict()
