@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_training import SEED, LoadSampler, encode_unique, spearman_x100, stsb_split, train_rows, versions
+from bench_common import SEED, LoadSampler, encode_unique, spearman_x100, stsb_split, train_rows, versions
 from children import add_child_arguments, run_child, run_if_child
 from results_file import update_results
 

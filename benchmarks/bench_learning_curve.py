@@ -44,8 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_common import ZERO_SHOT_PUBLISHED, versions
 from bench_sts_recipes import BASELINE, RECIPES
-from bench_training import ZERO_SHOT_PUBLISHED, versions
 from children import add_child_arguments, exit_if_failed, run_child, run_if_child
 from results_file import write_section
 from sts_runs import (

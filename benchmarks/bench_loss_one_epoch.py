@@ -15,7 +15,7 @@ import argparse
 import tempfile
 import time
 
-from bench_training import SEED, train_rows
+from bench_common import SEED, train_rows
 from sts_runs import recipe_settings, stsb_test_x100, trainer_arguments
 
 ST_LOSSES = ("cosine", "cosent", "angle")

@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench_training import DATA, SEED, LoadSampler, versions
+from bench_common import DATA, SEED, LoadSampler, versions
 from children import add_child_arguments, run_child, run_if_child
 from results_file import update_results
 

