@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from bench_common import LABEL2ID, SEED, LoadSampler, encode_unique, spearman_x100, stsb_split, train_rows
+from sts_runs import trainer_arguments
 
 RECIPES: dict[str, dict[str, Any]] = {
     # max_train defaults keep the whole benchmark (both libraries, all recipes) near 40 minutes on 2 CPU cores.
@@ -47,22 +48,13 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     if recipe != "zero-shot":
         train, heldout = train_rows(recipe, spec["max_train"], spec["nli_heldout"])
     output_dir = tempfile.mkdtemp(prefix="bench_training_")
-    common = dict(
-        output_dir=output_dir,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        eval_strategy="no",
-        logging_steps=50,
-        disable_tqdm=True,
-        dataloader_drop_last=False,
-        seed=SEED,
-        per_device_train_batch_size=settings.get("batch_size", 16),
-        learning_rate=settings.get("learning_rate", 2e-5),
-        num_train_epochs=spec["epochs"],
-        warmup_steps=0.1,  # a float below 1 is a ratio of the total steps in transformers 5
-        bf16=setting["bf16"],
-    )
+    # Linear schedule, 10% warmup, no saving or evaluation during training: the recipe study's arguments.
+    stage = {
+        "batch_size": settings.get("batch_size", 16),
+        "learning_rate": settings.get("learning_rate", 2e-5),
+        "epochs": spec["epochs"],
+    }
+    common = {**trainer_arguments(output_dir, SEED, stage), "bf16": setting["bf16"]}
     set_seed(SEED)
 
     if library == "st":
