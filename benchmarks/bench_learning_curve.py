@@ -262,11 +262,13 @@ def main() -> None:
     rows = load_rows(args.out)
     scores: dict[str, list[list[float]]] = {arm: [[] for _ in sizes] for arm in arms}
     seconds: dict[str, list[float]] = {arm: [] for arm in arms}
+    threads: set[int] = set()
     for config in runs:
         done = finished(rows, config)
         if done is not None:
             scores[config["arm"]][sizes.index(config["size"])].append(done["stsb_test"])
             seconds[config["arm"]].append(done["train_seconds"])
+            threads.add(done.get("threads", args.threads))
     names = arm_names(args)
     settings = arm_settings(args)
     lines = ["| train pairs | steps | " + " | ".join(arms) + " |", "|" + "---|" * (2 + len(arms))]
@@ -299,7 +301,9 @@ def main() -> None:
             "## STSb learning curve (`benchmarks/bench_learning_curve.py`)",
             "",
             f"Updated {datetime.datetime.now():%Y-%m-%d %H:%M}: {os.cpu_count()} CPU cores "
-            f"({platform.processor() or platform.machine()}), torch threads {args.threads}; {versions()}.",
+            f"({platform.processor() or platform.machine()}), torch threads per run "
+            f"{' or '.join(map(str, sorted(threads))) or args.threads} (as each point was run)"
+            f"; {versions()}.",
             "",
             "```bash",
             command.strip(),
