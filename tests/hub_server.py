@@ -63,6 +63,10 @@ class FakeHub(HubRoutes, HubWrites):
         lfs_threshold: files of at least this many bytes are answered ``uploadMode: "lfs"`` by preupload, so
             the client goes through the LFS batch + basic PUT path. ``None`` (default): all files "regular".
         host / port: where to listen; port 0 lets the OS pick a free port.
+
+    This class holds the store (repos, commits, LFS objects, under `_lock`), the test-facing API (direct store
+    access, failure injection, the request log) and the server's lifecycle; the HTTP endpoints come from the
+    `HubRoutes` (auth, routing, reads: `hub_routes.py`) and `HubWrites` (`hub_writes.py`) mixins.
     """
 
     def __init__(
