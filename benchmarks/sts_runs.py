@@ -336,8 +336,7 @@ def use_average(trainer: Any, averaging: Any, select_on_dev: bool) -> dict[str, 
         averaging.load_average(trainer.model)
         return {"selected": "average", "averaged_snapshots": averaging.count}
     selected = "average" if keep_average_if_better(trainer, averaging) else "best epoch"
-    dev = trainer.state.log_history[-1]["eval_spearman_cosine"]  # the mean's dev score, just logged
-    return {"stsb_dev_average": dev * 100, "selected": selected, "averaged_snapshots": averaging.count}
+    return {"stsb_dev_average": averaging.mean_score * 100, "selected": selected, "averaged_snapshots": averaging.count}
 
 
 def use_interpolation(

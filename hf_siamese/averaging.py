@@ -38,6 +38,8 @@ class WeightAveragingCallback(TrainerCallback):
             `load_best_model_at_end`, so with both the average wins; pass False to keep the best checkpoint and use
             `average_state_dict()` / `load_average(model)` yourself (e.g. to compare both on a dev set).
 
+    `mean_score` is the mean weights' eval score once `keep_average_if_better` has compared them (else None).
+
     The average is kept in float32 on the parameters' device, one copy of the floating-point weights (buffers such
     as position ids are left as they are). It runs on the model of one process: under DDP every process holds the
     same weights, so each keeps the same average; sharded training (FSDP, DeepSpeed ZeRO-3) is not supported.
@@ -52,6 +54,7 @@ class WeightAveragingCallback(TrainerCallback):
         self.every_steps = every_steps
         self.load_at_end = load_at_end
         self.count = 0
+        self.mean_score: float | None = None
         self._sum: dict[str, torch.Tensor] = {}
 
     # -------------------------------------------------------------------------------------------------- averaging
@@ -175,7 +178,8 @@ def parse_interpolation(text: str) -> float | str:
 def keep_average_if_better(trainer: Any, averaging: WeightAveragingCallback) -> bool:
     """After `trainer.train()` with `load_best_model_at_end`, put `averaging`'s mean weights into the model and keep
     them if they score better on the trainer's eval set (its `metric_for_best_model`) than the best checkpoint did;
-    otherwise restore the best checkpoint's weights. Returns True where the mean was kept."""
+    otherwise restore the best checkpoint's weights. Returns True where the mean was kept; the mean's score is left in
+    `averaging.mean_score`."""
     args, best = trainer.args, trainer.state.best_metric
     if best is None or not args.metric_for_best_model:
         raise ValueError(
@@ -188,7 +192,7 @@ def keep_average_if_better(trainer: Any, averaging: WeightAveragingCallback) -> 
     averaging.load_average(model)
     key = args.metric_for_best_model
     key = key if key.startswith("eval_") else f"eval_{key}"
-    score = trainer.evaluate()[key]
+    score = averaging.mean_score = trainer.evaluate()[key]
     if score > best if args.greater_is_better else score < best:
         return True
     model.load_state_dict(best_weights)

@@ -236,7 +236,9 @@ def test_keep_average_if_better_keeps_the_higher_scoring_weights(tmp_path: Path,
             at_mean = torch.equal(next(model.parameters()), next(iter(mean.values())))
             return {"eval_spearman_cosine": 0.6 if at_mean == mean_wins else 0.4}
 
+    assert averaging.mean_score is None
     assert keep_average_if_better(Stub(), averaging) is mean_wins
+    assert averaging.mean_score == (0.6 if mean_wins else 0.4)  # the mean's own score, either way
     expected = mean if mean_wins else best
     for name, param in model.named_parameters():
         torch.testing.assert_close(param, expected[name])

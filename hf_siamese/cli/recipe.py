@@ -127,8 +127,7 @@ def end_training(
         best_epoch = _best_epoch(trainer.state)
         if averaging is not None and averaging.count:
             kept = keep_average_if_better(trainer, averaging)
-            key = trainer.args.metric_for_best_model.removeprefix("eval_")
-            scores = f"{key} {trainer.state.log_history[-1][f'eval_{key}']:.4f} vs {trainer.state.best_metric:.4f}"
+            scores = f"{recipe.metric} {averaging.mean_score:.4f} vs {trainer.state.best_metric:.4f}"
             mean = f"the mean of the {averaging.count} epoch-end weights"
             lines.append(
                 f"kept {mean} ({scores} for the best epoch, {best_epoch})"
