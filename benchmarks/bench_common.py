@@ -41,13 +41,18 @@ def stsb_split(split: str) -> dict[str, list]:
     return {name: list(dataset[name]) for name in ("sentence1", "sentence2", "score")}
 
 
+def stsb_rows(split: str, size: int, seed: int = SEED) -> dict[str, list]:
+    """The first `size` pairs of an STSb split after a shuffle with `seed` (scores 0-5; one seed's sizes are nested)."""
+    table = stsb_split(split)
+    order = seeded_order(len(table["score"]), seed)[:size]
+    return {name: [values[i] for i in order] for name, values in table.items()}
+
+
 def train_rows(recipe: str, max_train: int, nli_heldout: int) -> tuple[dict[str, list], dict[str, list] | None]:
     """Columns of the training rows of a recipe (identical for both libraries) and, for `softmax`, the held-out
     NLI pairs used for the classifier's accuracy."""
     if recipe == "cosine":
-        table = stsb_split("train")
-        order = seeded_order(len(table["score"]))[:max_train]
-        return {k: [v[i] for i in order] for k, v in table.items()}, None
+        return stsb_rows("train", max_train), None
     if recipe == "mnr":
         rows = read_tsv(NLI_TRIPLETS)
         order = seeded_order(len(rows))[:max_train]

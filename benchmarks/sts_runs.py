@@ -34,6 +34,7 @@ from bench_common import (
     read_tsv,
     seeded_order,
     spearman_x100,
+    stsb_rows,
     stsb_split,
 )
 
@@ -77,9 +78,7 @@ def scaled(columns: dict[str, list]) -> dict[str, list]:
 
 def stsb_train_rows(seed: int, size: int) -> dict[str, list]:
     """The first `size` STSb train pairs after a shuffle with `seed` (so the sizes of one seed are nested)."""
-    table = stsb_split("train")
-    order = seeded_order(len(table["score"]), seed)[:size]
-    return scaled({name: [values[i] for i in order] for name, values in table.items()})
+    return scaled(stsb_rows("train", size, seed))
 
 
 def nli_triplet_rows(seed: int, size: int) -> dict[str, list]:
@@ -91,9 +90,7 @@ def nli_triplet_rows(seed: int, size: int) -> dict[str, list]:
 def stsb_dev_rows(seed: int, size: int) -> dict[str, list]:
     """The first `size` STSb dev pairs after a shuffle with `seed` (scores 0-5): the selection set of a user who
     labelled `size` pairs more to choose with."""
-    table = stsb_split("dev")
-    order = seeded_order(len(table["score"]), seed)[:size]
-    return {name: [values[i] for i in order] for name, values in table.items()}
+    return stsb_rows("dev", size, seed)
 
 
 def stsb_test_x100(encode: Any, split: str = "test", table: dict[str, list] | None = None) -> float:
