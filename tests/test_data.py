@@ -1,4 +1,4 @@
-"""Tests for hf_siamese.data: local pair readers, load_pairs and the built-in demo dataset.
+"""Tests for hf_siamese.data.readers: local pair readers, load_pairs and the built-in demo dataset.
 
 Fixture files are written to tmp_path and reproduce the pitfalls of the real files (unbalanced quotes and
 9-field rows in STS Benchmark, '-' labels in NLI), so the tests need nothing outside the repository. The

@@ -22,7 +22,7 @@ import pytest
 from transformers import AutoModel
 
 import hf_siamese
-from hf_siamese.distributed import gather_with_grad, shutdown_process_group
+from hf_siamese.modeling.distributed import gather_with_grad, shutdown_process_group
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = HERE / "distributed"

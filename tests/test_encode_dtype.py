@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import SENTENCES, make_tiny_model
 
-from hf_siamese import encoding
+from hf_siamese.modeling import encoding
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def test_emulated_bfloat16_runs_float32_and_warns_once(emulated, tiny_tokenizer,
     model = make_tiny_model()
     texts = SENTENCES * 4
     reference = model.encode(texts, tokenizer=tiny_tokenizer, batch_size=2)
-    with caplog.at_level(logging.WARNING, logger="hf_siamese.encoding"):
+    with caplog.at_level(logging.WARNING, logger="hf_siamese.modeling.encoding"):
         first = model.encode(texts, tokenizer=tiny_tokenizer, batch_size=2, dtype=torch.bfloat16)
         second = model.encode(texts, tokenizer=tiny_tokenizer, batch_size=2, dtype=torch.bfloat16)
     assert torch.equal(first, reference) and torch.equal(second, reference)
@@ -63,7 +63,7 @@ def test_trainer_warns_about_emulated_bf16(emulated, tmp_path, tiny_tokenizer, c
         SiameseTrainer(model=make_tiny_model(), args=make_args(tmp_path, bf16=bf16), train_dataset=scored_pairs(16),
                        processing_class=tiny_tokenizer, loss=CosineSimilarityLoss(score_range=(0, 5)))  # fmt: skip
 
-    with caplog.at_level(logging.WARNING, logger="hf_siamese.trainer"):
+    with caplog.at_level(logging.WARNING, logger="hf_siamese.training.trainer"):
         build(bf16=False)
         assert not any("without native" in r.getMessage() for r in caplog.records)
         build(bf16=True)

@@ -23,8 +23,8 @@ from huggingface_hub.utils import close_session
 from transformers import AutoModel, BertModel, TrainingArguments
 
 from hf_siamese import SiameseBertModel, SiameseTrainer, losses
-from hf_siamese.hub import MACHINE_SPECIFIC_TOKENIZER_KEYS, HubPushError
-from hf_siamese.model_card import build_model_card, split_front_matter, write_model_card
+from hf_siamese.formats.hub import MACHINE_SPECIFIC_TOKENIZER_KEYS, HubPushError
+from hf_siamese.formats.model_card import build_model_card, split_front_matter, write_model_card
 
 REPO = "alice/minilm-sts"
 TOKEN = "hf_fakeSecretToken1234567890"

@@ -6,6 +6,7 @@ import copy
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -218,7 +219,7 @@ def test_encode_rejects_none_and_bad_batch_size(tiny_model, tiny_tokenizer) -> N
 def test_encode_truncates_long_texts_with_one_warning(tiny_tokenizer, caplog) -> None:
     model = make_tiny_model(max_seq_length=8)
     long_text = " ".join(["the man plays the guitar"] * 10)
-    with caplog.at_level(logging.WARNING, logger="hf_siamese.modeling_siamese"):
+    with caplog.at_level(logging.WARNING, logger="hf_siamese.modeling.modeling_siamese"):
         emb = model.encode([long_text, "a man", long_text], tokenizer=tiny_tokenizer)
     assert emb.shape == (3, 32)
     warnings = [r for r in caplog.records if "truncated" in r.getMessage()]
@@ -436,3 +437,43 @@ def test_grouped_columns_are_cut_to_their_own_length(padding_side: str, tiny_tok
             grouped.sentence_embedding[:, j], model(**batch).sentence_embedding, atol=1e-5, rtol=1e-5
         )
     assert grouped.last_hidden_state is None
+
+
+# A folder saved by main before the package layout moved the modules into subpackages (commit d32952e): its remote code
+# still imports `hf_siamese.sentence_transformers_format` / `hf_siamese.hub` in its optional hooks.
+SAVED_BEFORE_LAYOUT = Path(__file__).parent / "fixtures" / "saved_before_layout"
+
+
+def _expected_before_layout() -> torch.Tensor:
+    from safetensors.torch import load_file
+
+    return load_file(str(SAVED_BEFORE_LAYOUT.parent / "saved_before_layout_embeddings.safetensors"))["embeddings"]
+
+
+def test_folder_saved_before_layout_loads_with_package(tmp_path: Path) -> None:
+    model = AutoModel.from_pretrained(SAVED_BEFORE_LAYOUT)
+    assert isinstance(model, SiameseBertModel)
+    torch.testing.assert_close(model.encode(SENTENCES), _expected_before_layout(), atol=1e-6, rtol=0)
+    # Saved again by today's package, it still gives the same embeddings, also as remote code without hf_siamese.
+    model.save_pretrained(tmp_path / "again")
+    again = AutoModel.from_pretrained(tmp_path / "again")
+    torch.testing.assert_close(again.encode(SENTENCES), _expected_before_layout(), atol=1e-6, rtol=0)
+    assert (tmp_path / "again" / "modules.json").exists()
+
+
+def test_folder_saved_before_layout_loads_without_package(tmp_path: Path) -> None:
+    folder = tmp_path / "old"
+    shutil.copytree(SAVED_BEFORE_LAYOUT, folder)
+    shutil.copy(SAVED_BEFORE_LAYOUT.parent / "saved_before_layout_embeddings.safetensors", tmp_path / "expected.st")
+    script = BLOCKED_IMPORT + textwrap.dedent(
+        f"""
+        from safetensors.torch import load_file
+        from transformers import AutoModel
+        model = AutoModel.from_pretrained({str(folder)!r}, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        expected = load_file({str(tmp_path / "expected.st")!r})["embeddings"]
+        print("MAXDIFF", float((model.encode({SENTENCES!r}) - expected).abs().max()))
+        """
+    )
+    out = _run_isolated(script, tmp_path)
+    assert float(out.split("MAXDIFF")[1].split()[0]) < 1e-6, out

@@ -8,9 +8,9 @@ from conftest import SENTENCES, make_tiny_model, tiny_encoder_config
 from transformers import AutoModel, Qwen2Config
 
 import hf_siamese
-from hf_siamese.collator import SiamesePairCollator
 from hf_siamese.losses import CosineSimilarityLoss, MultipleNegativesRankingLoss
-from hf_siamese.packing import can_pack, first_fit_rows, pack_texts, unpack_states
+from hf_siamese.modeling.packing import can_pack, first_fit_rows, pack_texts, unpack_states
+from hf_siamese.training.collator import SiamesePairCollator
 
 PAIRS = [
     {"sentence1": SENTENCES[i], "sentence2": SENTENCES[(i * 2 + 1) % 5] + " the red car", "score": float(i)}

@@ -10,8 +10,8 @@ from datasets import Dataset
 from transformers import TrainingArguments
 
 from hf_siamese import SiamesePairCollator, SiameseTrainer
-from hf_siamese.encoding import prompt_token_count
-from hf_siamese.modeling_siamese import pool_token_states
+from hf_siamese.modeling.encoding import prompt_token_count
+from hf_siamese.modeling.modeling_siamese import pool_token_states
 
 PROMPTS = {"anchor": "the weather : ", "positive": "a new song : "}
 ROWS = [{"anchor": a, "positive": p} for a, p in zip(SENTENCES, SENTENCES[1:] + SENTENCES[:1], strict=True)]

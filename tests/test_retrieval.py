@@ -11,8 +11,8 @@ from datasets import Dataset
 from transformers import TrainingArguments
 
 from hf_siamese import SiameseTrainer
-from hf_siamese.data import read_beir
-from hf_siamese.retrieval import RetrievalDataset, evaluate_retrieval
+from hf_siamese.data import RetrievalDataset, read_beir
+from hf_siamese.retrieval.evaluation import evaluate_retrieval
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "retrieval" / "scifact"
 

@@ -18,7 +18,7 @@ from test_modeling import BLOCKED_IMPORT, _minilm_path, _run_isolated
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, Qwen2Config
 
 from hf_siamese import SiameseBertConfig, SiameseBertModel
-from hf_siamese.sentence_transformers_format import SentenceTransformersFormatError
+from hf_siamese.formats.sentence_transformers_read import SentenceTransformersFormatError
 
 st = pytest.importorskip("sentence_transformers", reason="pip install 'hf-siamese[dev]' for the interop tests")
 from sentence_transformers import SentenceTransformer  # noqa: E402
@@ -232,7 +232,7 @@ def test_failed_save_keeps_the_earlier_one(st_folder: Path, tmp_path: Path, monk
     model.save_pretrained(tmp_path / "ours")
     before = {p.relative_to(tmp_path / "ours"): p.read_bytes() for p in (tmp_path / "ours").rglob("*") if p.is_file()}
 
-    import hf_siamese.sentence_transformers_save as layout
+    import hf_siamese.formats.sentence_transformers_save as layout
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
@@ -310,7 +310,7 @@ def test_minilm_matches_sentence_transformers_both_ways(tmp_path: Path) -> None:
 
 
 def test_model_card_describes_the_pipeline(st_folder: Path) -> None:
-    from hf_siamese.model_card import build_model_card, split_front_matter
+    from hf_siamese.formats.model_card import build_model_card, split_front_matter
 
     model = SiameseBertModel.from_encoder(st_folder, prompts=PROMPTS, default_prompt_name="query")
     metadata, body = split_front_matter(build_model_card(model, repo_id="alice/tiny"))

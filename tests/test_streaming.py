@@ -12,7 +12,7 @@ from transformers import TrainingArguments
 
 from hf_siamese import SiamesePairCollator, SiameseTrainer
 from hf_siamese.losses import CachedMultipleNegativesRankingLoss, get_loss
-from hf_siamese.streaming import STREAM_ROW, NoDuplicatesStreamBatcher, NumberedStream, stream_for_process
+from hf_siamese.training.streaming import STREAM_ROW, NoDuplicatesStreamBatcher, NumberedStream, stream_for_process
 
 LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
 

@@ -12,7 +12,7 @@ from datasets import Dataset
 from transformers import AutoModel, TrainerCallback, TrainingArguments
 
 from hf_siamese import NoDuplicatesBatchSampler, SiameseBertModel, SiamesePairCollator, SiameseTrainer, losses
-from hf_siamese.collator import check_dataset
+from hf_siamese.training.collator import check_dataset
 
 WORDS = "man woman dog cat plays guitar piano music car bus train food soup bread market rain sun park ball".split()
 

@@ -14,10 +14,10 @@ import torch
 from conftest import WORDS, make_tiny_model
 
 import hf_siamese
-from hf_siamese import vector_index
 from hf_siamese.cli import main
 from hf_siamese.metrics import exact_search
-from hf_siamese.vector_index import VectorIndex, build_index, load_index
+from hf_siamese.retrieval import vector_index
+from hf_siamese.retrieval.vector_index import VectorIndex, build_index, load_index
 
 _rng = random.Random(0)
 CORPUS = [" ".join(_rng.choice(WORDS[:60]) for _ in range(_rng.randint(3, 9))) for _ in range(30)]

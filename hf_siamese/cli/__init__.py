@@ -89,7 +89,7 @@ __all__ = [
 
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:
-    from ..data import DataFormatError, DatasetLoadError
+    from ..data.readers import DataFormatError, DatasetLoadError
 
     # ImportError: an optional extra (matplotlib for --plot) is missing; its message says what to install.
     return (DataFormatError, DatasetLoadError, FileNotFoundError, ValueError, TypeError, OSError, ImportError)

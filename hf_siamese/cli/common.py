@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import datasets
 
-    from ..modeling_siamese import SiameseBertModel
+    from ..modeling.modeling_siamese import SiameseBertModel
 
 PROG = "hf-siamese"
 LOSS_NAMES = ("cosine", "cosent", "angle", "scored_mnr", "softmax", "mnr")
@@ -128,7 +128,7 @@ def infer_score_range(scores: Sequence[float], source: str) -> tuple[float, floa
 
 def read_text_lines(path: str) -> list[str]:
     """Texts of a UTF-8 file, one per line; blank lines are skipped, surrounding whitespace is dropped."""
-    from ..data import DataFormatError
+    from ..data.readers import DataFormatError
 
     file = Path(path)
     if not file.exists():
@@ -153,7 +153,7 @@ def load_data(
     source: str | None, split: str | None, columns: dict[str, str] | None, subset: str | None
 ) -> datasets.Dataset:
     """A pair dataset from a local file/folder or the Hub, through `hf_siamese.data.load_pairs`."""
-    from ..data import load_pairs
+    from ..data.readers import load_pairs
 
     kwargs = {"name": subset} if subset else {}
     return load_pairs(source, split=split, columns=columns, **kwargs)
@@ -170,7 +170,7 @@ def take(dataset: datasets.Dataset, limit: int | None, seed: int) -> datasets.Da
 
 def scored_pairs_layout(dataset: datasets.Dataset, source: str) -> tuple[str, str, str]:
     """(text column 1, text column 2, score column) of a dataset of scored pairs, or a clear error."""
-    from ..collator import detect_layout
+    from ..data.columns import detect_layout
 
     try:
         layout = detect_layout(dataset.column_names)
@@ -213,8 +213,8 @@ def load_inference_model(
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    from ..configuration_siamese import SiameseBertConfig
-    from ..modeling_siamese import SiameseBertModel
+    from ..modeling.configuration_siamese import SiameseBertConfig
+    from ..modeling.modeling_siamese import SiameseBertModel
 
     path = check_model_source(path or default_model_path())
     with quiet_progress_bars():
@@ -237,7 +237,7 @@ def load_inference_model(
         tokenizer = AutoTokenizer.from_pretrained(path)
     model.eval()
     if quantize is not None:
-        from ..quantization import quantize as quantize_model
+        from ..modeling.quantization import quantize as quantize_model
 
         model = quantize_model(model, quantize)
     return model, tokenizer
@@ -246,7 +246,7 @@ def load_inference_model(
 def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> dict[str, Any]:
     """`from_encoder` arguments for `--pooling` / `--normalize`: what was given, else what a sentence-transformers
     checkpoint says (by leaving them out), else mean pooling and normalization for a plain encoder."""
-    from ..sentence_transformers_format import has_layout
+    from ..formats.sentence_transformers_read import has_layout
 
     if not has_layout(path):  # from_encoder reads the layout itself; here only whether there is one
         pooling = pooling or "mean"
@@ -256,7 +256,7 @@ def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> 
 
 def shutdown_distributed() -> None:
     """Leave the process group cleanly (a barrier, then destroy) when the helper exists; a no-op otherwise."""
-    from .. import distributed
+    from ..modeling import distributed
 
     shutdown = getattr(distributed, "shutdown_process_group", None)
     if shutdown is not None:

@@ -21,9 +21,9 @@ from .common import (
 def run_eval(args: argparse.Namespace) -> int:
     """Spearman/Pearson x100 of cosine, dot, euclidean and manhattan similarity on scored pairs; optional plots. On a
     BEIR folder: the IR table instead."""
-    from ..data import load_demo_dataset
+    from ..data.beir import is_beir_folder
+    from ..data.readers import load_demo_dataset
     from ..metrics import paired_similarities, sts_metrics_from_embeddings
-    from ..retrieval import is_beir_folder
 
     if args.data is not None and is_beir_folder(args.data):
         return run_retrieval_eval(args)
@@ -79,7 +79,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def run_retrieval_eval(args: argparse.Namespace) -> int:
     """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split."""
-    from ..retrieval import beir_split, evaluate_retrieval, read_beir
+    from ..data.beir import beir_split, read_beir
+    from ..retrieval.evaluation import evaluate_retrieval
 
     for option in ("columns", "score_range", "sentences", "plot"):
         if getattr(args, option, None):

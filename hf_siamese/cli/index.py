@@ -28,7 +28,7 @@ def read_corpus(
 
 def run_index(args: argparse.Namespace) -> int:
     """Embed the corpus with the model and write the index folder."""
-    from ..vector_index import build_index
+    from ..retrieval.vector_index import build_index
 
     texts, ids = read_corpus(args.corpus, args.text_column, args.id_column, args.split, args.dataset_config)
     model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)

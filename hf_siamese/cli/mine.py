@@ -12,8 +12,8 @@ OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv
 
 def run_mine(args: argparse.Namespace) -> int:
     """Mine `--num-negatives` negatives per row with the model and write `anchor, positive, negative_1, ...`."""
-    from ..mining import mine_hard_negatives
-    from ..retrieval import is_beir_folder, read_beir
+    from ..data.beir import is_beir_folder, read_beir
+    from ..retrieval.mining import mine_hard_negatives
 
     output = Path(args.output)
     kind = OUTPUT_FORMATS.get(output.suffix.lower())

@@ -44,7 +44,7 @@ def _positive_float(text: str) -> float:
 
 
 def _interpolate_option(text: str) -> float | str:
-    from ..averaging import parse_interpolation
+    from ..training.averaging import parse_interpolation
 
     try:
         return parse_interpolation(text)

@@ -40,7 +40,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 def _search_index(args: argparse.Namespace, queries: list[str]) -> int:
     """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
-    from ..vector_index import load_index
+    from ..retrieval.vector_index import load_index
 
     index = load_index(args.index)
     model_path = args.model or index.model_name

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 def _infer_loss(dataset: datasets.Dataset, source: str) -> str:
     """Same rule as SiameseTrainer: no label -> mnr, float score -> cosine, class label -> softmax."""
-    from ..collator import detect_layout
+    from ..data.columns import detect_layout
 
     try:
         layout = detect_layout(dataset.column_names)
@@ -46,7 +46,7 @@ def _infer_loss(dataset: datasets.Dataset, source: str) -> str:
 
 def _as_scores(dataset: datasets.Dataset, source: str, loss: str) -> datasets.Dataset:
     """Scores read from CSV under a column not named `score` arrive as text; score losses need numbers."""
-    from ..collator import detect_layout
+    from ..data.columns import detect_layout
 
     layout = detect_layout(dataset.column_names)
     if layout.label is None:
@@ -68,7 +68,7 @@ def _as_scores(dataset: datasets.Dataset, source: str, loss: str) -> datasets.Da
 
 def _softmax_labels(dataset: datasets.Dataset, label2id: dict[str, int] | None) -> dict[str, Any]:
     """`from_encoder` arguments for the classifier head: from `--labels`, or from the labels found in the data."""
-    from ..collator import detect_layout
+    from ..data.columns import detect_layout
 
     layout = detect_layout(dataset.column_names)
     if layout.label is None:
@@ -91,7 +91,7 @@ def _headline(metrics: dict[str, float]) -> tuple[str, float]:
 
 
 def _measure(trainer: Any, eval_data: Any) -> dict[str, float] | None:
-    from ..retrieval import RetrievalDataset
+    from ..data.beir import RetrievalDataset
 
     if eval_data is None:
         return None
@@ -102,8 +102,8 @@ def _measure(trainer: Any, eval_data: Any) -> dict[str, float] | None:
 
 def _training_data(args: argparse.Namespace) -> tuple[Any, str, Any, str | None]:
     """(train rows, their name, eval rows or None, their name): from the arguments, or the built-in demo set."""
-    from ..data import load_demo_dataset
-    from ..retrieval import beir_split, is_beir_folder, read_beir
+    from ..data.beir import beir_split, is_beir_folder, read_beir
+    from ..data.readers import load_demo_dataset
 
     columns = parse_columns(args.columns)
     eval_columns = parse_columns(args.eval_columns, "--eval-columns")
@@ -212,9 +212,9 @@ def run_train(args: argparse.Namespace) -> int:
     """Fine-tune, print a before/after summary on the main process, save (and optionally push) the model."""
     from transformers import AutoTokenizer, set_seed
 
-    from ..averaging import WeightAveragingCallback
-    from ..modeling_siamese import SiameseBertModel
-    from ..trainer import SiameseTrainer
+    from ..modeling.modeling_siamese import SiameseBertModel
+    from ..training.averaging import WeightAveragingCallback
+    from ..training.trainer import SiameseTrainer
 
     if args.push_to_hub is not None and "/" not in args.push_to_hub.strip("/"):
         raise ValueError(f"--push-to-hub {args.push_to_hub!r}: expected a repository id OWNER/NAME")
@@ -340,7 +340,7 @@ def _card_facts(args: argparse.Namespace, demo: bool) -> dict[str, str]:
 
 
 def _infer_label_column(dataset: datasets.Dataset) -> str:
-    from ..collator import detect_layout
+    from ..data.columns import detect_layout
 
     label = detect_layout(dataset.column_names).label
     assert label is not None  # _as_scores has checked it

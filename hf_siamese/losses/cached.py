@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..modeling_siamese import SiameseBertOutput, filled_columns
+from ..modeling.modeling_siamese import SiameseBertOutput, filled_columns
 from .ranking import MultipleNegativesRankingLoss
 
 

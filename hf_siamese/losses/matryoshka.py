@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..modeling_siamese import SiameseBertOutput
+from ..modeling.modeling_siamese import SiameseBertOutput
 from .base import SiameseLoss
 from .pairs import SoftmaxLoss
 

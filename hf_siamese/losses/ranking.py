@@ -7,7 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..distributed import gather_with_grad
+from ..modeling.distributed import gather_with_grad
 from .base import SiameseLoss
 
 

@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conf
 from conftest import VOCAB, WORDS, make_tiny_model  # noqa: E402
 
 from hf_siamese import SiameseTrainer  # noqa: E402
-from hf_siamese.distributed import shutdown_process_group  # noqa: E402
+from hf_siamese.data import RetrievalDataset  # noqa: E402
 from hf_siamese.losses import CosineSimilarityLoss  # noqa: E402
-from hf_siamese.retrieval import RetrievalDataset  # noqa: E402
+from hf_siamese.modeling.distributed import shutdown_process_group  # noqa: E402
 
 NUM_PAIRS = 21
 

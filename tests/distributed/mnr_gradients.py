@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conf
 
 from conftest import VOCAB_SIZE, make_tiny_model  # noqa: E402
 
-from hf_siamese.distributed import shutdown_process_group  # noqa: E402
 from hf_siamese.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss  # noqa: E402
+from hf_siamese.modeling.distributed import shutdown_process_group  # noqa: E402
 
 ROWS = 4  # rows per process; the global batch has 2 * ROWS
 SEQ_LEN = 7

@@ -28,7 +28,7 @@ from typing import Any
 
 import datasets
 
-from .data_files import (
+from .files import (
     STS_FIELD_COUNTS,
     SUFFIX_FORMATS,
     DataFormatError,
@@ -45,11 +45,8 @@ from .data_files import (
     read_text,
     resolve_columns,
 )
-from .retrieval import RetrievalDataset, read_beir  # the BEIR layout: retrieval sets live with their metrics
 
 __all__ = [
-    "RetrievalDataset",
-    "read_beir",
     "DataFormatError",
     "DatasetLoadError",
     "load_demo_dataset",
@@ -332,7 +329,7 @@ _DEMO_SPLITS = ("train", "dev")
 def load_demo_dataset() -> datasets.DatasetDict:
     """Load the small built-in demo dataset of scored sentence pairs shipped with the package.
 
-    The pairs were written for this project (see ``hf_siamese/demo_data/README.md``): several everyday
+    The pairs were written for this project (see ``hf_siamese/data/demo_data/README.md``): several everyday
     topics, scores 0..5 on the STS scale (paraphrases near 5, same topic but a different event near 2,
     unrelated near 0, and pairs that share most words but disagree in meaning scored low). It needs no
     network and is meant for quick examples and smoke tests of fine-tuning.
@@ -341,7 +338,7 @@ def load_demo_dataset() -> datasets.DatasetDict:
         A ``DatasetDict`` with splits ``"train"`` and ``"dev"``, columns ``sentence1``, ``sentence2``
         (str) and ``score`` (float, 0..5).
     """
-    root = resources.files("hf_siamese").joinpath("demo_data")
+    root = resources.files("hf_siamese.data").joinpath("demo_data")
     splits = {}
     for split in _DEMO_SPLITS:
         # as_file() gives a real path even when the package is imported from a zip archive.

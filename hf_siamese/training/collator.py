@@ -9,79 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ..data.columns import ColumnLayout, detect_layout
 from .streaming import stream_row_names
-
-# Text column layouts recognised by name, tried in order. Ranking layouts may add hard-negative columns.
-PAIR_LAYOUTS: tuple[tuple[str, str], ...] = (
-    ("sentence1", "sentence2"),
-    ("sentence_a", "sentence_b"),
-    ("text1", "text2"),
-    ("premise", "hypothesis"),
-    ("query", "document"),
-    ("anchor", "positive"),
-)
-LABEL_COLUMNS: tuple[str, ...] = ("score", "label", "labels", "similarity")
-ACCEPTED_LAYOUTS = (
-    "scored pairs (sentence1, sentence2, score: float), labelled pairs (sentence1, sentence2 or premise, "
-    "hypothesis, with label: int or str), or ranking rows (anchor, positive[, negative, negative_2, ...]); "
-    "other names work with columns={'texts': [...], 'label': ...}"
-)
-
-
-@dataclass(frozen=True)
-class ColumnLayout:
-    """Which columns hold the texts (in order) and which holds the label, if any."""
-
-    texts: tuple[str, ...]
-    label: str | None = None
-
-    @property
-    def kind(self) -> str:
-        """`ranking` (no label), or `pairs` (with a label)."""
-        return "ranking" if self.label is None else "pairs"
-
-
-def detect_layout(
-    column_names: Sequence[str], columns: Mapping[str, Any] | Sequence[str] | None = None
-) -> ColumnLayout:
-    """Find the text and label columns of a dataset from its column names (or an explicit `columns` override).
-
-    Raises:
-        ValueError: naming the columns seen and the layouts accepted.
-    """
-    names = list(column_names)
-    if columns is not None:
-        if isinstance(columns, Mapping):
-            unknown_keys = set(columns) - {"texts", "label"}
-            if unknown_keys or "texts" not in columns:
-                raise ValueError(
-                    f"columns={dict(columns)!r}: expected a dict with 'texts' (a list of text columns) and "
-                    "optionally 'label', or a plain list of text columns."
-                )
-            texts, label = tuple(columns["texts"]), columns.get("label")
-        else:
-            texts, label = tuple(columns), next((c for c in LABEL_COLUMNS if c in names), None)
-        missing = [c for c in (*texts, label) if c is not None and c not in names]
-        if missing:
-            raise ValueError(f"columns={columns!r} names {missing}, but the dataset has columns {names}.")
-        if len(texts) < 2:
-            raise ValueError(f"columns={columns!r}: need at least two text columns, got {list(texts)}.")
-        return ColumnLayout(texts=texts, label=label)
-
-    for first, second in PAIR_LAYOUTS:
-        if first in names and second in names:
-            texts = [first, second]
-            if first == "anchor":
-                negatives = [c for c in names if c == "negative" or c.startswith("negative_")]
-                texts += sorted(negatives, key=lambda c: (c != "negative", c))
-            label = next((c for c in LABEL_COLUMNS if c in names), None)
-            return ColumnLayout(texts=tuple(texts), label=label)
-    raise ValueError(f"Cannot read a dataset with columns {names}. Accepted layouts: {ACCEPTED_LAYOUTS}.")
 
 
 class SiamesePairCollator:
@@ -171,7 +104,7 @@ class SiamesePairCollator:
         if not prompt:
             return 0
         if prompt not in self._prompt_lengths:
-            from .encoding import prompt_token_count
+            from ..modeling.encoding import prompt_token_count
 
             self._prompt_lengths[prompt] = prompt_token_count(self.tokenizer, self.prepare("", column))
         return self._prompt_lengths[prompt]

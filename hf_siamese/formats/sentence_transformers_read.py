@@ -1,11 +1,11 @@
-"""The sentence-transformers checkpoint layout, read into a `SiameseBertConfig` and written next to our own files.
+"""The sentence-transformers checkpoint layout, read into a `SiameseBertConfig` (its writing half, which imports
+names from here and never the other way, is `sentence_transformers_save.py`).
 
 A sentence-transformers checkpoint is a pipeline described by `modules.json`: a Transformer (the encoder, with
 `sentence_bert_config.json`), a Pooling (`1_Pooling/config.json`), optional Dense layers (`2_Dense/config.json` +
 `model.safetensors`) and an optional Normalize, with prompts and the similarity function in
-`config_sentence_transformers.json`. `read_layout` turns that into `SiameseBertConfig` fields and projection weights;
-`write_layout` writes the same files for a `SiameseBertModel`, so `SentenceTransformer(folder)` builds the same
-pipeline. The encoder weights are written once, in the Transformer's folder; our `config.json` reaches them through
+`config_sentence_transformers.json`. `read_layout` turns that into `SiameseBertConfig` fields and projection weights.
+The encoder weights are stored once, in the Transformer's folder; our `config.json` reaches them through
 `model.safetensors.index.json`.
 """
 
@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import load_file
 from transformers.utils import cached_file
 
-from .encoding import ENCODER_FOLDER
+from ..modeling.encoding import ENCODER_FOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -261,19 +261,6 @@ def _read_model_config(source: str, hub_kwargs: dict[str, Any], settings: dict[s
     settings["default_prompt_name"] = default
     if config.get("similarity_fn_name"):
         settings["similarity"] = config["similarity_fn_name"]
-
-
-# The writing half lives in sentence_transformers_save.py; these names stay importable from here (saved remote code
-# imports `save_pretrained` from this module).
-_WRITING = ("save_pretrained", "write_layout", "write_weights_index")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WRITING:
-        from . import sentence_transformers_save
-
-        return getattr(sentence_transformers_save, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -10,9 +10,9 @@ import torch
 from torch.utils.data import DataLoader
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
+from ..losses import SoftmaxLoss
+from ..modeling.packing import can_pack
 from .collator import SiamesePairCollator
-from .losses import SoftmaxLoss
-from .packing import can_pack
 from .sampler import NoDuplicatesBatchSampler
 from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
 

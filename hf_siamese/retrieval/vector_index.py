@@ -403,7 +403,7 @@ class VectorIndex:
     def _top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, indices), each (n, k), best first; ties -> lower corpus index first (as exact search)."""
         if self.backend != "faiss":
-            from .metrics import exact_search
+            from ..metrics import exact_search
 
             return exact_search(queries, self.embeddings, k, similarity=self.similarity)
         if self.similarity == "cosine":

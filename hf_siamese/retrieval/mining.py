@@ -63,9 +63,9 @@ def mine_hard_negatives(
     """
     import datasets
 
-    from .collator import detect_layout
-    from .metrics import exact_search, paired_similarities
-    from .retrieval import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
+    from ..data.columns import detect_layout
+    from ..metrics import exact_search, paired_similarities
+    from .evaluation import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
 
     _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
     names = list(dataset.column_names)

@@ -1,8 +1,7 @@
-"""Retrieval evaluation sets: queries, a corpus and graded relevance judgements, read from the BEIR layout, and the
-IR metrics of a model on one (what `SiameseTrainer` reports for such an eval set).
+"""Retrieval sets in the BEIR layout: queries, a corpus and graded relevance judgements (`corpus.jsonl`,
+`queries.jsonl`, `qrels/<split>.tsv`), read into a `RetrievalDataset`.
 
-The metric definitions and the exact chunked search live in the `evaluate` module `hf_siamese.metrics.RETRIEVAL`;
-hard-negative mining is in `hf_siamese.mining`, the persistent vector index in `hf_siamese.vector_index`.
+What a model scores on one is in `hf_siamese.retrieval.evaluation`; this module only reads files.
 """
 
 from __future__ import annotations
@@ -15,12 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
-# Prompt names tried, in order, for each side when a model has prompts (E5/BGE-style checkpoints).
-QUERY_PROMPT_NAMES = ("query",)
-CORPUS_PROMPT_NAMES = ("document", "passage", "corpus")
 
 
 @dataclass
@@ -161,98 +155,3 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 raise ValueError(f"read_beir: {path} line {number} has no '_id'.")
             rows.append(row)
     return rows
-
-
-def side_prompt(model: Any, explicit: str | None, names: Sequence[str]) -> str:
-    """The prompt for one side of retrieval: `explicit` if given, else the model's first prompt among `names`,
-    else none."""
-    if explicit is not None:
-        return explicit
-    prompts = getattr(model.config, "prompts", None) or {}
-    return next((prompts[n] for n in names if n in prompts), "")
-
-
-def embed_retrieval_set(
-    model: Any,
-    dataset: RetrievalDataset,
-    *,
-    tokenizer: Any = None,
-    batch_size: int = 32,
-    process_index: int = 0,
-    num_processes: int = 1,
-    show_progress_bar: bool = False,
-) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
-    """`(query_ids, query_embeddings, corpus_ids, corpus_embeddings)` of a retrieval set.
-
-    Under several processes each embeds a contiguous shard of the corpus and of the queries; the shards are gathered
-    in rank order, so every process ends with the full arrays, exactly as one process would."""
-    query_ids, corpus_ids = list(dataset.queries), list(dataset.corpus)
-    sides = (
-        (query_ids, dataset.queries, side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)),
-        (corpus_ids, dataset.corpus, side_prompt(model, dataset.corpus_prompt, CORPUS_PROMPT_NAMES)),
-    )
-    from .distributed import encode_in_shards
-
-    embedded = []
-    for ids, texts, prompt in sides:
-
-        def encode(shard: list[str], prompt: str = prompt) -> np.ndarray:
-            return model.encode(
-                shard,
-                tokenizer=tokenizer,
-                batch_size=batch_size,
-                convert_to_numpy=True,
-                prompt=prompt,
-                show_progress_bar=show_progress_bar,
-            )
-
-        embedded.append(encode_in_shards([texts[i] for i in ids], encode, process_index, num_processes))
-    return query_ids, embedded[0], corpus_ids, embedded[1]
-
-
-def evaluate_retrieval(
-    model: Any,
-    dataset: RetrievalDataset,
-    *,
-    tokenizer: Any = None,
-    batch_size: int = 32,
-    percent: bool = False,
-    process_index: int = 0,
-    num_processes: int = 1,
-    show_progress_bar: bool = False,
-) -> dict[str, float]:
-    """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of `model` on a retrieval set, ranking
-    the whole corpus by the model's similarity (exact search, in chunks)."""
-    from .metrics import retrieval_metrics_from_embeddings
-
-    query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
-        model,
-        dataset,
-        tokenizer=tokenizer,
-        batch_size=batch_size,
-        process_index=process_index,
-        num_processes=num_processes,
-        show_progress_bar=show_progress_bar,
-    )
-    return retrieval_metrics_from_embeddings(
-        queries,
-        corpus,
-        query_ids,
-        corpus_ids,
-        dataset.qrels,
-        k_values=list(dataset.k_values),
-        similarity=model.config.similarity,
-        percent=percent,
-    )
-
-
-__all__ = [
-    "DEFAULT_K_VALUES",
-    "RetrievalDataset",
-    "embed_retrieval_set",
-    "beir_split",
-    "evaluate_retrieval",
-    "is_beir_folder",
-    "read_beir",
-    "side_prompt",
-]

@@ -1,5 +1,5 @@
 """Writing the sentence-transformers checkpoint layout next to our own files (the reading half and the format's names
-are in `sentence_transformers_format.py`): `save_pretrained` saves a `SiameseBertModel` so that both
+are in `sentence_transformers_read.py`): `save_pretrained` saves a `SiameseBertModel` so that both
 `SiameseBertModel.from_pretrained(folder)` and `SentenceTransformer(folder)` load it, with the encoder weights written
 once, in the Transformer's folder, and our `config.json` reaching them through `model.safetensors.index.json`.
 """
@@ -20,7 +20,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .sentence_transformers_format import (
+from .sentence_transformers_read import (
     _ACTIVATIONS,
     _MODULE_TYPES,
     _POOLING,

@@ -180,7 +180,7 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
     Call it on `(batch, seq_len)` inputs to embed texts, or on `(batch, num_texts, seq_len)` inputs (a pair, a
     triplet, ... per row) to embed all of them; for pairs the output also holds their similarity and, with a head,
     the classifier logits. Grouped inputs run packed (all texts end to end in one encoder call, no padding work: see
-    `hf_siamese.packing`) when the encoder allows it and `model.packing` is True (the default), else one encoder call
+    packing.py) when the encoder allows it and `model.packing` is True (the default), else one encoder call
     per column, each cut to its own longest text. Both give the same embeddings.
     """
 
@@ -452,7 +452,7 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
         projection_state: dict[str, torch.Tensor] = {}
         encoder_kwargs: dict[str, Any] = {}
         try:
-            from hf_siamese.sentence_transformers_format import read_layout
+            from hf_siamese.formats.sentence_transformers_read import read_layout
         except ImportError:  # running as remote code without hf-siamese: a plain encoder checkpoint
             read_layout = None
         if read_layout is not None:
@@ -520,7 +520,7 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
                 "weights cannot be saved as safetensors. Save the float model and quantize again after loading."
             )
         try:
-            from hf_siamese.sentence_transformers_format import save_pretrained as save_with_layout
+            from hf_siamese.formats.sentence_transformers_save import save_pretrained as save_with_layout
         except ImportError:  # remote code without hf-siamese: transformers' own layout
             return super().save_pretrained(save_directory, **kwargs)
         save_with_layout(
@@ -531,15 +531,15 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
         """Share the model on the Hub: weights, config, modeling code, tokenizer and a generated model card, in one
         commit. `tokenizer` defaults to `model.tokenizer`.
 
-        With hf-siamese installed this is `hf_siamese.hub.push_to_hub` (keywords: `private`, `revision`, `token`,
-        `create_pr`, `commit_message`, `model_card`, and card facts such as `base_model`, `datasets`,
+        With hf-siamese installed this is `hf_siamese.formats.hub.push_to_hub` (keywords: `private`, `revision`,
+        `token`, `create_pr`, `commit_message`, `model_card`, and card facts such as `base_model`, `datasets`,
         `eval_results`). Loaded as Hub remote code without hf-siamese, it falls back to transformers' own push (its
         generic card), and the tokenizer goes up in a commit of its own.
         """
         if tokenizer is None:
             tokenizer = self.tokenizer
         try:
-            from hf_siamese.hub import push_to_hub
+            from hf_siamese.formats.hub import push_to_hub
         except ImportError as error:
             # This file also runs as remote code, where hf_siamese may be absent: keep the push working.
             accepted = {"commit_message", "commit_description", "private", "token", "revision", "create_pr", "tags"}

@@ -1,5 +1,5 @@
 """Evaluation for `SiameseTrainer`: the loss where the eval rows fit it, STS correlations on scored pairs, IR metrics on
-retrieval sets (`hf_siamese.retrieval.RetrievalDataset`). A mixin, so `trainer.py` stays readable in one sitting."""
+retrieval sets (`hf_siamese.data.RetrievalDataset`). A mixin, so `trainer.py` stays readable in one sitting."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import torch
 from torch.utils.data import DataLoader
 from transformers.trainer_utils import EvalLoopOutput, speed_metrics
 
+from ..data.beir import RetrievalDataset
+from ..modeling.distributed import encode_in_shards
+from ..modeling.modeling_siamese import SiameseBertModel
+from ..retrieval.evaluation import evaluate_retrieval
 from .collator import SiamesePairCollator
-from .distributed import encode_in_shards
-from .modeling_siamese import SiameseBertModel
-from .retrieval import RetrievalDataset, evaluate_retrieval
 
 
 class SiameseEvaluationMixin:
@@ -51,7 +52,7 @@ class SiameseEvaluationMixin:
         ignore_keys: list[str] | None = None,
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
-        """The Trainer's evaluation, plus retrieval sets (`hf_siamese.retrieval.RetrievalDataset`, e.g.
+        """The Trainer's evaluation, plus retrieval sets (`hf_siamese.data.RetrievalDataset`, e.g.
         `read_beir(folder)`): for those, `{prefix}_ndcg@10`, `{prefix}_mrr@10`, `{prefix}_recall@100`, ... (in [0, 1],
         like the STS correlations), each query ranked against the whole corpus.
         Under several processes each embeds a shard of the corpus; all report the numbers one process would."""
@@ -117,7 +118,7 @@ class SiameseEvaluationMixin:
         gold = np.asarray(dataset[layout.label])
         if gold.dtype.kind != "f" or len(gold) < 2:
             return {}
-        from .metrics import sts_metrics_from_embeddings
+        from ..metrics import sts_metrics_from_embeddings
 
         # Each text with its column's prompt, as in training; each (prompt, text) encoded once.
         first, second = ([(self.data_collator.prompt_for(c), text) for text in dataset[c]] for c in layout.texts)

@@ -11,11 +11,12 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
-from . import encoding
-from .collator import SiamesePairCollator, check_dataset, detect_layout
-from .losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
-from .modeling_siamese import SiameseBertModel
-from .retrieval import RetrievalDataset
+from ..data.beir import RetrievalDataset
+from ..data.columns import detect_layout
+from ..losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
+from ..modeling import encoding
+from ..modeling.modeling_siamese import SiameseBertModel
+from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
 from .trainer_data import SiameseDataMixin
 from .trainer_evaluation import SiameseEvaluationMixin
@@ -47,7 +48,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         stream_buffer_size: for a streamed `train_dataset` (`datasets.IterableDataset`) and a ranking loss, the rows
             held to form batches without repeated texts (default 8 x the batch size).
         group_by_length: batch rows of similar token length together, so that padded batches carry little padding.
-            `"auto"` (default): only when the model cannot run packed (`hf_siamese.packing`: BERT-family encoders
+            `"auto"` (default): only when the model cannot run packed (modeling/packing.py: BERT-family encoders
             run all texts of a batch end to end without padding, which measured faster on plain random batches than
             on grouped ones, and leaves the batches exactly as random sampling makes them), and not for the softmax
             loss (grouped NLI batches cost 0.27 STSb test there; cosine and MNR stayed within 0.2). `True`: always (for
@@ -264,7 +265,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
 
         Args:
             repo_id: defaults to `args.hub_model_id`, else the name of `args.output_dir`.
-            commit_message, revision, private, create_pr: as in `hf_siamese.hub.push_to_hub`; `revision` and
+            commit_message, revision, private, create_pr: as in `hf_siamese.formats.hub.push_to_hub`; `revision` and
                 `private` default to `args.hub_revision` and `args.hub_private_repo`.
             blocking: False returns a `Future` of the commit; the files are staged before it returns.
             token: defaults to `args.hub_token`, then the logged-in token.
@@ -278,7 +279,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         """
         from pathlib import Path
 
-        from .hub import push_to_hub
+        from ..formats.hub import push_to_hub
 
         self.callback_handler.on_push_begin(self.args, self.state, self.control)
         if not self.is_world_process_zero():
@@ -320,8 +321,8 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         """Write hf-siamese's model card to `args.output_dir/README.md` (in place of Trainer's generic card)."""
         import os
 
-        from .local_paths import is_hub_id
-        from .model_card import write_model_card
+        from ..formats.local_paths import is_hub_id
+        from ..formats.model_card import write_model_card
 
         if not self.is_world_process_zero():
             return
@@ -350,7 +351,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
     @staticmethod
     def _model_card_facts(**kwargs: Any) -> dict[str, Any]:
         """Card facts from `push_to_hub` / `create_model_card` keywords, Trainer's names included; None is unset."""
-        from .model_card_facts import _CARD_FACT_NAMES
+        from ..formats.model_card_facts import _CARD_FACT_NAMES
 
         renamed = {"finetuned_from": "base_model", "model_name": "title", "dataset": "datasets"}
         facts: dict[str, Any] = {}

@@ -1,0 +1,3 @@
+"""Retrieval with an encoder: IR metrics of a model on a retrieval set, hard-negative mining, the persistent vector
+index and the model fingerprint it records. Imports modeling, data and metrics.
+"""
