@@ -11,8 +11,10 @@ Subcommands:
 The package only parses arguments and calls the library. Every bad input ends in one line on stderr
 (`hf-siamese: error: ...`) and a non-zero exit status, never a traceback (set HF_SIAMESE_TRACEBACK=1 to see one).
 
-Layout: `common` (names, argument-value parsers, data and model loading, error text), `parser` (the argparse
-parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`. `main` lives here.
+Layout: `common` (names, argument-value parsers, the model-loading call, error text), `parser` (the argparse
+parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `mine`. `main` lives
+here. A command reads its inputs (`hf_siamese.data`), loads its model (`hf_siamese.formats.loading.load_model`) and
+calls one library function.
 """
 
 from __future__ import annotations
@@ -21,71 +23,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .common import (
-    DEMO_DEV_NAME,
-    DEMO_OUTPUT_DIR,
-    DEMO_TRAIN_NAME,
-    DTYPES,
-    EXIT_BAD_INPUT,
-    LOSS_NAMES,
-    POOLING_NAMES,
-    PROG,
-    _one_line,
-    check_model_source,
-    default_model_path,
-    encoder_defaults,
-    infer_score_range,
-    load_data,
-    load_inference_model,
-    parse_columns,
-    parse_labels,
-    parse_score_range,
-    quiet_progress_bars,
-    read_text_lines,
-    scored_pairs_layout,
-    shutdown_distributed,
-    take,
-)
-from .encode import run_encode
-from .evaluate import run_eval
-from .index import run_index
-from .mine import run_mine
+from .common import EXIT_BAD_INPUT, PROG, _one_line
 from .parser import build_parser
-from .search import run_search
-from .train import run_train
 
-__all__ = [
-    "DEMO_DEV_NAME",
-    "DEMO_OUTPUT_DIR",
-    "DEMO_TRAIN_NAME",
-    "DTYPES",
-    "EXIT_BAD_INPUT",
-    "LOSS_NAMES",
-    "POOLING_NAMES",
-    "PROG",
-    "build_parser",
-    "check_model_source",
-    "default_model_path",
-    "encoder_defaults",
-    "infer_score_range",
-    "load_data",
-    "load_inference_model",
-    "main",
-    "parse_columns",
-    "parse_labels",
-    "parse_score_range",
-    "quiet_progress_bars",
-    "read_text_lines",
-    "run_encode",
-    "run_eval",
-    "run_index",
-    "run_mine",
-    "run_search",
-    "run_train",
-    "scored_pairs_layout",
-    "shutdown_distributed",
-    "take",
-]
+__all__ = ["build_parser", "main"]
 
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:

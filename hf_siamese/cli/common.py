@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -126,29 +125,6 @@ def infer_score_range(scores: Sequence[float], source: str) -> tuple[float, floa
     raise ValueError(f"{source}: scores span {low:g}..{high:g}; pass --score-range LOW,HIGH")
 
 
-def read_text_lines(path: str) -> list[str]:
-    """Texts of a UTF-8 file, one per line; blank lines are skipped, surrounding whitespace is dropped."""
-    from ..data.readers import DataFormatError
-
-    file = Path(path)
-    if not file.exists():
-        raise FileNotFoundError(2, f"text file not found: {path!r}", path)
-    if file.is_dir():
-        raise DataFormatError(path, "is a directory", expected="a text file with one text per line")
-    raw = file.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise DataFormatError(path, "is not valid UTF-8 text", line=line, expected="a UTF-8 text file") from None
-    # split("\n"), not splitlines(): a text may hold U+2028 and similar characters, which are not line ends here.
-    texts = [line.strip() for line in text.split("\n")]
-    texts = [line for line in texts if line]
-    if not texts:
-        raise DataFormatError(path, "has no text", expected="one text per line")
-    return texts
-
-
 def load_data(
     source: str | None, split: str | None, columns: dict[str, str] | None, subset: str | None
 ) -> datasets.Dataset:
@@ -184,74 +160,27 @@ def scored_pairs_layout(dataset: datasets.Dataset, source: str) -> tuple[str, st
     return layout.texts[0], layout.texts[1], layout.label
 
 
-def check_model_source(source: str) -> str:
-    """Fail early, and clearly, for a local model folder that does not exist.
-
-    Hub ids are ``name`` or ``owner/name``; anything else (``./x``, ``/x``, ``a/b/c``) is meant locally, and
-    transformers would otherwise answer with a confusing complaint about the repo id format.
-    """
-    if Path(source).exists():
-        return source
-    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
-        raise FileNotFoundError(2, f"model folder not found: {source!r}", source)
-    return source
-
-
 def load_inference_model(
     path: str | None,
     pooling: str | None,
     normalize: bool | None,
     max_seq_length: int | None,
     quantize: str | None = None,
+    device: str | None = None,
 ) -> tuple[SiameseBertModel, Any]:
-    """A model and tokenizer for eval/encode/search (`quantize="int8"`: an int8 copy for the CPU, see
-    `hf_siamese.quantize`).
+    """`hf_siamese.formats.loading.load_model` on `--model` (default: the shipped MiniLM), without transformers'
+    loading bars."""
+    from ..formats.loading import load_model
 
-    A hf-siamese checkpoint keeps its own pooling and normalization (its config decides the embedding); a
-    sentence-transformers checkpoint brings its own (overridden by `--pooling` / `--normalize` when given); a plain
-    encoder is wrapped with `--pooling` (default mean) and `--normalize` (default on).
-    """
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-    from ..modeling.configuration_siamese import SiameseBertConfig
-    from ..modeling.modeling_siamese import SiameseBertModel
-
-    path = check_model_source(path or default_model_path())
     with quiet_progress_bars():
-        config = AutoConfig.from_pretrained(path)
-        if isinstance(config, SiameseBertConfig):
-            given = [name for name, value in (("--pooling", pooling), ("--normalize", normalize)) if value is not None]
-            if given:
-                verb = "apply" if len(given) > 1 else "applies"
-                raise ValueError(
-                    f"{' and '.join(given)} only {verb} to a plain encoder; {path!r} is a hf-siamese model, whose "
-                    f"config decides its embeddings (pooling={config.pooling}, normalize={config.normalize})"
-                )
-            model = AutoModel.from_pretrained(path)
-            if max_seq_length is not None:
-                model.config.max_seq_length = max_seq_length
-        else:
-            model = SiameseBertModel.from_encoder(
-                path, **encoder_defaults(path, pooling, normalize), max_seq_length=max_seq_length
-            )
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    model.eval()
-    if quantize is not None:
-        from ..modeling.quantization import quantize as quantize_model
-
-        model = quantize_model(model, quantize)
-    return model, tokenizer
-
-
-def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> dict[str, Any]:
-    """`from_encoder` arguments for `--pooling` / `--normalize`: what was given, else what a sentence-transformers
-    checkpoint says (by leaving them out), else mean pooling and normalization for a plain encoder."""
-    from ..formats.sentence_transformers_read import has_layout
-
-    if not has_layout(path):  # from_encoder reads the layout itself; here only whether there is one
-        pooling = pooling or "mean"
-        normalize = True if normalize is None else normalize
-    return {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}
+        return load_model(
+            path or default_model_path(),
+            pooling=pooling,
+            normalize=normalize,
+            max_seq_length=max_seq_length,
+            quantize=quantize,
+            device=device,
+        )
 
 
 def shutdown_distributed() -> None:

@@ -6,12 +6,14 @@ import argparse
 import os
 from pathlib import Path
 
-from .common import load_inference_model, read_text_lines
+from .common import load_inference_model
 
 
 def run_encode(args: argparse.Namespace) -> int:
     """Embed each line of a text file; write a (lines, hidden) array to .npy or .safetensors ("embeddings")."""
     import torch
+
+    from ..data.readers import read_text_lines
 
     output = Path(args.output)
     suffix = output.suffix.lower()
@@ -21,7 +23,7 @@ def run_encode(args: argparse.Namespace) -> int:
         raise ValueError("--dtype bfloat16 cannot be stored in .npy (numpy has no bfloat16); use a .safetensors name")
     texts = read_text_lines(args.texts)
     model, tokenizer = load_inference_model(
-        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize
+        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
     dtype = getattr(torch, args.dtype)
     # On a CPU, autocast to float16 is slow or unsupported; compute in float32 there and only store in float16.

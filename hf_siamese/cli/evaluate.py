@@ -12,7 +12,6 @@ from .common import (
     load_inference_model,
     parse_columns,
     parse_score_range,
-    read_text_lines,
     scored_pairs_layout,
     take,
 )
@@ -22,7 +21,7 @@ def run_eval(args: argparse.Namespace) -> int:
     """Spearman/Pearson x100 of cosine, dot, euclidean and manhattan similarity on scored pairs; optional plots. On a
     BEIR folder: the IR table instead."""
     from ..data.beir import is_beir_folder
-    from ..data.readers import load_demo_dataset
+    from ..data.readers import load_demo_dataset, read_text_lines
     from ..metrics import paired_similarities, sts_metrics_from_embeddings
 
     if args.data is not None and is_beir_folder(args.data):
@@ -43,7 +42,7 @@ def run_eval(args: argparse.Namespace) -> int:
     sentences = read_text_lines(args.sentences) if args.sentences else None
 
     model, tokenizer = load_inference_model(
-        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize
+        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
     left = list(data[first])
     right = list(data[second])
@@ -88,7 +87,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     split = beir_split(args.data, [args.split, "test", "dev"])
     data = read_beir(args.data, split=split)
     model, tokenizer = load_inference_model(
-        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize
+        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
     metrics = evaluate_retrieval(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True

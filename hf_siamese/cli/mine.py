@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import load_data, load_inference_model, parse_columns, read_text_lines
+from .common import load_data, load_inference_model, parse_columns
 
 OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv"}
 
@@ -13,6 +13,7 @@ OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv
 def run_mine(args: argparse.Namespace) -> int:
     """Mine `--num-negatives` negatives per row with the model and write `anchor, positive, negative_1, ...`."""
     from ..data.beir import is_beir_folder, read_beir
+    from ..data.readers import read_text_lines
     from ..retrieval.mining import mine_hard_negatives
 
     output = Path(args.output)
@@ -38,7 +39,9 @@ def run_mine(args: argparse.Namespace) -> int:
         corpus = list(read_beir(args.corpus, split=args.split).corpus.values())
     else:
         corpus = read_text_lines(args.corpus)
-    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)
+    model, tokenizer = load_inference_model(
+        args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
+    )
     mined = mine_hard_negatives(
         rows,
         model,

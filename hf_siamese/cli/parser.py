@@ -80,6 +80,13 @@ def _add_model_arguments(parser: argparse.ArgumentParser, *, training: bool) -> 
         help="L2-normalize the embeddings (default: the sentence-transformers checkpoint's, else on)",
     )
     parser.add_argument("--max-seq-length", type=_positive_int, help="truncate texts to this many tokens")
+    if not training:  # training runs where the Trainer puts it (accelerate: one GPU per process)
+        parser.add_argument(
+            "--device",
+            default="auto",
+            help="where the model runs: auto (default: this process's CUDA GPU when there is one, else mps, else the "
+            "CPU), cpu, cuda, cuda:N or mps",
+        )
 
 
 def _add_data_arguments(parser: argparse.ArgumentParser, prefix: str, split: str) -> None:

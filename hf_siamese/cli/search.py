@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from .common import load_inference_model, read_text_lines
+from .common import load_inference_model
 
 
 def run_search(args: argparse.Namespace) -> int:
     """Print the top-k corpus lines for every query, with their similarity."""
+    from ..data.readers import read_text_lines
+
     if args.top_k < 1:
         raise ValueError(f"--top-k must be at least 1, got {args.top_k}")
     queries = list(args.query or [])
@@ -23,7 +25,9 @@ def run_search(args: argparse.Namespace) -> int:
     import torch
 
     corpus = read_text_lines(args.corpus)
-    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length)
+    model, tokenizer = load_inference_model(
+        args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
+    )
 
     corpus_embeddings = model.encode(corpus, tokenizer=tokenizer, batch_size=args.batch_size)
     query_embeddings = model.encode(
@@ -47,7 +51,9 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> int:
     if not model_path:
         raise ValueError(f"the index {args.index!r} records no model path (built from an unsaved model); pass --model")
     max_seq_length = args.max_seq_length or index.settings["max_seq_length"]
-    model, tokenizer = load_inference_model(model_path, args.pooling, args.normalize, max_seq_length)
+    model, tokenizer = load_inference_model(
+        model_path, args.pooling, args.normalize, max_seq_length, device=args.device
+    )
     results = index.search(
         model, queries, top_k=args.top_k, tokenizer=tokenizer, prompt_name=args.prompt_name, batch_size=args.batch_size
     )

@@ -12,9 +12,7 @@ from .common import (
     DEMO_OUTPUT_DIR,
     DEMO_TRAIN_NAME,
     PROG,
-    check_model_source,
     default_model_path,
-    encoder_defaults,
     infer_score_range,
     load_data,
     parse_columns,
@@ -212,6 +210,7 @@ def run_train(args: argparse.Namespace) -> int:
     """Fine-tune, print a before/after summary on the main process, save (and optionally push) the model."""
     from transformers import AutoTokenizer, set_seed
 
+    from ..formats.loading import check_model_source, encoder_defaults
     from ..modeling.modeling_siamese import SiameseBertModel
     from ..training.averaging import WeightAveragingCallback
     from ..training.trainer import SiameseTrainer

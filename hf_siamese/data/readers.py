@@ -51,6 +51,8 @@ __all__ = [
     "DatasetLoadError",
     "load_demo_dataset",
     "load_pairs",
+    "read_corpus",
+    "read_text_lines",
     "read_nli_csv",
     "read_pairs_file",
     "read_sts_benchmark",
@@ -322,6 +324,51 @@ def load_pairs(
 
 # --------------------------------------------------------------------------------------------------------
 # demo dataset
+
+
+def read_text_lines(path: str) -> list[str]:
+    """Texts of a UTF-8 file, one per line; blank lines are skipped, surrounding whitespace is dropped."""
+    file = Path(path)
+    if not file.exists():
+        raise FileNotFoundError(2, f"text file not found: {path!r}", path)
+    if file.is_dir():
+        raise DataFormatError(path, "is a directory", expected="a text file with one text per line")
+    raw = file.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataFormatError(path, "is not valid UTF-8 text", line=line, expected="a UTF-8 text file") from None
+    # split("\n"), not splitlines(): a text may hold U+2028 and similar characters, which are not line ends here.
+    texts = [line.strip() for line in text.split("\n")]
+    texts = [line for line in texts if line]
+    if not texts:
+        raise DataFormatError(path, "has no text", expected="one text per line")
+    return texts
+
+
+def read_corpus(
+    source: PathLike,
+    *,
+    text_column: str | None = None,
+    id_column: str | None = None,
+    split: str | None = None,
+    subset: str | None = None,
+) -> tuple[list[Any], list[Any] | None]:
+    """(texts, ids or None) of a corpus: a .txt file (one document per line, blank lines skipped, ids = positions)
+    or a CSV/TSV/JSONL/JSON file, folder or Hub dataset (`text_column`, default `text`, and optional `id_column`)."""
+    source = os.fspath(source)
+    if Path(source).suffix.lower() == ".txt":
+        if text_column or id_column:
+            raise ValueError(
+                f"--text-column/--id-column apply to table files and datasets; {source!r} is a text file with one "
+                "document per line (its ids are the line positions 0, 1, ... among non-blank lines)"
+            )
+        return read_text_lines(source), None
+    columns = {"text": text_column or "text", **({"id": id_column} if id_column else {})}
+    data = load_pairs(source, split=split, columns=columns, **({"name": subset} if subset else {}))
+    return list(data["text"]), list(data["id"]) if id_column else None
+
 
 _DEMO_SPLITS = ("train", "dev")
 

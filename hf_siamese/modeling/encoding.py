@@ -36,6 +36,36 @@ LOW_PRECISION_COPY = 4
 _COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """The device to run on. `None` or `"auto"`: this process's CUDA GPU when there is one (`cuda:LOCAL_RANK` under
+    `accelerate launch` / torchrun, so each process takes its own), else Apple's `mps`, else the CPU. An explicit
+    device is checked: asking for CUDA or MPS where there is none is a `ValueError` naming what is available."""
+    import os
+
+    if device is None or device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r} is not a device; use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.") from None
+    if resolved.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device={device!r}: no CUDA GPU is available here; use 'cpu' or 'auto'.")
+        if resolved.index is not None and resolved.index >= count:
+            raise ValueError(f"device={device!r}: only {count} CUDA GPU(s) here (cuda:0..cuda:{count - 1}).")
+    if resolved.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError(f"device={device!r}: MPS is not available here; use 'cpu' or 'auto'.")
+    return resolved
+
+
 def native_low_precision(dtype: torch.dtype) -> bool:
     """Whether this CPU runs `dtype` matmuls in hardware (bfloat16: AVX512-BF16 or AMX; float16: AVX512-FP16 or
     AMX-FP16), as oneDNN reports it. Without them PyTorch emulates the dtype: bfloat16 encode measured 6x slower than
@@ -169,7 +199,8 @@ class SiameseEncodingMixin:
                 in bfloat16 with `LOW_PRECISION_COPY` batches or more, with a bfloat16 copy of the weights (faster
                 there; the copy, half the size of the weights, is kept for later calls until a weight changes). On a
                 CPU that only emulates the dtype (no AVX512-BF16/AMX for bfloat16), float32 instead, with a warning.
-            device: where to run; defaults to the model's device.
+            device: where to run (`"cuda"`, `"cuda:1"`, `"cpu"`, `"mps"`, or `"auto"`: see `resolve_device`);
+                defaults to the model's device. The model is moved there and stays there.
             prompt_name: put the prompt `config.prompts[prompt_name]` before each text (e.g. `"query"`). Defaults to
                 `config.default_prompt_name`, if the model has one.
             prompt: a prompt text to put before each text instead (wins over `prompt_name`; `""` for none).
@@ -202,7 +233,12 @@ class SiameseEncodingMixin:
 
         tokenizer = self._resolve_tokenizer(tokenizer)
         max_length = max_length or self.config.effective_max_seq_length
-        device = torch.device(device) if device is not None else self.device
+        if device is None:
+            device = self.device
+        else:  # the model moves there (and stays): inputs and weights must share one device
+            device = resolve_device(device)
+            if device.type != self.device.type or (device.index is not None and device != self.device):
+                self.to(device)
         # Repeated texts (common in pair datasets) are encoded once.
         unique = list(dict.fromkeys(texts))
         inputs = [self.prepare_text(text, prompt) for text in unique]
@@ -233,7 +269,8 @@ class SiameseEncodingMixin:
             # Autocast and no_grad are per thread: set them in the thread that runs the batch.
             with torch.no_grad(), torch.autocast(device_type=device.type, dtype=dtype, enabled=use_autocast):
                 batch = {k: v.to(device) for k, v in batch.items()}
-                return runner(**batch, prompt_length=prompt_length).sentence_embedding.float().cpu()
+                # Results stay on the device until all batches ran: one copy back, no sync per batch.
+                return runner(**batch, prompt_length=prompt_length).sentence_embedding.float()
 
         was_training = self.training
         self.eval()
@@ -252,7 +289,7 @@ class SiameseEncodingMixin:
             self.train(was_training)
             if progress is not None:
                 progress.close()
-        sorted_embeddings = torch.cat(chunks)
+        sorted_embeddings = torch.cat(chunks).cpu()
         embeddings = torch.empty_like(sorted_embeddings)
         embeddings[order] = sorted_embeddings
         if len(unique) != len(texts):

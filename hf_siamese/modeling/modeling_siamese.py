@@ -69,20 +69,24 @@ def pool_token_states(
             index = seq_len - 1 - mask.to(torch.int32).flip(1).argmax(dim=1)
         picked = hidden_states[torch.arange(len(index), device=index.device), index]
         return picked if pooling == "cls" else picked * mask.any(dim=1, keepdim=True).to(picked.dtype)
-    weights = mask.unsqueeze(-1).to(hidden_states.dtype)
     if pooling == "max":
-        return hidden_states.masked_fill(weights == 0, torch.finfo(hidden_states.dtype).min).max(dim=1).values
+        empty = mask.unsqueeze(-1) == 0
+        return hidden_states.masked_fill(empty, torch.finfo(hidden_states.dtype).min).max(dim=1).values
+    # Sums and counts in float32 whatever the states' dtype: in float16 the weightedmean weights (up to L(L+1)/2) pass
+    # 65504 from 362 tokens, bfloat16 rounds positions above 256, and clamp(min=1e-9) is 0 in both (an empty row
+    # would divide 0 by 0). The result comes back in the states' dtype.
+    weights = mask.unsqueeze(-1).to(torch.float32)
     if pooling == "weightedmean":
         # Weight 1, 2, 3, ... from the first real token on (left padding shifts the count, as in SGPT).
         start = attention_mask.to(torch.int32).argmax(dim=1).view(-1, 1, 1)
-        positions = torch.arange(1, mask.shape[1] + 1, device=mask.device, dtype=hidden_states.dtype).view(1, -1, 1)
+        positions = torch.arange(1, mask.shape[1] + 1, device=mask.device, dtype=torch.float32).view(1, -1, 1)
         weights = weights * (positions - start)
-    summed = (hidden_states * weights).sum(dim=1)
+    summed = (hidden_states.to(torch.float32) * weights).sum(dim=1)
     counts = weights.sum(dim=1).clamp(min=1e-9)
     if pooling in ("mean", "weightedmean"):
-        return summed / counts
+        return (summed / counts).to(hidden_states.dtype)
     if pooling == "mean_sqrt_len":
-        return summed / counts.sqrt()
+        return (summed / counts.sqrt()).to(hidden_states.dtype)
     raise ValueError(
         f"pooling={pooling!r} is not one of ['mean', 'cls', 'max', 'mean_sqrt_len', 'weightedmean', 'lasttoken']."
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import make_tiny_model
 from datasets import Dataset
-from test_training import make_args
+from helpers import make_args
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from hf_siamese import NoDuplicatesBatchSampler, SiameseTrainer, losses

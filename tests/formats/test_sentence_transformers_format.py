@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import SENTENCES, TINY
-from test_modeling import BLOCKED_IMPORT, _minilm_path, _run_isolated
+from helpers import BLOCKED_IMPORT, minilm_path, run_isolated
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, Qwen2Config
 
 from hf_siamese import SiameseBertConfig, SiameseBertModel
@@ -133,7 +133,7 @@ def test_remote_code_reads_every_saved_layout(round_trips: dict, tmp_path: Path)
             print("MAXDIFF", case, name, diff)
         """
     )
-    output = _run_isolated(script, tmp_path)
+    output = run_isolated(script, tmp_path)
     diffs = [line.split() for line in output.splitlines() if line.startswith("MAXDIFF")]
     assert len(diffs) == len(checks), output
     assert all(float(diff[-1]) < TOLERANCE for diff in diffs), output
@@ -298,7 +298,7 @@ def _save_tokenizer(tokenizer, tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_minilm_matches_sentence_transformers_both_ways(tmp_path: Path) -> None:
-    path = _minilm_path()
+    path = minilm_path()
     texts = ["A man is playing a guitar.", "Someone plays a musical instrument.", "The stock market fell today."]
     reference = SentenceTransformer(str(path), device="cpu").encode(texts)
     model = SiameseBertModel.from_encoder(path)  # mean pooling + Normalize + max length, all from the folder

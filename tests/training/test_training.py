@@ -9,28 +9,11 @@ import pytest
 import torch
 from conftest import make_tiny_model
 from datasets import Dataset
-from transformers import AutoModel, TrainerCallback, TrainingArguments
+from helpers import WORDS, make_args, scored_pairs, sentence
+from transformers import AutoModel, TrainerCallback
 
 from hf_siamese import NoDuplicatesBatchSampler, SiameseBertModel, SiamesePairCollator, SiameseTrainer, losses
 from hf_siamese.training.collator import check_dataset
-
-WORDS = "man woman dog cat plays guitar piano music car bus train food soup bread market rain sun park ball".split()
-
-
-def sentence(rng: random.Random, n: int = 5) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, n)))
-
-
-def scored_pairs(n: int = 64, seed: int = 0) -> Dataset:
-    rng = random.Random(seed)
-    s1, s2, score = [], [], []
-    for _ in range(n):
-        a = sentence(rng)
-        same = rng.random() < 0.5
-        s1.append(a)
-        s2.append(a if same else sentence(rng))
-        score.append(5.0 if same else 0.5)
-    return Dataset.from_dict({"sentence1": s1, "sentence2": s2, "score": score})
 
 
 def labelled_pairs(n: int = 64, seed: int = 0) -> Dataset:
@@ -164,23 +147,6 @@ def test_no_duplicates_sampler_would_fail_with_plain_batches() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- trainer
-
-
-def make_args(tmp_path: Path, **overrides) -> TrainingArguments:
-    settings = dict(
-        output_dir=str(tmp_path / "run"),
-        per_device_train_batch_size=8,
-        num_train_epochs=3,
-        learning_rate=5e-4,
-        use_cpu=True,
-        report_to=[],
-        logging_steps=1,
-        save_strategy="no",
-        seed=7,
-        disable_tqdm=True,
-    )
-    settings.update(overrides)
-    return TrainingArguments(**settings)
 
 
 @pytest.mark.parametrize(

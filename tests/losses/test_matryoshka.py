@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import SENTENCES, make_tiny_model
+from helpers import BLOCKED_IMPORT, run_isolated
 from test_cached_mnr import chunked_embeddings, gradients, random_batch
-from test_modeling import BLOCKED_IMPORT, _run_isolated
 from transformers import AutoModel
 
 from hf_siamese import SiameseBertConfig, SiameseBertOutput
@@ -118,7 +118,7 @@ def test_truncate_dim_everywhere(tmp_path: Path, tiny_tokenizer) -> None:
             print("MAXDIFF", float((got - torch.load({str(tmp_path / "expected.pt")!r})).abs().max()))
         """
     )
-    output = _run_isolated(script, tmp_path)
+    output = run_isolated(script, tmp_path)
     diffs = [float(line.split()[1]) for line in output.splitlines() if line.startswith("MAXDIFF")]
     assert len(diffs) == 2 and max(diffs) < 1e-6, output
 

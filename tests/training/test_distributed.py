@@ -26,7 +26,7 @@ from hf_siamese.modeling.distributed import gather_with_grad, shutdown_process_g
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = HERE / "distributed"
-ACCELERATE_CONFIG = HERE.parent / "examples" / "accelerate_cpu_2proc.yaml"
+ACCELERATE_CONFIG = HERE.parents[1] / "examples" / "accelerate_cpu_2proc.yaml"
 TIMEOUT_S = 300
 
 
@@ -49,7 +49,7 @@ def launch(command: list[str]) -> subprocess.CompletedProcess[str]:
     process = subprocess.Popen(
         command,
         env=child_env(),
-        cwd=HERE.parent,
+        cwd=HERE.parents[1],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

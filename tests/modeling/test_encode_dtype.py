@@ -54,7 +54,7 @@ def test_native_low_precision_asks_onednn(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_trainer_warns_about_emulated_bf16(emulated, tmp_path, tiny_tokenizer, caplog) -> None:
-    from test_training import make_args, scored_pairs
+    from helpers import make_args, scored_pairs
 
     from hf_siamese import SiameseTrainer
     from hf_siamese.losses import CosineSimilarityLoss

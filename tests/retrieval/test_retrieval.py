@@ -14,7 +14,7 @@ from hf_siamese import SiameseTrainer
 from hf_siamese.data import RetrievalDataset, read_beir
 from hf_siamese.retrieval.evaluation import evaluate_retrieval
 
-SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "retrieval" / "scifact"
+SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "data" / "retrieval" / "scifact"
 
 
 def write_beir(folder: Path, qrels_lines: list[str] | None = None) -> Path:

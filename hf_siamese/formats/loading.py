@@ -1,0 +1,94 @@
+"""Loading a model for inference from any checkpoint we read: a hf-siamese folder, a sentence-transformers
+checkpoint or a plain encoder (local folder or Hub id), onto the device it will run on.
+
+The commands `encode`, `index`, `search`, `mine` and `eval` call `load_model` once each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..modeling.configuration_siamese import SiameseBertConfig
+from ..modeling.encoding import resolve_device
+from ..modeling.modeling_siamese import SiameseBertModel
+from .sentence_transformers_read import has_layout
+
+
+def check_model_source(source: str) -> str:
+    """Fail early, and clearly, for a local model folder that does not exist.
+
+    Hub ids are ``name`` or ``owner/name``; anything else (``./x``, ``/x``, ``a/b/c``) is meant locally, and
+    transformers would otherwise answer with a confusing complaint about the repo id format.
+    """
+    if Path(source).exists():
+        return source
+    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
+        raise FileNotFoundError(2, f"model folder not found: {source!r}", source)
+    return source
+
+
+def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> dict[str, Any]:
+    """`from_encoder` arguments for `pooling` / `normalize`: what was given, else what a sentence-transformers
+    checkpoint says (by leaving them out), else mean pooling and normalization for a plain encoder."""
+    if not has_layout(path):  # from_encoder reads the layout itself; here only whether there is one
+        pooling = pooling or "mean"
+        normalize = True if normalize is None else normalize
+    return {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}
+
+
+def load_model(
+    path: str,
+    *,
+    pooling: str | None = None,
+    normalize: bool | None = None,
+    max_seq_length: int | None = None,
+    quantize: str | None = None,
+    device: str | torch.device | None = None,
+) -> tuple[SiameseBertModel, Any]:
+    """`(model, tokenizer)` for inference, the model in eval mode on `device`.
+
+    A hf-siamese checkpoint keeps its own pooling and normalization (its config decides the embedding; giving
+    `pooling` / `normalize` is an error); a sentence-transformers checkpoint brings its own (overridden by them when
+    given); a plain encoder is wrapped with `pooling` (default mean) and `normalize` (default on).
+
+    Args:
+        device: `"auto"` / `None` (CUDA when available, this process's GPU under `accelerate launch`; else MPS; else
+            the CPU), or an explicit device; see `hf_siamese.modeling.encoding.resolve_device`.
+        quantize: `"int8"`: a dynamically quantized int8 copy (`hf_siamese.quantize`), which runs on the CPU only.
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    path = check_model_source(path)
+    # An int8 copy runs on the CPU only: `auto` means the CPU for it.
+    target = torch.device("cpu") if quantize is not None and device in (None, "auto") else resolve_device(device)
+    if quantize is not None and target.type != "cpu":
+        raise ValueError(
+            f"quantize={quantize!r} makes an int8 copy for the CPU, but the device is {target}; use device='cpu' "
+            "(--device cpu), or bfloat16 / float16 on a GPU (--dtype)."
+        )
+    config = AutoConfig.from_pretrained(path)
+    if isinstance(config, SiameseBertConfig):
+        given = [name for name, value in (("pooling", pooling), ("normalize", normalize)) if value is not None]
+        if given:
+            verb = "apply" if len(given) > 1 else "applies"
+            raise ValueError(
+                f"{' and '.join(given)} only {verb} to a plain encoder; {path!r} is a hf-siamese model, whose "
+                f"config decides its embeddings (pooling={config.pooling}, normalize={config.normalize})"
+            )
+        model = AutoModel.from_pretrained(path)
+        if max_seq_length is not None:
+            model.config.max_seq_length = max_seq_length
+    else:
+        model = SiameseBertModel.from_encoder(
+            path, **encoder_defaults(path, pooling, normalize), max_seq_length=max_seq_length
+        )
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model.eval()
+    if quantize is not None:
+        from ..modeling.quantization import quantize as quantize_model
+
+        return quantize_model(model, quantize), tokenizer
+    return model.to(target), tokenizer

