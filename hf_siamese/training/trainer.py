@@ -176,6 +176,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
                 "On CPU pass TrainingArguments(use_cpu=True) under accelerate launch / torchrun.",
                 launched,
             )
+        self.check_parallel_setup()
         for flag, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
             if getattr(self.args, flag) and self.args.device.type == "cpu" and not encoding.native_low_precision(dtype):
                 logger.warning(
@@ -186,6 +187,38 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
                     str(dtype).removeprefix("torch."),
                     flag,
                 )
+
+    def check_parallel_setup(self) -> None:
+        """Refuse the parallel settings a loss cannot train under, naming the setting (a clear error now rather than a
+        hang or DeepSpeed's assertion mid-step).
+
+        - The cached MNR loss replays its chunks under DDP's `no_sync` so gradients are reduced once per step; FSDP
+          and DeepSpeed shard or reduce gradients on their own schedule, which the replay does not follow (untested).
+        - Ranking losses use only the embeddings: with `ddp_find_unused_parameters=False`, DDP raises on a softmax head
+          or cosine affine left out of the graph.
+        """
+        if getattr(self.loss, "caches_embeddings", False):
+            for setting, enabled in (("fsdp", self.is_fsdp_enabled), ("deepspeed", self.is_deepspeed_enabled)):
+                if enabled:
+                    raise ValueError(
+                        f"{type(self.loss).__name__} cannot train under TrainingArguments({setting}=...): its chunk "
+                        "replay reduces gradients once per step through DDP's no_sync, which FSDP and DeepSpeed do not "
+                        "offer. Train it under DDP (accelerate launch --multi_gpu / torchrun), or use "
+                        "MultipleNegativesRankingLoss(gather_across_processes=True) under FSDP/DeepSpeed."
+                    )
+        if self.args.ddp_find_unused_parameters is False and self.args.world_size > 1:
+            if isinstance(self.loss, MultipleNegativesRankingLoss):
+                unused = [
+                    name
+                    for name, parameter in self.model.named_parameters()
+                    if parameter.requires_grad and name.startswith(("classifier.", "cosine_affine_"))
+                ]
+                if unused:
+                    raise ValueError(
+                        f"TrainingArguments(ddp_find_unused_parameters=False) with {type(self.loss).__name__}: the "
+                        f"loss never uses {unused}, and DDP raises on parameters outside the graph. Leave "
+                        "ddp_find_unused_parameters unset (or True), or freeze them (requires_grad_(False))."
+                    )
 
     @staticmethod
     def _resolve_loss(loss: str | SiameseLoss | None, train_dataset: Any, collator: Any) -> SiameseLoss:
