@@ -54,10 +54,13 @@ PEAKS = [
     (r"\bL4\b", {"bf16": 121.0, "fp16": 121.0, "fp32": 30.3}),
 ]
 ROWS: list[dict[str, Any]] = []
+ONLY: re.Pattern[str] | None = None  # --rows: run only the checks whose name matches
 
 
 def report(check: str, fn: Callable[..., tuple[str, str]], *args: Any) -> None:
     """Run `fn(*args)` -> (result, detail); an exception becomes a FAIL row. Prints the row as soon as it is known."""
+    if ONLY is not None and not ONLY.search(check) and check != "load --model":
+        return
     start = time.perf_counter()
     try:
         result, detail = fn(*args)
@@ -308,6 +311,45 @@ def encode_speed(ctx: argparse.Namespace, dtype: str) -> tuple[str, str]:
     return "PASS", f"{len(ctx.texts)} texts, median of {ctx.repeats}: " + "; ".join(parts)
 
 
+def streaming_gain(ctx: argparse.Namespace, dtype: str) -> tuple[str, str]:
+    """encode() with batches made in a background thread (the accelerator default) against all batches made first,
+    interleaved, same texts: what overlapping the tokenizer with the forward passes buys."""
+    from hf_siamese.modeling import encoding
+
+    model = copy.deepcopy(ctx.real).float().eval().to(ctx.device)
+    kwargs = {"tokenizer": ctx.real_tok, "batch_size": 256, "device": ctx.device, "dtype": DTYPES[dtype]}
+    speeds: dict[bool, list[float]] = {True: [], False: []}
+    original = encoding.streams_batches
+    try:
+        for _ in range(max(ctx.repeats, 2)):
+            for streamed in (True, False):
+                encoding.streams_batches = lambda device, streamed=streamed: streamed
+                speeds[streamed].append(
+                    len(ctx.texts) / median_seconds(ctx.device, 1, model.encode, ctx.texts, **kwargs)
+                )
+    finally:
+        encoding.streams_batches = original
+    on, off = statistics.median(speeds[True]), statistics.median(speeds[False])
+    return "PASS", f"{dtype} bs256: streamed {on:,.0f} sent/s, all batches first {off:,.0f} sent/s ({on / off:.2f}x)"
+
+
+def weights_vs_autocast(ctx: argparse.Namespace, dtype: str) -> tuple[str, str]:
+    """encode() of a model cast to `dtype` by hand against `encode(dtype=...)` of the float32 model (which runs a
+    cached copy of the weights in `dtype`, or autocast for fewer than LOW_PRECISION_COPY batches), interleaved, bs256,
+    same texts."""
+    autocast = copy.deepcopy(ctx.real).float().eval().to(ctx.device)
+    cast = copy.deepcopy(ctx.real).to(DTYPES[dtype]).eval().to(ctx.device)
+    kwargs = {"tokenizer": ctx.real_tok, "batch_size": 256, "device": ctx.device}
+    speeds: dict[str, list[float]] = {"weights": [], "dtype=": []}
+    for _ in range(max(ctx.repeats, 2)):
+        seconds = median_seconds(ctx.device, 1, cast.encode, ctx.texts, **kwargs)
+        speeds["weights"].append(len(ctx.texts) / seconds)
+        seconds = median_seconds(ctx.device, 1, autocast.encode, ctx.texts, dtype=DTYPES[dtype], **kwargs)
+        speeds["dtype="].append(len(ctx.texts) / seconds)
+    on, off = statistics.median(speeds["weights"]), statistics.median(speeds["dtype="])
+    return "PASS", f"{dtype} bs256: cast by hand {on:,.0f} sent/s, encode(dtype=) {off:,.0f} sent/s ({on / off:.2f}x)"
+
+
 def st_speed(ctx: argparse.Namespace, dtype: str) -> tuple[str, str]:
     from sentence_transformers import SentenceTransformer
 
@@ -376,7 +418,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # `--device cpu`: dry run on the CPU
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--rows", help="run only the checks whose name matches this regular expression")
     args = parser.parse_args()
+    global ONLY
+    ONLY = re.compile(args.rows) if args.rows else None
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print(f"gpu_check: no CUDA GPU here (torch {torch.__version__}); nothing to check")
@@ -434,6 +479,12 @@ def main() -> int:
     report(f"packed vs padded train step ({name})", packed_vs_padded, train_model, train_tok, device, args.quick)
     for dtype in DTYPES:
         report(f"encode speed {dtype}", *((encode_speed, ctx, dtype) if ctx.real is not None else (skip, no_model)))
+    for dtype in ("fp32", "bf16"):
+        check = f"encode streamed vs all batches first {dtype}"
+        report(check, *((streaming_gain, ctx, dtype) if ctx.real is not None else (skip, no_model)))
+    for dtype in ("bf16", "fp16"):
+        check = f"encode {dtype}: weights cast by hand vs dtype="
+        report(check, *((weights_vs_autocast, ctx, dtype) if ctx.real is not None else (skip, no_model)))
     for dtype in DTYPES:
         missing = no_model if ctx.real is None else None if sentence_transformers else "sentence_transformers is absent"
         check = f"sentence-transformers encode speed {dtype}"

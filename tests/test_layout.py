@@ -31,7 +31,15 @@ OPTIONAL_HOOKS = {
     ("hf_siamese.modeling.modeling_siamese", "hf_siamese.formats.sentence_transformers_save"),
     ("hf_siamese.modeling.modeling_siamese", "hf_siamese.formats.hub"),
 }
-REMOTE_CODE = ("configuration_siamese", "modeling_siamese", "encoding", "packing", "short_attention")
+REMOTE_CODE = (
+    "configuration_siamese",
+    "modeling_siamese",
+    "encoding",
+    "batching",
+    "devices",
+    "packing",
+    "short_attention",
+)
 
 
 def module_name(path: Path) -> str:

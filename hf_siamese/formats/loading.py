@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..modeling.configuration_siamese import SiameseBertConfig
-from ..modeling.encoding import resolve_device
+from ..modeling.devices import resolve_device
 from ..modeling.modeling_siamese import SiameseBertModel
 from .sentence_transformers_read import has_layout
 
@@ -56,7 +56,7 @@ def load_model(
 
     Args:
         device: `"auto"` / `None` (CUDA when available, this process's GPU under `accelerate launch`; else MPS; else
-            the CPU), or an explicit device; see `hf_siamese.modeling.encoding.resolve_device`.
+            the CPU), or an explicit device; see `hf_siamese.modeling.devices.resolve_device`.
         quantize: `"int8"`: a dynamically quantized int8 copy (`hf_siamese.quantize`), which runs on the CPU only.
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer

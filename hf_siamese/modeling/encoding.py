@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 import logging
 import weakref
 from collections.abc import Sequence
@@ -18,6 +17,8 @@ import torch
 from torch import nn
 from transformers import AutoTokenizer
 
+from .batching import StreamedBatches, tokenize_sorted
+from .devices import resolve_device
 from .short_attention import short_attention
 
 logger = logging.getLogger(__name__)
@@ -36,34 +37,10 @@ LOW_PRECISION_COPY = 4
 _COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def resolve_device(device: str | torch.device | None = None) -> torch.device:
-    """The device to run on. `None` or `"auto"`: this process's CUDA GPU when there is one (`cuda:LOCAL_RANK` under
-    `accelerate launch` / torchrun, so each process takes its own), else Apple's `mps`, else the CPU. An explicit
-    device is checked: asking for CUDA or MPS where there is none is a `ValueError` naming what is available."""
-    import os
-
-    if device is None or device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device={device!r} is not a device; use 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'.") from None
-    if resolved.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise ValueError(f"device={device!r}: no CUDA GPU is available here; use 'cpu' or 'auto'.")
-        if resolved.index is not None and resolved.index >= count:
-            raise ValueError(f"device={device!r}: only {count} CUDA GPU(s) here (cuda:0..cuda:{count - 1}).")
-    if resolved.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise ValueError(f"device={device!r}: MPS is not available here; use 'cpu' or 'auto'.")
-    return resolved
+def streams_batches(device: torch.device) -> bool:
+    """Whether encode() makes batches in a background thread while `device` runs (accelerators: yes; the CPU: no,
+    the thread would compete with the forward passes for the same cores)."""
+    return device.type != "cpu"
 
 
 def native_low_precision(dtype: torch.dtype) -> bool:
@@ -195,10 +172,11 @@ class SiameseEncodingMixin:
             show_progress_bar: show a tqdm bar over batches.
             convert_to_numpy: return a float32 `np.ndarray` instead of a tensor on the CPU.
             max_length: truncate to this many tokens; defaults to `config.max_seq_length`.
-            dtype: run the encoder in this dtype (`torch.bfloat16`, `torch.float16`): under autocast, or, on the CPU
-                in bfloat16 with `LOW_PRECISION_COPY` batches or more, with a bfloat16 copy of the weights (faster
-                there; the copy, half the size of the weights, is kept for later calls until a weight changes). On a
-                CPU that only emulates the dtype (no AVX512-BF16/AMX for bfloat16), float32 instead, with a warning.
+            dtype: run the encoder in this dtype (`torch.bfloat16`, `torch.float16`): with `LOW_PRECISION_COPY`
+                batches or more (on the CPU: bfloat16 only) a copy of the weights in `dtype` runs them (faster than
+                autocast; the copy, half the size of the weights, is kept on the device for later calls until a
+                weight changes), else autocast. On a CPU that only emulates the dtype (no AVX512-BF16/AMX for
+                bfloat16), float32 instead, with a warning.
             device: where to run (`"cuda"`, `"cuda:1"`, `"cpu"`, `"mps"`, or `"auto"`: see `resolve_device`);
                 defaults to the model's device. The model is moved there and stays there.
             prompt_name: put the prompt `config.prompts[prompt_name]` before each text (e.g. `"query"`). Defaults to
@@ -242,33 +220,36 @@ class SiameseEncodingMixin:
         # Repeated texts (common in pair datasets) are encoded once.
         unique = list(dict.fromkeys(texts))
         inputs = [self.prepare_text(text, prompt) for text in unique]
-        batches, order, truncated = self._tokenize_sorted(inputs, tokenizer, max_length, batch_size)
-        truncated = {text for text, prepared in zip(unique, inputs, strict=True) if prepared in truncated}
         prompt_length = prompt_token_count(tokenizer, self.prepare_text("", prompt)) if prompt else None
-        if truncated:
-            logger.warning(
-                "%d of %d texts were longer than max_length=%d tokens and were truncated.",
-                sum(1 for text in texts if text in truncated),
-                len(texts),
-                max_length,
-            )
+        # On an accelerator, batches are made in a background thread while the device runs the previous ones (the
+        # tokenizer, not the GPU, bounded speed when it ran first); on the CPU they share the cores, so all are made
+        # first, sorted by exact token length.
+        streamed = streams_batches(device)
+        if streamed:
+            source = StreamedBatches(inputs, tokenizer, max_length, batch_size, pin_memory=device.type == "cuda")
+            batches = None
+        else:
+            batches, order, truncated = tokenize_sorted(inputs, tokenizer, max_length, batch_size)
+            self._warn_truncated(texts, unique, inputs, truncated, max_length)
 
         threads = torch.get_num_threads()
         workers = cpu_workers if cpu_workers is not None else threads
-        workers = min(workers, len(batches)) if device.type == "cpu" else 1
+        workers = min(workers, len(batches)) if not streamed else 1
         dtype = cpu_dtype(dtype, device)
         use_autocast = dtype is not None and dtype != torch.float32
         runner = self
-        if use_autocast and dtype == torch.bfloat16 and device.type == "cpu" and len(batches) >= LOW_PRECISION_COPY:
-            # On the CPU a bfloat16 copy of the weights runs faster than autocast (no casts of weights and
-            # activations around every op; measured 1.1-1.15x): made once, kept until a weight changes.
+        many = len(source if streamed else batches) >= LOW_PRECISION_COPY
+        if use_autocast and many and (streamed or dtype == torch.bfloat16):
+            # A copy of the weights in `dtype` runs faster than autocast (no casts of weights and activations around
+            # every op; measured 1.1-1.15x in bfloat16 on the CPU, 1.15-1.29x on an H100): made once (on the device,
+            # half the weights' size), kept until a weight changes.
             runner = cached_low_precision_copy(self, dtype)
             use_autocast = runner is self
 
         def embed(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             # Autocast and no_grad are per thread: set them in the thread that runs the batch.
             with torch.no_grad(), torch.autocast(device_type=device.type, dtype=dtype, enabled=use_autocast):
-                batch = {k: v.to(device) for k, v in batch.items()}
+                batch = {k: v.to(device, non_blocking=streamed) for k, v in batch.items()}
                 # Results stay on the device until all batches ran: one copy back, no sync per batch.
                 return runner(**batch, prompt_length=prompt_length).sentence_embedding.float()
 
@@ -278,17 +259,28 @@ class SiameseEncodingMixin:
         if show_progress_bar:
             from tqdm.auto import tqdm
 
-            progress = tqdm(total=len(batches), desc="Encoding", unit="batch")
+            progress = tqdm(total=len(source if streamed else batches), desc="Encoding", unit="batch")
         # On the CPU, short batches run attention key-major (short_attention.py: 2-5x faster than sdpa there).
         fast_attention = short_attention(runner.encoder) if device.type == "cpu" else contextlib.nullcontext()
         try:
             with fast_attention:
-                chunks = self._run_batches(embed, batches, workers, progress)
+                if streamed:
+                    chunks, positions = [], []
+                    for rows, batch in source:
+                        chunks.append(embed(batch))
+                        positions.append(rows)
+                        if progress is not None:
+                            progress.update()
+                    order = torch.cat(positions)
+                else:
+                    chunks = self._run_batches(embed, batches, workers, progress)
         finally:
             torch.set_num_threads(threads)
             self.train(was_training)
             if progress is not None:
                 progress.close()
+        if streamed:
+            self._warn_truncated(texts, unique, inputs, source.truncated, max_length)
         sorted_embeddings = torch.cat(chunks).cpu()
         embeddings = torch.empty_like(sorted_embeddings)
         embeddings[order] = sorted_embeddings
@@ -298,6 +290,21 @@ class SiameseEncodingMixin:
         if single:
             embeddings = embeddings[0]
         return embeddings.numpy() if convert_to_numpy else embeddings
+
+    @staticmethod
+    def _warn_truncated(
+        texts: Sequence[str], unique: Sequence[str], inputs: Sequence[str], cut: set[str], max_length: int
+    ) -> None:
+        """One warning with the number of `texts` (counting repeats) whose prepared input `max_length` cut."""
+        if not cut:
+            return
+        truncated = {text for text, prepared in zip(unique, inputs, strict=True) if prepared in cut}
+        logger.warning(
+            "%d of %d texts were longer than max_length=%d tokens and were truncated.",
+            sum(1 for text in texts if text in truncated),
+            len(texts),
+            max_length,
+        )
 
     @staticmethod
     def _run_batches(embed: Any, batches: list[dict[str, torch.Tensor]], workers: int, progress: Any) -> list:
@@ -337,53 +344,6 @@ class SiameseEncodingMixin:
         """The string the tokenizer sees: the prompt, then the text, lowercased when `config.do_lower_case`."""
         text = prompt + text
         return text.lower() if self.config.do_lower_case else text
-
-    def _tokenize_sorted(
-        self, texts: Sequence[str], tokenizer: Any, max_length: int, batch_size: int
-    ) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor, set[str]]:
-        """Tokenize all texts once and group them, longest first, into padded batches.
-
-        Returns the batches, `order` (the input index of each text in sorted order) and the truncated texts.
-        """
-        encoded = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False)
-        truncated = self._truncated_texts(encoded, texts, tokenizer, max_length)
-        lengths = np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int64, count=len(texts))
-        order = np.argsort(-lengths, kind="stable")
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        left = getattr(tokenizer, "padding_side", "right") == "left"  # decoder embedders pool the last token
-        keys = [k for k in ("input_ids", "token_type_ids") if k in encoded]
-        # Every key's tokens end to end in one array; each batch gathers its rows from it (no per-row Python loop).
-        flat = {
-            k: np.fromiter(itertools.chain.from_iterable(encoded[k]), dtype=np.int64, count=int(lengths.sum()))
-            for k in keys
-        }
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        batches = []
-        for first in range(0, len(texts), batch_size):
-            index = order[first : first + batch_size]
-            n = lengths[index][:, None]
-            width = int(n[0, 0])
-            column = np.arange(width)[None, :]
-            offset = column - (width - n) if left else column  # token number of each cell in its text
-            real = (offset >= 0) & (offset < n)
-            gather = np.where(real, starts[index][:, None] + offset, 0)
-            batch = {
-                k: torch.from_numpy(np.where(real, flat[k][gather], pad_id if k == "input_ids" else 0)) for k in keys
-            }
-            batch["attention_mask"] = torch.from_numpy(real.astype(np.int64))
-            batches.append(batch)
-        order = torch.from_numpy(order)
-        return batches, order, truncated
-
-    @staticmethod
-    def _truncated_texts(encoded: Any, texts: Sequence[str], tokenizer: Any, max_length: int) -> set[str]:
-        encodings = getattr(encoded, "encodings", None)
-        if encodings:
-            return {text for text, e in zip(texts, encodings, strict=True) if e.overflowing}
-        # Slow tokenizers keep no overflow record: compare against an untruncated pass on the full-length texts.
-        candidates = [t for t, ids in zip(texts, encoded["input_ids"], strict=True) if len(ids) >= max_length]
-        full = tokenizer(candidates, truncation=False)["input_ids"]
-        return {text for text, ids in zip(candidates, full, strict=True) if len(ids) > max_length}
 
 
 def prompt_token_count(tokenizer: Any, prompt: str) -> int:

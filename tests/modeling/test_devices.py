@@ -11,7 +11,7 @@ from conftest import SENTENCES, make_tiny_model
 
 from hf_siamese.cli import main
 from hf_siamese.formats.loading import load_model
-from hf_siamese.modeling.encoding import resolve_device
+from hf_siamese.modeling.devices import resolve_device
 
 
 @pytest.fixture

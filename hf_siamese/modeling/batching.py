@@ -1,0 +1,133 @@
+"""Turning texts into padded batches for `encode()`: all at once, sorted by token length (the CPU path), or streamed
+from a background thread a window at a time (accelerators), so tokenization overlaps the forward passes.
+
+Part of the remote-code set that `save_pretrained` copies next to the weights: imports only public libraries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+# Batches tokenized per window, and windows' batches queued ahead of the forward pass, in the streamed path.
+WINDOW_BATCHES = 8
+QUEUE_DEPTH = 16
+
+
+def tokenize_sorted(
+    texts: Sequence[str], tokenizer: Any, max_length: int, batch_size: int
+) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor, set[str]]:
+    """Tokenize all texts once and group them, longest first, into padded batches.
+
+    Returns the batches, `order` (the input index of each text in sorted order) and the truncated texts.
+    """
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False)
+    truncated = truncated_texts(encoded, texts, tokenizer, max_length)
+    lengths = np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int64, count=len(texts))
+    order = np.argsort(-lengths, kind="stable")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    left = getattr(tokenizer, "padding_side", "right") == "left"  # decoder embedders pool the last token
+    keys = [k for k in ("input_ids", "token_type_ids") if k in encoded]
+    # Every key's tokens end to end in one array; each batch gathers its rows from it (no per-row Python loop).
+    flat = {
+        k: np.fromiter(itertools.chain.from_iterable(encoded[k]), dtype=np.int64, count=int(lengths.sum()))
+        for k in keys
+    }
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    batches = []
+    for first in range(0, len(texts), batch_size):
+        index = order[first : first + batch_size]
+        n = lengths[index][:, None]
+        width = int(n[0, 0])
+        column = np.arange(width)[None, :]
+        offset = column - (width - n) if left else column  # token number of each cell in its text
+        real = (offset >= 0) & (offset < n)
+        gather = np.where(real, starts[index][:, None] + offset, 0)
+        batch = {k: torch.from_numpy(np.where(real, flat[k][gather], pad_id if k == "input_ids" else 0)) for k in keys}
+        batch["attention_mask"] = torch.from_numpy(real.astype(np.int64))
+        batches.append(batch)
+    return batches, torch.from_numpy(order), truncated
+
+
+def truncated_texts(encoded: Any, texts: Sequence[str], tokenizer: Any, max_length: int) -> set[str]:
+    """The texts of `encoded` that `max_length` cut."""
+    encodings = getattr(encoded, "encodings", None)
+    if encodings:
+        return {text for text, e in zip(texts, encodings, strict=True) if e.overflowing}
+    # Slow tokenizers keep no overflow record: compare against an untruncated pass on the full-length texts.
+    candidates = [t for t, ids in zip(texts, encoded["input_ids"], strict=True) if len(ids) >= max_length]
+    full = tokenizer(candidates, truncation=False)["input_ids"]
+    return {text for text, ids in zip(candidates, full, strict=True) if len(ids) > max_length}
+
+
+class StreamedBatches:
+    """Padded batches of `texts`, made in a background thread while the caller runs the previous ones.
+
+    Texts are ordered by character length (longest first: no tokenization needed to sort), then tokenized
+    `WINDOW_BATCHES` batches at a time and sorted by token length within the window, so batches pad little. At most
+    `QUEUE_DEPTH` batches wait in host memory (pinned with `pin_memory=True`, for non-blocking copies to a GPU).
+    Iterating yields `(positions, batch)`: the indices in `texts` of the batch's rows, and the batch. `truncated`
+    holds the texts cut to `max_length`, complete once iteration ends.
+    """
+
+    def __init__(
+        self, texts: Sequence[str], tokenizer: Any, max_length: int, batch_size: int, pin_memory: bool = False
+    ) -> None:
+        self.texts, self.tokenizer, self.max_length, self.batch_size = texts, tokenizer, max_length, batch_size
+        self.pin_memory = pin_memory
+        characters = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+        self.order = np.argsort(-characters, kind="stable")
+        self.truncated: set[str] = set()
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.texts) / self.batch_size)
+
+    def _produce(self, out: queue.Queue, stop: threading.Event) -> None:
+        def put(item: Any) -> bool:
+            """Queue `item` unless the consumer stopped (then False): a full queue never blocks the join."""
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        try:
+            step = self.batch_size * WINDOW_BATCHES
+            for first in range(0, len(self.texts), step):
+                window = self.order[first : first + step]
+                batches, order, truncated = tokenize_sorted(
+                    [self.texts[i] for i in window], self.tokenizer, self.max_length, self.batch_size
+                )
+                self.truncated |= truncated
+                rows = torch.from_numpy(window)[order]
+                for number, batch in enumerate(batches):
+                    if self.pin_memory:
+                        batch = {k: v.pin_memory() for k, v in batch.items()}
+                    if not put((rows[number * self.batch_size : (number + 1) * self.batch_size], batch)):
+                        return
+            put(None)
+        except BaseException as error:  # re-raised in the consuming thread
+            put(error)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+        out: queue.Queue = queue.Queue(maxsize=QUEUE_DEPTH)
+        stop = threading.Event()
+        worker = threading.Thread(target=self._produce, args=(out, stop), name="encode-batches", daemon=True)
+        worker.start()
+        try:
+            while (item := out.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            worker.join()
