@@ -6,28 +6,14 @@ The commands `encode`, `index`, `search`, `mine` and `eval` call `load_model` on
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..modeling.configuration_siamese import SiameseBertConfig
 from ..modeling.devices import resolve_device
-from ..modeling.modeling_siamese import SiameseBertModel
+from ..modeling.modeling_siamese import SiameseBertModel, check_model_source
 from .sentence_transformers_read import has_layout
-
-
-def check_model_source(source: str) -> str:
-    """Fail early, and clearly, for a local model folder that does not exist.
-
-    Hub ids are ``name`` or ``owner/name``; anything else (``./x``, ``/x``, ``a/b/c``) is meant locally, and
-    transformers would otherwise answer with a confusing complaint about the repo id format.
-    """
-    if Path(source).exists():
-        return source
-    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
-        raise FileNotFoundError(2, f"model folder not found: {source!r}", source)
-    return source
 
 
 def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> dict[str, Any]:

@@ -92,6 +92,19 @@ def pool_token_states(
     )
 
 
+def check_model_source(source: str) -> str:
+    """Fail early, and clearly, for a local model folder that does not exist.
+
+    Hub ids are ``name`` or ``owner/name``; anything else (``./x``, ``/x``, ``a/b/c``) is meant locally, and
+    transformers would otherwise answer with a confusing complaint about the repo id format.
+    """
+    if os.path.exists(source):
+        return source
+    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
+        raise FileNotFoundError(2, f"model folder not found: {source!r}", source)
+    return source
+
+
 class SiameseProjection(nn.Module):
     """A dense layer after pooling: `activation(linear(x))` (sentence-transformers' `Dense`)."""
 
@@ -451,7 +464,7 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
         `from_pretrained_kwargs` (`revision`, `token`, `cache_dir`, `dtype`, ...) go to `AutoModel.from_pretrained`
         (and the hub ones to every file read).
         """
-        source = str(model_name_or_path)
+        source = check_model_source(str(model_name_or_path))
         settings: dict[str, Any] = {}
         projection_state: dict[str, torch.Tensor] = {}
         encoder_kwargs: dict[str, Any] = {}

@@ -85,6 +85,11 @@ def mine_hard_negatives(
     documents = list(dict.fromkeys(list(corpus) if corpus is not None else positives))
     if not documents:
         raise ValueError("mine_hard_negatives: the corpus is empty.")
+    if num_negatives >= len(documents):  # the positive is one of them, or the row has none to spare
+        raise ValueError(
+            f"mine_hard_negatives: num_negatives={num_negatives} but the corpus has only {len(documents)} distinct "
+            f"documents; at most {len(documents) - 1} negatives per row can be mined from it."
+        )
     document_index = {text: i for i, text in enumerate(documents)}
     extra = [p for p in dict.fromkeys(positives) if p not in document_index]  # scored, never mined
     unique_anchors = list(dict.fromkeys(anchors))
@@ -135,6 +140,12 @@ def mine_hard_negatives(
         negatives.append([documents[i] for i in chosen])
         kept.append(row)
     dropped = len(anchors) - len(kept)
+    if not kept:
+        raise ValueError(
+            f"mine_hard_negatives: none of the {len(anchors)} rows has {num_negatives} candidates left after the "
+            f"exclusions (ranks {range_min}..{range_max - 1} of {len(documents)} documents, margin={margin}, "
+            f"max_score={max_score}); lower num_negatives, widen range_max or give a larger corpus."
+        )
     if dropped:
         logger.warning(
             "mine_hard_negatives: %d of %d rows had fewer than %d candidates left after the exclusions; dropped.",

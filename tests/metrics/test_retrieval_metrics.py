@@ -549,6 +549,7 @@ def test_metric_embeddings_mode(metric: Retrieval) -> None:
             {"query_embeddings": TIE_QUERIES[:2], "references": [["a"]]},
             "got 2 query embeddings and 1 references",
         ),
+        ({"predictions": [], "references": []}, "the retrieval metric got 0 queries"),
     ],
 )
 def test_evaluate_metric_errors(metric: Retrieval, kwargs: dict, message: str) -> None:

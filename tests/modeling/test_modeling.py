@@ -462,3 +462,10 @@ def test_pooling_in_half_precision_is_finite_and_close(pooling: str, dtype: torc
         assert pooled[2].abs().max() == 0
     scale = reference[:2].abs().max()
     torch.testing.assert_close(pooled[:2].float(), reference[:2], atol=float(scale) * 1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("source", ["./no-such-model", "/no/such/model", "runs/a/b"])
+def test_from_encoder_names_a_missing_local_folder(source: str) -> None:
+    """A path that does not exist is said to be missing, not answered with transformers' complaint about repo ids."""
+    with pytest.raises(FileNotFoundError, match=f"model folder not found: '{source}'"):
+        SiameseBertModel.from_encoder(source)

@@ -56,8 +56,14 @@ def test_rank_range() -> None:
     # Ranking of q: d1, p2, d2, p, d3, d4, d5, d6 (ranks 0..7); range 3..6 holds p, d3, d4, of which p is positive.
     mined = mine({"anchor": ["q"], "positive": ["p"]}, num_negatives=2, range_min=3, range_max=6)
     assert [mined[0]["negative_1"], mined[0]["negative_2"]] == ["d3", "d4"]
-    # Too few candidates left in the range: the row is dropped.
-    assert len(mine({"anchor": ["q"], "positive": ["p"]}, num_negatives=3, range_min=3, range_max=6)) == 0
+    # Too few candidates left in the range: the row is dropped, and with no row left that is an error with the counts.
+    with pytest.raises(ValueError, match=r"none of the 1 rows has 3 candidates left .*ranks 3..5 of 8 documents"):
+        mine({"anchor": ["q"], "positive": ["p"]}, num_negatives=3, range_min=3, range_max=6)
+
+
+def test_more_negatives_than_the_corpus_holds() -> None:
+    with pytest.raises(ValueError, match=r"num_negatives=8 but the corpus has only 8 distinct documents; at most 7"):
+        mine({"anchor": ["q"], "positive": ["p"]}, num_negatives=8)
 
 
 def test_random_sampling_is_seeded_and_stays_in_the_candidates() -> None:

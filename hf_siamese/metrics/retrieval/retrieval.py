@@ -660,6 +660,11 @@ class Retrieval(evaluate.Metric):
     ) -> None:
         """Add queries: `predictions` (rankings) or `query_embeddings` (N, D), plus `references` [+ `relevance`]."""
         batch = _prepare_batch(predictions, references, relevance, query_embeddings)
+        if not batch["references"]:  # evaluate's feature inference would fail on it with an IndexError
+            raise ValueError(
+                "the retrieval metric got 0 queries (empty predictions / query_embeddings and references); pass at "
+                "least one query with its relevant document ids"
+            )
         super().add_batch(**batch, **kwargs)
 
     def add(
