@@ -52,6 +52,7 @@ __version__ = "0.1.0"
 
 _METRIC_FUNCTIONS = ("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings")
 _VECTOR_INDEX = ("VectorIndex", "build_index", "load_index")
+_CORPUS = ("encode_corpus", "read_corpus_shards")
 
 
 def __getattr__(name: str):
@@ -64,6 +65,10 @@ def __getattr__(name: str):
         from .retrieval import vector_index
 
         return getattr(vector_index, name)
+    if name in _CORPUS:  # streamed corpus embedding: loaded on first use as well
+        from .retrieval import corpus
+
+        return getattr(corpus, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -103,4 +108,6 @@ __all__ = [
     "VectorIndex",
     "build_index",
     "load_index",
+    "encode_corpus",
+    "read_corpus_shards",
 ]

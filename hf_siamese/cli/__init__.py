@@ -7,6 +7,7 @@ Subcommands:
 * `encode` embed a text file (one text per line) into .npy or .safetensors
 * `index`  embed a corpus once into a vector index folder (texts, ids, embeddings, faiss index when installed)
 * `search` top-k semantic search of queries over a corpus file or an index folder
+* `embed`  embed a corpus of any size into resumable Parquet shards (one share per process under accelerate launch)
 
 The package only parses arguments and calls the library. Every bad input ends in one line on stderr
 (`hf-siamese: error: ...`) and a non-zero exit status, never a traceback (set HF_SIAMESE_TRACEBACK=1 to see one).

@@ -7,6 +7,7 @@ import argparse
 from typing import NoReturn
 
 from .common import DEMO_OUTPUT_DIR, DTYPES, LOSS_NAMES, POOLING_NAMES, PROG
+from .embed import run_embed
 from .encode import run_encode
 from .evaluate import run_eval
 from .index import run_index
@@ -293,6 +294,34 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--no-faiss", action="store_true", help="exact search even when faiss is installed")
     index.add_argument("--overwrite", action="store_true", help="replace DIR if it exists and is not empty")
     index.set_defaults(handler=run_index)
+
+    embed = commands.add_parser(
+        "embed",
+        help="embed a corpus of any size into Parquet shards, resumably (also across processes)",
+        description="Embed every text of a corpus into Parquet shards (columns id, embedding) in DIR, reading the "
+        "corpus as a stream and holding one shard at a time. Run it again with the same arguments to resume a "
+        "stopped run (finished shards are checked and kept); under accelerate launch / torchrun each process embeds "
+        "its share of the shards on its own device. DIR/corpus.json records the model and settings.",
+    )
+    embed.add_argument(
+        "corpus",
+        metavar="CORPUS",
+        help="NAME.txt (one text per line; ids are the positions of the non-blank lines), a .jsonl/.csv/.tsv/.parquet "
+        "file, a quoted glob of them ('docs/*.jsonl', read in sorted order), or a Hub dataset id (streamed)",
+    )
+    embed.add_argument("-o", "--output", required=True, metavar="DIR", help="the shard folder to write or resume")
+    _add_model_arguments(embed, training=False)
+    embed.add_argument("--text-column", metavar="NAME", default="text", help="column of the texts (default: text)")
+    embed.add_argument("--id-column", metavar="NAME", help="column of unique ids (default: the row positions)")
+    embed.add_argument("--split", default="train", help="split of a Hub dataset (default: train)")
+    embed.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
+    embed.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    embed.add_argument("--shard-size", type=_positive_int, default=10_000, help="rows per shard (default: 10000)")
+    embed.add_argument(
+        "--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder (vectors are kept in float32)"
+    )
+    embed.add_argument("--prompt-name", metavar="NAME", help="model prompt for the texts (default: its default)")
+    embed.set_defaults(handler=run_embed)
 
     mine = commands.add_parser(
         "mine",

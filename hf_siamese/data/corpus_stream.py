@@ -1,0 +1,184 @@
+"""Reading a corpus as a stream of `(id or None, text)` rows, never a whole list: a `datasets.Dataset` or
+`IterableDataset`, an iterable of strings, or files (`.txt` one text per line, `.jsonl`, `.csv` / `.tsv` with a
+header, `.parquet`; a glob reads the matching files in sorted order). Bad rows are `DataFormatError`s naming the file
+and line (or the row of a dataset). `hf_siamese.retrieval.corpus.encode_corpus` reads its input through `open_corpus`.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .readers import DataFormatError
+
+SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv", ".parquet")
+_READ_BATCH = 1024  # rows per Arrow batch read from a Dataset or a Parquet file
+
+
+class _Rows:
+    """Checks each row's text and id where it is read, so that an error names the file and line (or row)."""
+
+    def __init__(self, text_column: str, id_column: str | None, table: bool = True) -> None:
+        self.text_column, self.id_column, self.id_type = text_column, id_column, None
+        self.columns = [c for c in (text_column, id_column) if c is not None]
+        self.text = f"the text (column {text_column!r})" if table else "the text"
+
+    def check(self, where: str, text: Any, doc_id: Any, line: int | None = None, row: int | None = None) -> tuple:
+        """(id or None, text); a `DataFormatError` names `line` of a file or `row` (0-based) of a dataset / Parquet."""
+        at = "" if row is None else f"row {row}: "
+        if not isinstance(text, str):
+            raise DataFormatError(where, f"{at}{self.text} is {type(text).__name__}", line=line, value=text)
+        if self.id_column is None:
+            return None, text
+        doc_id = doc_id.item() if isinstance(doc_id, np.generic) else doc_id
+        # One id type for the whole run: every shard's `id` column must have the same Parquet type.
+        if isinstance(doc_id, bool) or not isinstance(doc_id, int | str) or self.id_type not in (None, type(doc_id)):
+            problem, expected = (
+                f"{at}the id (column {self.id_column!r}) is {type(doc_id).__name__}",
+                "all str or all int",
+            )
+            raise DataFormatError(where, problem, line=line, value=doc_id, expected=expected)
+        self.id_type = type(doc_id)
+        return doc_id, text
+
+    def need_columns(self, where: str, seen: Iterable[str], line: int | None = None) -> None:
+        if not set(self.columns) <= set(seen):
+            problem = "has no column " + ", ".join(repr(c) for c in self.columns if c not in seen)
+            raise DataFormatError(where, problem, line=line, value=list(seen), expected="text_column / id_column")
+
+
+def _read_lines(path: Path, rows: _Rows, jsonl: bool) -> Iterator[tuple]:
+    """A .txt (one text per line, stripped, blank lines skipped, as `read_text_lines`) or .jsonl file, one line in
+    memory at a time; only "\\n" ends a line (a text may hold U+2028), and a bad byte or line names its line."""
+    where = os.fspath(path)
+    with open(path, "rb") as file:
+        for number, raw in enumerate(file, 1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+            except UnicodeDecodeError:
+                raise DataFormatError(path, "is not valid UTF-8 text", line=number) from None
+            if not line:
+                continue
+            if not jsonl:
+                yield rows.check(where, line, None, line=number)
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as err:
+                raise DataFormatError(path, f"is not JSON Lines ({err})", line=number, value=line) from None
+            if not isinstance(record, dict):
+                raise DataFormatError(path, "has a line that is not a JSON object", line=number, value=record)
+            rows.need_columns(where, record, line=number)
+            yield rows.check(where, record[rows.text_column], record.get(rows.id_column), line=number)
+
+
+def _read_delimited(path: Path, rows: _Rows, delimiter: str) -> Iterator[tuple]:
+    with open(path, encoding="utf-8-sig", newline="") as file:
+        reader = csv.DictReader(file, delimiter=delimiter)
+        try:
+            if reader.fieldnames is None:
+                return  # an empty file: reported by the caller
+            rows.need_columns(os.fspath(path), reader.fieldnames, line=1)
+            for record in reader:  # a short row gives None, reported as a text that is not a string
+                text, doc_id = record[rows.text_column], record.get(rows.id_column)
+                yield rows.check(os.fspath(path), text, doc_id, line=reader.line_num)
+        except UnicodeDecodeError:
+            raise DataFormatError(path, "is not valid UTF-8 text", line=reader.line_num + 1) from None
+
+
+def _read_parquet(path: Path, rows: _Rows) -> Iterator[tuple]:
+    try:
+        file = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as err:
+        raise DataFormatError(path, f"is not a readable Parquet file ({err})") from None
+    rows.need_columns(os.fspath(path), file.schema_arrow.names)
+    offset = 0
+    for batch in file.iter_batches(batch_size=_READ_BATCH, columns=rows.columns):
+        texts = batch.column(rows.text_column).to_pylist()
+        ids = batch.column(rows.id_column).to_pylist() if rows.id_column else [None] * len(texts)
+        for row, (text, doc_id) in enumerate(zip(texts, ids, strict=True), offset):
+            yield rows.check(os.fspath(path), text, doc_id, row=row)
+        offset += len(texts)
+
+
+def _read_files(paths: list[Path], rows: _Rows) -> Iterator[tuple]:
+    for path in paths:
+        suffix = path.suffix.lower()
+        if suffix in (".txt", ".jsonl"):
+            records = _read_lines(path, rows, jsonl=suffix == ".jsonl")
+        elif suffix == ".parquet":
+            records = _read_parquet(path, rows)
+        else:
+            records = _read_delimited(path, rows, "," if suffix == ".csv" else "\t")
+        empty = True
+        for record in records:
+            empty = False
+            yield record
+        if empty:
+            problem = "is empty" if path.stat().st_size == 0 else "has no rows"
+            raise DataFormatError(path, problem, expected="at least one text")
+
+
+def _read_dataset(data: datasets.Dataset | datasets.IterableDataset, rows: _Rows) -> Iterator[tuple]:
+    name = f"dataset {data.info.dataset_name!r}" if data.info.dataset_name else f"the {type(data).__name__}"
+    if isinstance(data, datasets.Dataset):
+        rows.need_columns(name, data.column_names)
+        batches = data.with_format(None).select_columns(rows.columns).iter(batch_size=_READ_BATCH)
+        records = (
+            dict(zip(batch, values, strict=True)) for batch in batches for values in zip(*batch.values(), strict=True)
+        )
+    else:
+        records = iter(data)
+    for row, record in enumerate(records):
+        rows.need_columns(name, record)
+        yield rows.check(name, record[rows.text_column], record.get(rows.id_column), row=row)
+
+
+def _source_paths(source: str | os.PathLike) -> list[Path]:
+    """The files of a path or glob (matches in sorted order), each checked to exist and to have a known suffix."""
+    text = os.fspath(source)
+    if glob.has_magic(text):
+        paths = [Path(p) for p in sorted(glob.glob(text, recursive=True)) if Path(p).is_file()]
+        if not paths:
+            raise FileNotFoundError(2, f"no corpus file matches {text!r}", text)
+    elif not Path(text).exists():
+        raise FileNotFoundError(2, f"corpus file not found: {text!r}", text)
+    elif Path(text).is_dir():
+        raise DataFormatError(text, "is a directory", expected=f"a file, or a glob such as '{text}/*.jsonl'")
+    else:
+        paths = [Path(text)]
+    for path in paths:
+        if path.suffix.lower() not in SUFFIXES:
+            raise ValueError(f"corpus file {os.fspath(path)!r}: expected a name ending in {', '.join(SUFFIXES)}")
+    return paths
+
+
+def open_corpus(source: Any, text_column: str, id_column: str | None) -> Iterator[tuple]:
+    """(id or None, text) of every row, lazily; paths are checked here, before the first row is read."""
+    if isinstance(source, datasets.Dataset | datasets.IterableDataset):
+        return _read_dataset(source, _Rows(text_column, id_column))
+    if isinstance(source, str | os.PathLike):
+        paths = _source_paths(source)
+        if (text_column != "text" or id_column) and any(p.suffix.lower() == ".txt" for p in paths):
+            raise ValueError("text_column / id_column apply to tables and datasets, not to .txt (one text per line)")
+        return _read_files(paths, _Rows(text_column, id_column))
+    if isinstance(source, bytes | dict) or not isinstance(source, Iterable):
+        kinds = f"a Dataset, an IterableDataset, an iterable of str, or a path or glob of {', '.join(SUFFIXES)} files"
+        raise TypeError(f"source is {type(source).__name__}; expected {kinds}")
+    if id_column:
+        raise ValueError("id_column applies to files and datasets; the ids of an iterable of str are its positions")
+    rows = _Rows(text_column, None, table=False)
+    return (rows.check("the corpus", text, None, row=row) for row, text in enumerate(source))
+
+
+__all__ = ["SUFFIXES", "open_corpus"]
