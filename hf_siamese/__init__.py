@@ -53,6 +53,7 @@ __version__ = "0.1.0"
 _METRIC_FUNCTIONS = ("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings")
 _VECTOR_INDEX = ("VectorIndex", "build_index", "load_index")
 _CORPUS = ("encode_corpus", "read_corpus_shards")
+_SIMILAR = ("similar_pairs", "cluster")
 
 
 def __getattr__(name: str):
@@ -69,6 +70,10 @@ def __getattr__(name: str):
         from .retrieval import corpus
 
         return getattr(corpus, name)
+    if name in _SIMILAR:  # pairs and groups from the neighbour graph: loaded on first use as well
+        from .retrieval import similar
+
+        return getattr(similar, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -110,4 +115,6 @@ __all__ = [
     "load_index",
     "encode_corpus",
     "read_corpus_shards",
+    "similar_pairs",
+    "cluster",
 ]

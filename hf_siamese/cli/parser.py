@@ -14,6 +14,7 @@ from .index import run_index
 from .mine import run_mine
 from .recipe import RECIPES
 from .search import run_search
+from .similar import run_cluster, run_similar
 from .train import run_train
 
 
@@ -322,6 +323,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     embed.add_argument("--prompt-name", metavar="NAME", help="model prompt for the texts (default: its default)")
     embed.set_defaults(handler=run_embed)
+
+    for name, handler, summary in (
+        ("similar", run_similar, "every pair of near-duplicate texts of a corpus above a similarity threshold"),
+        ("cluster", run_cluster, "group a corpus into communities above a threshold, or --k k-means topics"),
+    ):
+        command = commands.add_parser(
+            name,
+            help=summary,
+            description=f"Find {summary}, from each text's --top-k nearest neighbours (never an N x N matrix). The "
+            "corpus is embedded first into resumable shards (as 'embed'; --embeddings-dir, default OUTPUT.embeddings, "
+            "is reused by a later run). Writes CSV, TSV or JSONL (by the -o name) with ids and texts.",
+        )
+        command.add_argument("corpus", metavar="CORPUS", help="as for 'embed': a file, a quoted glob, or a Hub id")
+        command.add_argument("-o", "--output", required=True, help="NAME.csv, NAME.tsv or NAME.jsonl")
+        _add_model_arguments(command, training=False)
+        command.add_argument("--threshold", type=float, default=0.85, help="least similarity (default: 0.85)")
+        command.add_argument("--top-k", type=_positive_int, default=10, help="neighbours per text (default: 10)")
+        command.add_argument("--embeddings-dir", metavar="DIR", help="shard folder (default: OUTPUT.embeddings)")
+        command.add_argument("--text-column", metavar="NAME", default="text", help="column of the texts")
+        command.add_argument("--id-column", metavar="NAME", help="column of unique ids (default: row positions)")
+        command.add_argument("--split", default="train", help="split of a Hub dataset (default: train)")
+        command.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
+        command.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+        command.add_argument("--shard-size", type=_positive_int, default=10_000, help="rows per shard")
+        command.add_argument("--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder")
+        if name == "cluster":
+            command.add_argument("--k", type=_positive_int, help="k-means into K groups instead of a threshold")
+            command.add_argument("--min-size", type=_positive_int, default=2, help="smallest group kept (default 2)")
+            command.add_argument(
+                "--method", choices=("community", "components"), default="community",
+                help="community: greedy, from the most-connected text; components: connected components",
+            )  # fmt: skip
+        command.set_defaults(handler=handler)
 
     mine = commands.add_parser(
         "mine",

@@ -1,0 +1,162 @@
+"""Similar pairs and clusters of a whole corpus, end to end: embed it with `encode_corpus` (resumable shards), stack
+the shards once into a memory-mapped matrix, find the pairs / groups on the k-nearest-neighbour graph (`similar`), and
+give them back with their ids and texts (the texts read again from the source, only for the rows in the result).
+
+`hf-siamese similar` and `hf-siamese cluster` are this module on the command line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.corpus_stream import open_corpus
+from .corpus import encode_corpus, read_corpus_shards
+from .similar import cluster, kmeans, similar_pairs
+
+MATRIX = "vectors.npy"  # the stacked shards, beside the shards in the embeddings folder
+OUTPUT_SUFFIXES = (".csv", ".tsv", ".jsonl")
+
+
+def corpus_matrix(folder: str | os.PathLike) -> tuple[list[Any], np.ndarray]:
+    """(ids, `(rows, dim)` float32 memmap) of a finished `encode_corpus` folder. The shards are copied once, shard by
+    shard, into `folder/vectors.npy`; later calls open that file (it is rebuilt when the shards are newer)."""
+    folder = Path(folder)
+    matrix_path = folder / MATRIX
+    shards = sorted(folder.glob("shard-*.parquet"))
+    ids: list[Any] = []
+    fresh = matrix_path.exists() and all(s.stat().st_mtime <= matrix_path.stat().st_mtime for s in shards)
+    if fresh:
+        for shard_ids, _ in read_corpus_shards(folder):
+            ids.extend(shard_ids)
+        matrix = np.load(matrix_path, mmap_mode="r")
+        if len(matrix) == len(ids):
+            return ids, matrix
+        ids = []
+    manifest = json.loads((folder / "corpus.json").read_text(encoding="utf-8"))
+    rows, dim = manifest["num_rows"], manifest["settings"]["dim"]
+    staging = folder / f"{MATRIX}.tmp.npy"
+    matrix = np.lib.format.open_memmap(staging, mode="w+", dtype=np.float32, shape=(rows, dim))
+    for shard_ids, vectors in read_corpus_shards(folder):
+        matrix[len(ids) : len(ids) + len(shard_ids)] = vectors
+        ids.extend(shard_ids)
+    matrix.flush()
+    del matrix
+    os.replace(staging, matrix_path)
+    return ids, np.load(matrix_path, mmap_mode="r")
+
+
+def _texts_of(source: Any, rows: set[int], text_column: str, id_column: str | None) -> dict[int, str]:
+    """The texts of the given row positions, from a second pass over the source (never the whole corpus in memory)."""
+    found: dict[int, str] = {}
+    for row, (_, text) in enumerate(open_corpus(source, text_column, id_column)):
+        if row in rows:
+            found[row] = text
+    return found
+
+
+def _embed(model: Any, source: Any, embeddings_dir: str | os.PathLike, **encode: Any) -> tuple[list[Any], np.ndarray]:
+    encode_corpus(model, source, embeddings_dir, **encode)
+    return corpus_matrix(embeddings_dir)
+
+
+def find_similar(
+    model: Any,
+    source: Any,
+    embeddings_dir: str | os.PathLike,
+    *,
+    threshold: float,
+    top_k: int = 10,
+    text_column: str = "text",
+    id_column: str | None = None,
+    search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    **encode: Any,
+) -> list[dict[str, Any]]:
+    """Every pair of texts of `source` scoring at least `threshold` (the model's similarity) among each text's `top_k`
+    neighbours: rows `{id_1, id_2, score, text_1, text_2}`, best first.
+
+    The corpus is embedded into `embeddings_dir` with `encode_corpus` (resumed if it was started; `encode` takes its
+    keywords: tokenizer, batch_size, shard_size, dtype, prompt_name, ...)."""
+    ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
+    similarity = model.config.similarity
+    pairs = similar_pairs(vectors, threshold=threshold, top_k=top_k, similarity=similarity, search=search)
+    texts = _texts_of(source, {row for a, b, _ in pairs for row in (a, b)}, text_column, id_column)
+    return [
+        {"id_1": ids[a], "id_2": ids[b], "score": round(score, 6), "text_1": texts[a], "text_2": texts[b]}
+        for a, b, score in pairs
+    ]
+
+
+def find_clusters(
+    model: Any,
+    source: Any,
+    embeddings_dir: str | os.PathLike,
+    *,
+    threshold: float | None = None,
+    k: int | None = None,
+    top_k: int = 10,
+    min_size: int = 2,
+    method: str = "community",
+    text_column: str = "text",
+    id_column: str | None = None,
+    search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    seed: int = 0,
+    **encode: Any,
+) -> list[dict[str, Any]]:
+    """Groups of near-duplicates or topics of `source`: rows `{cluster, size, id, text}`, largest group first.
+
+    With `threshold`: communities (or connected components, `method="components"`) of the pairs at or above it, as
+    `similar.cluster`. With `k`: k-means into `k` groups (faiss), every text in one. Exactly one of the two."""
+    if (threshold is None) == (k is None):
+        raise ValueError("give either threshold= (groups above a similarity) or k= (k-means into k groups), not both")
+    ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
+    similarity = model.config.similarity
+    if k is not None:
+        labels = kmeans(np.asarray(vectors), k, seed=seed, similarity=similarity)
+        groups = [np.flatnonzero(labels == label).tolist() for label in range(k)]
+        groups = sorted((g for g in groups if len(g) >= min_size), key=lambda g: (-len(g), g[0]))
+    else:
+        groups = cluster(
+            vectors, threshold=threshold, top_k=top_k, min_size=min_size, method=method, similarity=similarity,
+            search=search,
+        )  # fmt: skip
+    texts = _texts_of(source, {row for group in groups for row in group}, text_column, id_column)
+    return [
+        {"cluster": number, "size": len(group), "id": ids[row], "text": texts[row]}
+        for number, group in enumerate(groups)
+        for row in group
+    ]
+
+
+def check_output(path: str | os.PathLike) -> Path:
+    """`path` as a Path if its suffix names a format `write_rows` writes, else a ValueError (check before embedding)."""
+    path = Path(path)
+    if path.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise ValueError(f"output {os.fspath(path)!r}: the name must end in {', '.join(OUTPUT_SUFFIXES)}")
+    return path
+
+
+def write_rows(path: str | os.PathLike, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Rows as CSV / TSV (with a header) or JSONL, by the name's suffix; written to a temporary name, then renamed."""
+    path = check_output(path)
+    suffix = path.suffix.lower()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(path.name + ".tmp")
+    with open(staging, "w", encoding="utf-8", newline="") as handle:
+        if suffix == ".jsonl":
+            for row in rows:
+                handle.write(json.dumps({c: row[c] for c in columns}, ensure_ascii=False) + "\n")
+        else:
+            writer = csv.DictWriter(handle, fieldnames=list(columns), delimiter="\t" if suffix == ".tsv" else ",")
+            writer.writeheader()
+            writer.writerows({c: row[c] for c in columns} for row in rows)
+    os.replace(staging, path)
+
+
+__all__ = ["check_output", "corpus_matrix", "find_clusters", "find_similar", "write_rows"]
