@@ -18,7 +18,7 @@ import numpy as np
 
 from ..data.corpus_stream import open_corpus
 from .corpus import encode_corpus, read_corpus_shards
-from .similar import cluster, kmeans, similar_pairs
+from .similar import check_threshold, cluster, kmeans, similar_pairs
 
 MATRIX = "vectors.npy"  # the stacked shards, beside the shards in the embeddings folder
 OUTPUT_SUFFIXES = (".csv", ".tsv", ".jsonl")
@@ -83,8 +83,9 @@ def find_similar(
 
     The corpus is embedded into `embeddings_dir` with `encode_corpus` (resumed if it was started; `encode` takes its
     keywords: tokenizer, batch_size, shard_size, dtype, prompt_name, ...)."""
-    ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
     similarity = model.config.similarity
+    check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
+    ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
     pairs = similar_pairs(vectors, threshold=threshold, top_k=top_k, similarity=similarity, search=search)
     texts = _texts_of(source, {row for a, b, _ in pairs for row in (a, b)}, text_column, id_column)
     return [
@@ -115,8 +116,10 @@ def find_clusters(
     `similar.cluster`. With `k`: k-means into `k` groups (faiss), every text in one. Exactly one of the two."""
     if (threshold is None) == (k is None):
         raise ValueError("give either threshold= (groups above a similarity) or k= (k-means into k groups), not both")
-    ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
     similarity = model.config.similarity
+    if threshold is not None:
+        check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
+    ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
     if k is not None:
         labels = kmeans(np.asarray(vectors), k, seed=seed, similarity=similarity)
         groups = [np.flatnonzero(labels == label).tolist() for label in range(k)]

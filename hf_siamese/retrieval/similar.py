@@ -31,7 +31,8 @@ CLUSTER_METHODS = ("community", "components")
 Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 
-def _check(threshold: Any, top_k: Any, similarity: str) -> None:
+def check_threshold(threshold: Any, top_k: Any, similarity: str) -> None:
+    """ValueError unless `threshold` lies in the range of `similarity`'s scores and `top_k` is a positive int."""
     if similarity not in SCORE_RANGES:
         raise ValueError(f"similarity={similarity!r} is not one of {list(SCORE_RANGES)}.")
     low, high = SCORE_RANGES[similarity]
@@ -59,7 +60,7 @@ def neighbour_pairs(
     `search(queries, k) -> (scores, row indices)` defaults to exact search over `vectors`; an approximate index's
     search can stand in (`hf_siamese.retrieval.ann.AnnIndex.search`). Negative indices (faiss' "none") are skipped.
     """
-    _check(threshold, top_k, similarity)
+    check_threshold(threshold, top_k, similarity)
     count = len(vectors)
     if count < 2:
         empty = np.empty(0, dtype=np.int64)
@@ -196,4 +197,12 @@ def kmeans(
     return labels[:, 0].astype(np.int64)
 
 
-__all__ = ["CLUSTER_METHODS", "SCORE_RANGES", "cluster", "kmeans", "neighbour_pairs", "similar_pairs"]
+__all__ = [
+    "CLUSTER_METHODS",
+    "SCORE_RANGES",
+    "check_threshold",
+    "cluster",
+    "kmeans",
+    "neighbour_pairs",
+    "similar_pairs",
+]

@@ -99,3 +99,4 @@ def test_cli_bad_output_fails_before_embedding(corpus: Path, tmp_path: Path, tin
     assert not (tmp_path / "pairs.xlsx.embeddings").exists()
     assert main(["similar", str(corpus), "-o", str(tmp_path / "p.csv"), "--model", model, "--threshold", "2"]) == 1
     assert "threshold=2.0 is outside the range of cosine scores" in capsys.readouterr().err
+    assert not (tmp_path / "p.csv.embeddings").exists()
