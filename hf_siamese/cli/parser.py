@@ -348,6 +348,10 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
         command.add_argument("--shard-size", type=_positive_int, default=10_000, help="rows per shard")
         command.add_argument("--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder")
+        command.add_argument(
+            "--approximate", action=argparse.BooleanOptionalAction,
+            help="neighbours from an approximate faiss index (default: from 100,000 texts on, when faiss is installed)",
+        )  # fmt: skip
         if name == "cluster":
             command.add_argument("--k", type=_positive_int, help="k-means into K groups instead of a threshold")
             command.add_argument("--min-size", type=_positive_int, default=2, help="smallest group kept (default 2)")

@@ -18,6 +18,7 @@ def _encode_options(args: argparse.Namespace, tokenizer) -> dict:
         shard_size=args.shard_size,
         dtype=args.dtype,
         show_progress_bar=True,
+        approximate=args.approximate,
     )
 
 

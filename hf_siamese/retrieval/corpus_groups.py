@@ -66,6 +66,41 @@ def _embed(model: Any, source: Any, embeddings_dir: str | os.PathLike, **encode:
     return corpus_matrix(embeddings_dir)
 
 
+def neighbour_search(
+    vectors: np.ndarray, embeddings_dir: str | os.PathLike, similarity: str, approximate: bool | None
+) -> Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None:
+    """The search for the neighbour graph: None (exact, chunk by chunk) for a small corpus, else an approximate faiss
+    index over `vectors`, built once into `embeddings_dir/ann` (recall@10 measured and recorded at build) and reused.
+    `approximate`: None decides by size (`ann.EXACT_BELOW` vectors, and faiss installed), True / False force it."""
+    from .ann import EXACT_BELOW, load_ann_index
+
+    if approximate is None:
+        try:
+            import faiss  # noqa: F401
+        except ImportError:
+            return None
+        approximate = len(vectors) >= EXACT_BELOW
+    if not approximate:
+        return None
+    from .ann_build import build_ann_index
+
+    folder = Path(embeddings_dir) / "ann"
+    index = None
+    if (folder / "ann.json").exists():
+        index = load_ann_index(folder)
+        matrix = Path(embeddings_dir) / MATRIX
+        if len(index) != len(vectors) or matrix.stat().st_mtime > (folder / "ann.json").stat().st_mtime:
+            index = None
+    if index is None:
+        step = 100_000
+
+        def chunks():
+            return (np.asarray(vectors[s : s + step]) for s in range(0, len(vectors), step))
+
+        index = build_ann_index(chunks, folder, similarity=similarity, overwrite=True)
+    return lambda queries, k: index.search(queries, k)
+
+
 def find_similar(
     model: Any,
     source: Any,
@@ -76,16 +111,20 @@ def find_similar(
     text_column: str = "text",
     id_column: str | None = None,
     search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    approximate: bool | None = None,
     **encode: Any,
 ) -> list[dict[str, Any]]:
     """Every pair of texts of `source` scoring at least `threshold` (the model's similarity) among each text's `top_k`
     neighbours: rows `{id_1, id_2, score, text_1, text_2}`, best first.
 
     The corpus is embedded into `embeddings_dir` with `encode_corpus` (resumed if it was started; `encode` takes its
-    keywords: tokenizer, batch_size, shard_size, dtype, prompt_name, ...)."""
+    keywords: tokenizer, batch_size, shard_size, dtype, prompt_name, ...). The neighbours come from exact search below
+    `ann.EXACT_BELOW` texts and from an approximate faiss index above (`approximate` forces either; see
+    `neighbour_search`)."""
     similarity = model.config.similarity
     check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
     ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
+    search = search or neighbour_search(vectors, embeddings_dir, similarity, approximate)
     pairs = similar_pairs(vectors, threshold=threshold, top_k=top_k, similarity=similarity, search=search)
     texts = _texts_of(source, {row for a, b, _ in pairs for row in (a, b)}, text_column, id_column)
     return [
@@ -108,6 +147,7 @@ def find_clusters(
     id_column: str | None = None,
     search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
     seed: int = 0,
+    approximate: bool | None = None,
     **encode: Any,
 ) -> list[dict[str, Any]]:
     """Groups of near-duplicates or topics of `source`: rows `{cluster, size, id, text}`, largest group first.
@@ -125,6 +165,7 @@ def find_clusters(
         groups = [np.flatnonzero(labels == label).tolist() for label in range(k)]
         groups = sorted((g for g in groups if len(g) >= min_size), key=lambda g: (-len(g), g[0]))
     else:
+        search = search or neighbour_search(vectors, embeddings_dir, similarity, approximate)
         groups = cluster(
             vectors, threshold=threshold, top_k=top_k, min_size=min_size, method=method, similarity=similarity,
             search=search,

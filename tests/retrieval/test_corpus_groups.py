@@ -100,3 +100,14 @@ def test_cli_bad_output_fails_before_embedding(corpus: Path, tmp_path: Path, tin
     assert main(["similar", str(corpus), "-o", str(tmp_path / "p.csv"), "--model", model, "--threshold", "2"]) == 1
     assert "threshold=2.0 is outside the range of cosine scores" in capsys.readouterr().err
     assert not (tmp_path / "p.csv.embeddings").exists()
+
+
+def test_approximate_neighbours_through_a_faiss_index(corpus: Path, tmp_path: Path, tiny_tokenizer) -> None:
+    pytest.importorskip("faiss")
+    rows = find_similar(
+        make_tiny_model(), str(corpus), tmp_path / "emb", threshold=0.9999, top_k=3, tokenizer=tiny_tokenizer,
+        approximate=True,
+    )  # fmt: skip
+    assert {(r["id_1"], r["id_2"]) for r in rows} == REPEATS
+    info = json.loads((tmp_path / "emb" / "ann" / "ann.json").read_text(encoding="utf-8"))
+    assert info["count"] == len(LINES)
