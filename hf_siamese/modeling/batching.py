@@ -67,6 +67,22 @@ def truncated_texts(encoded: Any, texts: Sequence[str], tokenizer: Any, max_leng
     return {text for text, ids in zip(candidates, full, strict=True) if len(ids) > max_length}
 
 
+class SortedBatches:
+    """All padded batches of `texts`, made at once and sorted by exact token length (the CPU path: a background thread
+    would compete with the forward passes for the same cores). Iterating yields `(positions, batch)` as
+    `StreamedBatches` does; `truncated` holds the texts cut to `max_length`."""
+
+    def __init__(self, texts: Sequence[str], tokenizer: Any, max_length: int, batch_size: int) -> None:
+        batches, order, self.truncated = tokenize_sorted(texts, tokenizer, max_length, batch_size)
+        self.items = [(order[n * batch_size : (n + 1) * batch_size], batch) for n, batch in enumerate(batches)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+        return iter(self.items)
+
+
 class StreamedBatches:
     """Padded batches of `texts`, made in a background thread while the caller runs the previous ones.
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from transformers import AutoTokenizer
 
-from .batching import StreamedBatches, tokenize_sorted
+from .batching import SortedBatches, StreamedBatches
 from .devices import resolve_device
 from .short_attention import short_attention
 
@@ -227,19 +227,16 @@ class SiameseEncodingMixin:
         streamed = streams_batches(device)
         if streamed:
             source = StreamedBatches(inputs, tokenizer, max_length, batch_size, pin_memory=device.type == "cuda")
-            batches = None
         else:
-            batches, order, truncated = tokenize_sorted(inputs, tokenizer, max_length, batch_size)
-            self._warn_truncated(texts, unique, inputs, truncated, max_length)
+            source = SortedBatches(inputs, tokenizer, max_length, batch_size)
 
         threads = torch.get_num_threads()
         workers = cpu_workers if cpu_workers is not None else threads
-        workers = min(workers, len(batches)) if not streamed else 1
+        workers = min(workers, len(source)) if not streamed else 1
         dtype = cpu_dtype(dtype, device)
         use_autocast = dtype is not None and dtype != torch.float32
         runner = self
-        many = len(source if streamed else batches) >= LOW_PRECISION_COPY
-        if use_autocast and many and (streamed or dtype == torch.bfloat16):
+        if use_autocast and len(source) >= LOW_PRECISION_COPY and (streamed or dtype == torch.bfloat16):
             # A copy of the weights in `dtype` runs faster than autocast (no casts of weights and activations around
             # every op; measured 1.1-1.15x in bfloat16 on the CPU, 1.15-1.29x on an H100): made once (on the device,
             # half the weights' size), kept until a weight changes.
@@ -259,28 +256,19 @@ class SiameseEncodingMixin:
         if show_progress_bar:
             from tqdm.auto import tqdm
 
-            progress = tqdm(total=len(source if streamed else batches), desc="Encoding", unit="batch")
+            progress = tqdm(total=len(source), desc="Encoding", unit="batch")
         # On the CPU, short batches run attention key-major (short_attention.py: 2-5x faster than sdpa there).
         fast_attention = short_attention(runner.encoder) if device.type == "cpu" else contextlib.nullcontext()
         try:
             with fast_attention:
-                if streamed:
-                    chunks, positions = [], []
-                    for rows, batch in source:
-                        chunks.append(embed(batch))
-                        positions.append(rows)
-                        if progress is not None:
-                            progress.update()
-                    order = torch.cat(positions)
-                else:
-                    chunks = self._run_batches(embed, batches, workers, progress)
+                positions, chunks = self._run_batches(embed, source, workers, progress)
         finally:
             torch.set_num_threads(threads)
             self.train(was_training)
             if progress is not None:
                 progress.close()
-        if streamed:
-            self._warn_truncated(texts, unique, inputs, source.truncated, max_length)
+        self._warn_truncated(texts, unique, inputs, source.truncated, max_length)
+        order = torch.cat(positions)
         sorted_embeddings = torch.cat(chunks).cpu()
         embeddings = torch.empty_like(sorted_embeddings)
         embeddings[order] = sorted_embeddings
@@ -307,19 +295,25 @@ class SiameseEncodingMixin:
         )
 
     @staticmethod
-    def _run_batches(embed: Any, batches: list[dict[str, torch.Tensor]], workers: int, progress: Any) -> list:
-        """`embed` of every batch, in order: `workers` at a time on threads of one torch thread each, or one after
-        the other on the caller's threads."""
+    def _run_batches(embed: Any, source: Any, workers: int, progress: Any) -> tuple[list, list]:
+        """(positions, embeddings) of every `(positions, batch)` of `source`, in order: `embed` runs `workers` batches
+        at a time on threads of one torch thread each, or one after the other on the caller's threads (lazily, so a
+        streamed source is read as the batches run)."""
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) if workers > 1 else None
-        chunks = []
+        positions, chunks = [], []
+
+        def run(item: tuple[torch.Tensor, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+            return item[0], embed(item[1])
+
         with pool or contextlib.nullcontext():
-            for chunk in pool.map(embed, batches) if pool else map(embed, batches):
+            for rows, chunk in pool.map(run, source) if pool else map(run, source):
+                positions.append(rows)
                 chunks.append(chunk)
                 if progress is not None:
                     progress.update()
-        return chunks
+        return positions, chunks
 
     def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
         """The prompt text to put before inputs: `prompt` if given, else `config.prompts[prompt_name]`, else the
