@@ -50,30 +50,21 @@ SiameseBertModel.register_for_auto_class("AutoModel")
 
 __version__ = "0.1.0"
 
-_METRIC_FUNCTIONS = ("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings")
-_VECTOR_INDEX = ("VectorIndex", "build_index", "load_index")
-_CORPUS = ("encode_corpus", "read_corpus_shards")
-_SIMILAR = ("similar_pairs", "cluster")
+# Loaded on first use, so `import hf_siamese` stays fast: the metric functions import `evaluate` (seconds), the
+# retrieval modules faiss / pyarrow when present.
+_LAZY = {
+    **dict.fromkeys(("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings"), "metrics"),
+    **dict.fromkeys(("VectorIndex", "build_index", "load_index"), "retrieval.vector_index"),
+    **dict.fromkeys(("encode_corpus", "read_corpus_shards"), "retrieval.corpus"),
+    **dict.fromkeys(("similar_pairs", "cluster"), "retrieval.similar"),
+}
 
 
 def __getattr__(name: str):
-    # The metric functions import `evaluate` (seconds); load them on first use.
-    if name in _METRIC_FUNCTIONS:
-        from . import metrics
+    if name in _LAZY:
+        import importlib
 
-        return getattr(metrics, name)
-    if name in _VECTOR_INDEX:  # loaded on first use too: `import hf_siamese` stays as fast (faiss only on use)
-        from .retrieval import vector_index
-
-        return getattr(vector_index, name)
-    if name in _CORPUS:  # streamed corpus embedding: loaded on first use as well
-        from .retrieval import corpus
-
-        return getattr(corpus, name)
-    if name in _SIMILAR:  # pairs and groups from the neighbour graph: loaded on first use as well
-        from .retrieval import similar
-
-        return getattr(similar, name)
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
