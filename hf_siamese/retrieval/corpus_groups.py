@@ -21,33 +21,37 @@ from .corpus import encode_corpus, read_corpus_shards
 from .similar import check_threshold, cluster, kmeans, similar_pairs
 
 MATRIX = "vectors.npy"  # the stacked shards, beside the shards in the embeddings folder
+IDS = "vectors.ids.npy"  # their ids, in the same order
 OUTPUT_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
 
 def corpus_matrix(folder: str | os.PathLike) -> tuple[list[Any], np.ndarray]:
     """(ids, `(rows, dim)` float32 memmap) of a finished `encode_corpus` folder. The shards are copied once, shard by
-    shard, into `folder/vectors.npy`; later calls open that file (it is rebuilt when the shards are newer)."""
+    shard, into `folder/vectors.npy` (their ids into `vectors.ids.npy`); later calls open those files, which are made
+    again when a shard is newer."""
     folder = Path(folder)
-    matrix_path = folder / MATRIX
-    shards = sorted(folder.glob("shard-*.parquet"))
-    ids: list[Any] = []
-    fresh = matrix_path.exists() and all(s.stat().st_mtime <= matrix_path.stat().st_mtime for s in shards)
-    if fresh:
-        for shard_ids, _ in read_corpus_shards(folder):
-            ids.extend(shard_ids)
-        matrix = np.load(matrix_path, mmap_mode="r")
-        if len(matrix) == len(ids):
-            return ids, matrix
-        ids = []
-    manifest = json.loads((folder / "corpus.json").read_text(encoding="utf-8"))
+    matrix_path, ids_path = folder / MATRIX, folder / IDS
+    manifest = (
+        json.loads((folder / "corpus.json").read_text(encoding="utf-8")) if (folder / "corpus.json").exists() else {}
+    )
+    if not manifest.get("done"):
+        read_corpus_shards(folder)  # raises, naming what is missing or unfinished
     rows, dim = manifest["num_rows"], manifest["settings"]["dim"]
+    made = [p.stat().st_mtime for p in (matrix_path, ids_path) if p.exists()]
+    if len(made) == 2 and all(s.stat().st_mtime <= min(made) for s in folder.glob("shard-*.parquet")):
+        ids = np.load(ids_path, allow_pickle=False)
+        matrix = np.load(matrix_path, mmap_mode="r")
+        if len(ids) == len(matrix) == rows:
+            return ids.tolist(), matrix
     staging = folder / f"{MATRIX}.tmp.npy"
     matrix = np.lib.format.open_memmap(staging, mode="w+", dtype=np.float32, shape=(rows, dim))
+    ids: list[Any] = []
     for shard_ids, vectors in read_corpus_shards(folder):
         matrix[len(ids) : len(ids) + len(shard_ids)] = vectors
         ids.extend(shard_ids)
     matrix.flush()
     del matrix
+    np.save(ids_path, np.asarray(ids))  # int64 or unicode: no pickle either way
     os.replace(staging, matrix_path)
     return ids, np.load(matrix_path, mmap_mode="r")
 
