@@ -12,7 +12,7 @@ from typing import Any
 from .common import load_inference_model
 
 
-def _open_corpus(corpus: str, split: str, subset: str | None) -> Any:
+def corpus_source(corpus: str, split: str, subset: str | None) -> Any:
     """A local file or glob as given (encode_corpus reads it), or a Hub dataset id streamed with `datasets`."""
     from ..data.corpus_stream import SUFFIXES
 
@@ -31,27 +31,28 @@ def _open_corpus(corpus: str, split: str, subset: str | None) -> Any:
         ) from None
 
 
-def run_embed(args: argparse.Namespace) -> int:
-    """Embed the corpus into shards in the output folder (resuming one started with the same arguments)."""
-    from ..retrieval.corpus import encode_corpus
-
-    source = _open_corpus(args.corpus, args.split, args.dataset_config)
-    model, tokenizer = load_inference_model(
-        args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
-    )
-    result = encode_corpus(
-        model,
-        source,
-        args.output,
+def shard_options(args: argparse.Namespace, tokenizer: Any) -> dict[str, Any]:
+    """The `encode_corpus` keywords of the shard arguments `embed`, `similar` and `cluster` share."""
+    return dict(
         tokenizer=tokenizer,
-        text_column=args.text_column or "text",
+        text_column=args.text_column,
         id_column=args.id_column,
         batch_size=args.batch_size,
         shard_size=args.shard_size,
         dtype=args.dtype,
-        prompt_name=args.prompt_name,
         show_progress_bar=True,
     )
+
+
+def run_embed(args: argparse.Namespace) -> int:
+    """Embed the corpus into shards in the output folder (resuming one started with the same arguments)."""
+    from ..retrieval.corpus import encode_corpus
+
+    source = corpus_source(args.corpus, args.split, args.dataset_config)
+    model, tokenizer = load_inference_model(
+        args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
+    )
+    result = encode_corpus(model, source, args.output, **shard_options(args, tokenizer), prompt_name=args.prompt_name)
     state = "" if result.done else " (other processes are still running; the last one marks the folder done)"
     shards = f"{result.num_shards} shard{'s' if result.num_shards != 1 else ''}"
     print(

@@ -105,6 +105,19 @@ def _add_data_arguments(parser: argparse.ArgumentParser, prefix: str, split: str
     parser.add_argument(f"{flag}dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
 
 
+def _add_shard_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `encode_corpus` options of `embed`, `similar` and `cluster` (columns, Hub split, sizes, dtype)."""
+    parser.add_argument("--text-column", metavar="NAME", default="text", help="column of the texts (default: text)")
+    parser.add_argument("--id-column", metavar="NAME", help="column of unique ids (default: the row positions)")
+    parser.add_argument("--split", default="train", help="split of a Hub dataset (default: train)")
+    parser.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
+    parser.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
+    parser.add_argument("--shard-size", type=_positive_int, default=10_000, help="rows per shard (default: 10000)")
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder (vectors are kept in float32)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -312,15 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     embed.add_argument("-o", "--output", required=True, metavar="DIR", help="the shard folder to write or resume")
     _add_model_arguments(embed, training=False)
-    embed.add_argument("--text-column", metavar="NAME", default="text", help="column of the texts (default: text)")
-    embed.add_argument("--id-column", metavar="NAME", help="column of unique ids (default: the row positions)")
-    embed.add_argument("--split", default="train", help="split of a Hub dataset (default: train)")
-    embed.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
-    embed.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
-    embed.add_argument("--shard-size", type=_positive_int, default=10_000, help="rows per shard (default: 10000)")
-    embed.add_argument(
-        "--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder (vectors are kept in float32)"
-    )
+    _add_shard_arguments(embed)
     embed.add_argument("--prompt-name", metavar="NAME", help="model prompt for the texts (default: its default)")
     embed.set_defaults(handler=run_embed)
 
@@ -341,13 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--threshold", type=float, default=0.85, help="least similarity (default: 0.85)")
         command.add_argument("--top-k", type=_positive_int, default=10, help="neighbours per text (default: 10)")
         command.add_argument("--embeddings-dir", metavar="DIR", help="shard folder (default: OUTPUT.embeddings)")
-        command.add_argument("--text-column", metavar="NAME", default="text", help="column of the texts")
-        command.add_argument("--id-column", metavar="NAME", help="column of unique ids (default: row positions)")
-        command.add_argument("--split", default="train", help="split of a Hub dataset (default: train)")
-        command.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
-        command.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
-        command.add_argument("--shard-size", type=_positive_int, default=10_000, help="rows per shard")
-        command.add_argument("--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder")
+        _add_shard_arguments(command)
         command.add_argument(
             "--approximate", action=argparse.BooleanOptionalAction,
             help="neighbours from an approximate faiss index (default: from 100,000 texts on, when faiss is installed)",

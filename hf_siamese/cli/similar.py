@@ -6,20 +6,7 @@ from __future__ import annotations
 import argparse
 
 from .common import load_inference_model
-from .embed import _open_corpus
-
-
-def _encode_options(args: argparse.Namespace, tokenizer) -> dict:
-    return dict(
-        tokenizer=tokenizer,
-        text_column=args.text_column,
-        id_column=args.id_column,
-        batch_size=args.batch_size,
-        shard_size=args.shard_size,
-        dtype=args.dtype,
-        show_progress_bar=True,
-        approximate=args.approximate,
-    )
+from .embed import corpus_source, shard_options
 
 
 def _embeddings_dir(args: argparse.Namespace) -> str:
@@ -31,13 +18,13 @@ def run_similar(args: argparse.Namespace) -> int:
     from ..retrieval.corpus_groups import check_output, find_similar, write_rows
 
     check_output(args.output)
-    source = _open_corpus(args.corpus, args.split, args.dataset_config)
+    source = corpus_source(args.corpus, args.split, args.dataset_config)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
     rows = find_similar(
         model, source, _embeddings_dir(args), threshold=args.threshold, top_k=args.top_k,
-        **_encode_options(args, tokenizer),
+        approximate=args.approximate, **shard_options(args, tokenizer),
     )  # fmt: skip
     write_rows(args.output, rows, ("id_1", "id_2", "score", "text_1", "text_2"))
     print(f"{len(rows)} pairs with {model.config.similarity} >= {args.threshold} in {args.corpus} -> {args.output}")
@@ -49,14 +36,14 @@ def run_cluster(args: argparse.Namespace) -> int:
     from ..retrieval.corpus_groups import check_output, find_clusters, write_rows
 
     check_output(args.output)
-    source = _open_corpus(args.corpus, args.split, args.dataset_config)
+    source = corpus_source(args.corpus, args.split, args.dataset_config)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
     threshold = None if args.k is not None else args.threshold
     rows = find_clusters(
         model, source, _embeddings_dir(args), threshold=threshold, k=args.k, top_k=args.top_k,
-        min_size=args.min_size, method=args.method, **_encode_options(args, tokenizer),
+        min_size=args.min_size, method=args.method, approximate=args.approximate, **shard_options(args, tokenizer),
     )  # fmt: skip
     write_rows(args.output, rows, ("cluster", "size", "id", "text"))
     groups = len({row["cluster"] for row in rows})
