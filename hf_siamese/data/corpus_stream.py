@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .readers import DataFormatError
+from .readers import DataFormatError, text_lines
 
 SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv", ".parquet")
 _READ_BATCH = 1024  # rows per Arrow batch read from a Dataset or a Parquet file
@@ -61,25 +61,18 @@ def _read_lines(path: Path, rows: _Rows, jsonl: bool) -> Iterator[tuple]:
     """A .txt (one text per line, stripped, blank lines skipped, as `read_text_lines`) or .jsonl file, one line in
     memory at a time; only "\\n" ends a line (a text may hold U+2028), and a bad byte or line names its line."""
     where = os.fspath(path)
-    with open(path, "rb") as file:
-        for number, raw in enumerate(file, 1):
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
-            except UnicodeDecodeError:
-                raise DataFormatError(path, "is not valid UTF-8 text", line=number) from None
-            if not line:
-                continue
-            if not jsonl:
-                yield rows.check(where, line, None, line=number)
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as err:
-                raise DataFormatError(path, f"is not JSON Lines ({err})", line=number, value=line) from None
-            if not isinstance(record, dict):
-                raise DataFormatError(path, "has a line that is not a JSON object", line=number, value=record)
-            rows.need_columns(where, record, line=number)
-            yield rows.check(where, record[rows.text_column], record.get(rows.id_column), line=number)
+    for number, line in text_lines(path):
+        if not jsonl:
+            yield rows.check(where, line, None, line=number)
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as err:
+            raise DataFormatError(path, f"is not JSON Lines ({err})", line=number, value=line) from None
+        if not isinstance(record, dict):
+            raise DataFormatError(path, "has a line that is not a JSON object", line=number, value=record)
+        rows.need_columns(where, record, line=number)
+        yield rows.check(where, record[rows.text_column], record.get(rows.id_column), line=number)
 
 
 def _read_delimited(path: Path, rows: _Rows, delimiter: str) -> Iterator[tuple]:

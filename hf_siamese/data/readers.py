@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -326,6 +326,21 @@ def load_pairs(
 # demo dataset
 
 
+def text_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every non-blank line of a UTF-8 file, stripped, one line in memory at a time. Only "\n"
+    ends a line: a text may hold U+2028 and similar characters, which are not line ends here."""
+    with open(path, "rb") as file:
+        for number, raw in enumerate(file, 1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip()
+            except UnicodeDecodeError:
+                raise DataFormatError(
+                    path, "is not valid UTF-8 text", line=number, expected="a UTF-8 text file"
+                ) from None
+            if line:
+                yield number, line
+
+
 def read_text_lines(path: str) -> list[str]:
     """Texts of a UTF-8 file, one per line; blank lines are skipped, surrounding whitespace is dropped."""
     file = Path(path)
@@ -333,15 +348,7 @@ def read_text_lines(path: str) -> list[str]:
         raise FileNotFoundError(2, f"text file not found: {path!r}", path)
     if file.is_dir():
         raise DataFormatError(path, "is a directory", expected="a text file with one text per line")
-    raw = file.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise DataFormatError(path, "is not valid UTF-8 text", line=line, expected="a UTF-8 text file") from None
-    # split("\n"), not splitlines(): a text may hold U+2028 and similar characters, which are not line ends here.
-    texts = [line.strip() for line in text.split("\n")]
-    texts = [line for line in texts if line]
+    texts = [line for _, line in text_lines(file)]
     if not texts:
         raise DataFormatError(path, "has no text", expected="one text per line")
     return texts
