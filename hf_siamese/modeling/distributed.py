@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -11,9 +12,13 @@ import torch
 import torch.distributed as dist
 
 
-def _world() -> tuple[int, int]:
+def rank_and_world(from_env: bool = False) -> tuple[int, int]:
+    """(this process's rank, number of processes) of the torch.distributed process group; without one, (0, 1), or with
+    `from_env` the RANK / WORLD_SIZE variables that torchrun and accelerate set (work split by rank needs no group)."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
+    if from_env:
+        return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     return 0, 1
 
 
@@ -23,7 +28,7 @@ class _GatherWithGrad(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, local: torch.Tensor, sizes: list[int]) -> torch.Tensor:  # type: ignore[override]
-        rank, world_size = _world()
+        rank, world_size = rank_and_world()
         longest = max(sizes)
         padded = local.new_zeros((longest, *local.shape[1:]))
         padded[: local.shape[0]] = local
@@ -47,7 +52,7 @@ def gather_with_grad(local: torch.Tensor) -> tuple[torch.Tensor, int]:
     Returns the gathered tensor and the offset of this process's rows in it. Gradients flow back to the owner of
     every row, summed over all processes. Without an initialised process group (one process) it is the identity.
     """
-    rank, world_size = _world()
+    rank, world_size = rank_and_world()
     if world_size == 1:
         return local, 0
     size = torch.tensor([local.shape[0]], device=local.device)

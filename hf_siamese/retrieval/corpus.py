@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 import torch
 
 from ..data.corpus_stream import open_corpus
+from ..modeling.distributed import rank_and_world
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
 from .vector_index import _resolve_dtype
 
@@ -172,10 +173,7 @@ def _open_folder(output: Path, manifest: dict[str, Any], process_index: int, num
 
 
 def _process_layout(process_index: int | None, num_processes: int | None) -> tuple[int, int]:
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-    else:
-        rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    rank, world = rank_and_world(from_env=True)
     process_index = rank if process_index is None else process_index
     num_processes = world if num_processes is None else num_processes
     if not 0 <= process_index < num_processes:
