@@ -27,6 +27,9 @@ from .packing import can_pack, encoder_mask, pack_texts, position_start, unpack_
 
 logger = logging.getLogger(__name__)
 
+# Parameters that never touch the sentence embedding: the softmax head and the cosine affine of regression losses.
+HEAD_PARAMETER_PREFIXES = ("classifier.", "cosine_affine_")
+
 
 def prompt_free_mask(attention_mask: torch.Tensor, prompt_length: int | torch.Tensor | None) -> torch.Tensor:
     """`attention_mask` with the first `prompt_length` real tokens of each row (after any left padding) set to 0,

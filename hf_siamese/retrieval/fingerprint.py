@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES
+
 # Values hashed per parameter tensor: all of a smaller tensor, evenly strided ones of a larger one (an embedding
 # matrix of 768-dim rows still gets about two values per row), so a fingerprint costs milliseconds, not a full read.
 _WEIGHT_SAMPLES = 65_536
@@ -21,8 +23,6 @@ _VOLATILE_ENCODER_KEYS = frozenset(
     "transformers_version architectures dtype torch_dtype use_cache return_dict output_attentions "
     "output_hidden_states id2label label2id num_labels problem_type".split()
 )
-# Parameters that never touch the sentence embedding (the softmax head, the cosine affine of regression losses).
-_HEAD_PARAMETERS = ("classifier.", "cosine_affine_")
 # SiameseBertConfig fields that change the embedding (besides the encoder config and the effective max length).
 _EMBEDDING_FIELDS = (
     "pooling include_prompt projections truncate_dim normalize similarity prompts default_prompt_name do_lower_case"
@@ -56,7 +56,7 @@ def model_fingerprint(model: Any) -> dict[str, Any]:
     weights = hashlib.sha256()
     dtypes = set()
     for name, parameter in sorted(model.named_parameters()):
-        if name.startswith(_HEAD_PARAMETERS):
+        if name.startswith(HEAD_PARAMETER_PREFIXES):
             continue
         flat = parameter.detach().reshape(-1)
         sample = flat[:: max(1, flat.numel() // _WEIGHT_SAMPLES)][:_WEIGHT_SAMPLES].contiguous().cpu()

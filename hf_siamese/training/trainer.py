@@ -15,7 +15,7 @@ from ..data.beir import RetrievalDataset
 from ..data.columns import detect_layout
 from ..losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
 from ..modeling import encoding
-from ..modeling.modeling_siamese import SiameseBertModel
+from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
 from .trainer_data import SiameseDataMixin
@@ -211,7 +211,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
                 unused = [
                     name
                     for name, parameter in self.model.named_parameters()
-                    if parameter.requires_grad and name.startswith(("classifier.", "cosine_affine_"))
+                    if parameter.requires_grad and name.startswith(HEAD_PARAMETER_PREFIXES)
                 ]
                 if unused:
                     raise ValueError(
