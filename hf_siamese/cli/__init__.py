@@ -7,13 +7,14 @@ Subcommands:
 * `encode` embed a text file (one text per line) into .npy or .safetensors
 * `index`  embed a corpus once into a vector index folder (texts, ids, embeddings, faiss index when installed)
 * `search` top-k semantic search of queries over a corpus file or an index folder
+* `export` write a model for serving: sentence-transformers layout (TEI), ONNX or OpenVINO, float32 or int8
 * `embed`  embed a corpus of any size into resumable Parquet shards (one share per process under accelerate launch)
 
 The package only parses arguments and calls the library. Every bad input ends in one line on stderr
 (`hf-siamese: error: ...`) and a non-zero exit status, never a traceback (set HF_SIAMESE_TRACEBACK=1 to see one).
 
 Layout: `common` (names, argument-value parsers, the model-loading call, error text), `parser` (the argparse
-parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `mine`. `main` lives
+parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `mine`, `embed`, `similar`, `export`. `main` lives
 here. A command reads its inputs (`hf_siamese.data`), loads its model (`hf_siamese.formats.loading.load_model`) and
 calls one library function.
 """

@@ -10,6 +10,7 @@ from .common import DEMO_OUTPUT_DIR, DTYPES, LOSS_NAMES, POOLING_NAMES, PROG
 from .embed import run_embed
 from .encode import run_encode
 from .evaluate import run_eval
+from .export import EXPORT_FORMATS, EXPORT_QUANTIZATION, run_export
 from .index import run_index
 from .mine import run_mine
 from .recipe import RECIPES
@@ -405,5 +406,40 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_arguments(search, training=False)
     search.add_argument("--batch-size", type=_positive_int, default=64, help="default: 64")
     search.add_argument("--prompt-name", metavar="NAME", help="model prompt for the queries (default: its default)")
+    _add_corpus_dir_arguments(search)
     search.set_defaults(handler=run_search)
+
+    export = commands.add_parser(
+        "export",
+        help="write a model for serving: sentence-transformers layout, ONNX or OpenVINO, float32 or int8",
+        description="Write the plain sentence-transformers layout (what text-embeddings-inference, "
+        "sentence-transformers and MTEB load) and, with --format onnx / openvino, the encoder's graph in onnx/ or "
+        "openvino/ (float32, plus an int8 version with --quantize). The folder appears only once the export "
+        "succeeded and the float32 graph matched the torch model.",
+    )
+    export.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write (must not exist)")
+    _add_model_arguments(export, training=True)
+    export.add_argument(
+        "--format", choices=EXPORT_FORMATS, default="sentence-transformers", help="default: %(default)s"
+    )
+    export.add_argument(
+        "--quantize",
+        choices=EXPORT_QUANTIZATION,
+        default="none",
+        help="int8-dynamic: int8 weights; int8-static: int8 weights and activations, calibrated on --calibration "
+        "(default: none)",
+    )
+    export.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="texts like the ones you will serve (.txt one per line, .jsonl, .csv, .parquet)",
+    )
+    export.add_argument(
+        "--calibration-column", default="text", metavar="NAME", help="text column of a table file (default: text)"
+    )
+    export.add_argument(
+        "--calibration-size", type=_positive_int, default=300, help="texts drawn for calibration (default: 300)"
+    )
+    export.add_argument("--overwrite", action="store_true", help="replace --output once the export succeeded")
+    export.set_defaults(handler=run_export)
     return parser

@@ -121,14 +121,18 @@ def _remove_stale_files(target: Path) -> None:
             shutil.rmtree(path)
 
 
-def write_layout(model: Any, folder: str | os.PathLike, tokenizer: Any = None) -> None:
-    """Write the sentence-transformers files for `model` into `folder`, where `save_pretrained` has already put our
-    `config.json` and the encoder's weight files (in `TRANSFORMER_FOLDER`)."""
+def write_layout(
+    model: Any, folder: str | os.PathLike, tokenizer: Any = None, transformer_path: str = TRANSFORMER_FOLDER
+) -> None:
+    """Write the sentence-transformers files for `model` into `folder`, where the encoder's weight files already are
+    (in `transformer_path`: `TRANSFORMER_FOLDER` beside our `config.json` in a `save_pretrained` folder, or `""`, the
+    root, in an exported plain sentence-transformers folder, whose weights carry the encoder's own names)."""
     folder = Path(folder)
     config = model.config
-    transformer = folder / TRANSFORMER_FOLDER
+    transformer = folder / transformer_path
     config.encoder_config.to_json_file(transformer / "config.json")
-    model_kwargs: dict[str, Any] = {"key_mapping": {"^encoder\\.": ""}}
+    # Our save keeps the encoder's parameters under `encoder.`; the map strips that prefix when they are loaded.
+    model_kwargs: dict[str, Any] = {"key_mapping": {"^encoder\\.": ""}} if transformer_path else {}
     # We drop BERT's next-sentence pooler; without this the encoder class would build one and warn it is untrained.
     if getattr(model.encoder, "pooler", "absent") is None:
         model_kwargs["add_pooling_layer"] = False
@@ -143,7 +147,7 @@ def write_layout(model: Any, folder: str | os.PathLike, tokenizer: Any = None) -
     if tokenizer is not None:
         tokenizer.save_pretrained(transformer)
 
-    modules = [{"idx": 0, "name": "0", "path": TRANSFORMER_FOLDER, "type": _MODULE_TYPES["Transformer"]}]
+    modules = [{"idx": 0, "name": "0", "path": transformer_path, "type": _MODULE_TYPES["Transformer"]}]
 
     def add(kind: str) -> Path:
         index = len(modules)

@@ -1,0 +1,284 @@
+"""Export a trained model for serving: a plain sentence-transformers folder (the encoder's own `config.json` and
+weights at the root, the pipeline files beside them), optionally with an ONNX or OpenVINO graph of the encoder, in
+float32 or int8.
+
+What reads the result: text-embeddings-inference (TEI: the root `config.json` with a model type it knows,
+`1_Pooling/config.json`, `modules.json`, `tokenizer.json`, `model.safetensors`, `onnx/model.onnx` for its ONNX
+backend), `SentenceTransformer(folder)` with `backend="torch" | "onnx" | "openvino"`, MTEB, and `ExportedEncoder`
+(formats/runtime.py). The graphs hold the encoder only (inputs `input_ids`, `attention_mask`[, `token_type_ids`],
+output `last_hidden_state`): pooling, Dense layers and normalization run after the graph, as TEI and
+sentence-transformers apply them from the pipeline files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .sentence_transformers_save import write_layout
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("sentence-transformers", "onnx", "openvino")
+QUANTIZATION = ("none", "int8-dynamic", "int8-static")
+DEFAULT_CALIBRATION_SIZE = 300  # sentence-transformers' default for its static int8 export
+ONNX_FILES = {
+    "none": "onnx/model.onnx",
+    "int8-dynamic": "onnx/model_qint8_dynamic.onnx",
+    "int8-static": "onnx/model_qint8_static.onnx",
+}
+OPENVINO_FILES = {
+    "none": "openvino/openvino_model.xml",
+    "int8-dynamic": "openvino/openvino_model_qint8_dynamic.xml",
+    # The name sentence-transformers' export_static_quantized_openvino_model writes.
+    "int8-static": "openvino/openvino_model_qint8_quantized.xml",
+}
+# Model types text-embeddings-inference builds (its docs and core/src/download.rs, late 2026).
+TEI_MODEL_TYPES = (
+    "bert",
+    "camembert",
+    "roberta",
+    "xlm-roberta",
+    "distilbert",
+    "mpnet",
+    "nomic_bert",
+    "jina_bert",
+    "new",
+    "gte",
+    "modernbert",
+    "mistral",
+    "qwen2",
+    "qwen3",
+)
+TEI_POOLING = ("cls", "mean", "lasttoken")
+EXTRAS = {"onnx": ("onnx", "onnxruntime"), "openvino": ("openvino",), "nncf": ("nncf",)}
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency of an export format or backend is not installed; the message names the extra."""
+
+
+def require(extra: str, what: str) -> None:
+    """Import the modules of `extra` (`onnx`, `openvino`, `nncf`) or raise `MissingExtraError` naming the pip extra."""
+    import importlib
+
+    for module in EXTRAS[extra]:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            package = "openvino" if extra == "nncf" else extra
+            raise MissingExtraError(
+                f"{what} needs the Python package {module!r}, which is not installed: pip install "
+                f"'hf-siamese[{package}]'"
+            ) from error
+
+
+def export_model(
+    model: Any,
+    output_dir: str | os.PathLike,
+    *,
+    format: str = "sentence-transformers",
+    quantize: str = "none",
+    calibration_texts: Iterable[str] | None = None,
+    calibration_size: int = DEFAULT_CALIBRATION_SIZE,
+    tokenizer: Any = None,
+    overwrite: bool = False,
+    opset: int = 17,
+) -> Path:
+    """Write `model` (a `SiameseBertModel`, or a path / Hub id `load_model` reads) to `output_dir` for serving.
+
+    Args:
+        format: `"sentence-transformers"` (the plain layout only), `"onnx"` (plus `onnx/model.onnx`) or `"openvino"`
+            (plus `openvino/openvino_model.xml` / `.bin`).
+        quantize: `"none"`, `"int8-dynamic"` (int8 weights, activations quantized on the fly: ONNX Runtime's
+            dynamic quantization, OpenVINO weight compression) or `"int8-static"` (weights and activations int8,
+            activation ranges calibrated on `calibration_texts`). The int8 graph is written beside the float32 one
+            (`ONNX_FILES` / `OPENVINO_FILES`), which stays the reference and what TEI loads.
+        calibration_texts: texts like those the model will serve (for `int8-static`); `calibration_size` of them,
+            drawn at random (seed 0) when there are more, are embedded to measure activation ranges.
+        tokenizer: defaults to `model.tokenizer` or the one saved with the model; a folder for serving needs one.
+        overwrite: replace an existing `output_dir` (it is swapped in whole once the export succeeded).
+
+    Nothing is written to `output_dir` until everything succeeded: the export runs in a staging folder beside it.
+    The float32 graph is checked against the torch model on a few texts (max abs difference of the embeddings <=
+    1e-4) before the folder is moved into place. Returns the output folder.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"export: format={format!r} is not one of {list(FORMATS)}.")
+    if quantize not in QUANTIZATION:
+        raise ValueError(f"export: quantize={quantize!r} is not one of {list(QUANTIZATION)}.")
+    if format == "sentence-transformers" and quantize != "none":
+        raise ValueError(
+            f"export: quantize={quantize!r} needs a graph format (format='onnx' or 'openvino'); the "
+            "sentence-transformers layout holds float weights for PyTorch only."
+        )
+    calibration = check_calibration(calibration_texts, calibration_size) if quantize == "int8-static" else None
+    target = Path(output_dir)
+    if target.is_file():
+        raise FileExistsError(f"export: {str(target)!r} is a file; give a folder to write the export into.")
+    if target.exists() and any(target.iterdir()) and not overwrite:
+        raise FileExistsError(
+            f"export: {str(target)!r} already exists and is not empty; choose another folder or pass overwrite=True "
+            "(--overwrite), which replaces it once the export has succeeded."
+        )
+    if format == "onnx":
+        require("onnx", "export(format='onnx')")
+    if format == "openvino":
+        require("openvino", "export(format='openvino')")
+        require("onnx", "export(format='openvino') (the graph is converted from ONNX)")
+        if quantize != "none":
+            require("nncf", f"export(format='openvino', quantize={quantize!r})")
+
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    check_representable(model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.export-"))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary folder
+        write_plain_layout(model, stage, tokenizer)
+        if format != "sentence-transformers":
+            from .export_graphs import write_graphs
+
+            write_graphs(model, tokenizer, stage, format, quantize, calibration, opset)
+        _swap_into_place(stage, target)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    logger.info("export: wrote %s (%s, quantize=%s)", target, format, quantize)
+    return target
+
+
+def check_calibration(texts: Iterable[str] | None, size: int) -> list[str]:
+    """The calibration texts to use: `size` of `texts` (all when fewer; a seeded random sample when more)."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(
+            f"export: calibration_size={size!r} must be a positive int (default {DEFAULT_CALIBRATION_SIZE})."
+        )
+    if texts is None:
+        raise ValueError(
+            "export: quantize='int8-static' calibrates activation ranges on texts like the ones you will serve; pass "
+            "calibration_texts=[...] (CLI: --calibration FILE, one text per line, or a .jsonl/.csv/.parquet with "
+            "--calibration-column)."
+        )
+    if isinstance(texts, str):
+        raise TypeError("export: calibration_texts is one string; pass a list of texts.")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"export: calibration_texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
+    texts = [text for text in texts if text.strip()]
+    if not texts:
+        raise ValueError("export: calibration_texts holds no non-empty text; give texts like the ones you will serve.")
+    if len(texts) > size:
+        texts = random.Random(0).sample(texts, size)
+    return texts
+
+
+def check_representable(model: Any) -> None:
+    """Warn about what the plain layout drops or what TEI will not serve; nothing here changes the embedding."""
+    config = model.config
+    if config.classifier_head:
+        logger.warning(
+            "export: the softmax classifier head is not written (sentence-transformers and TEI have no place for it); "
+            "the embeddings are unchanged. save_pretrained keeps it."
+        )
+    if config.cosine_affine:
+        logger.warning("export: the learned cosine map (cosine_affine) is not written; the embeddings are unchanged.")
+    model_type = getattr(config.encoder_config, "model_type", None)
+    if model_type not in TEI_MODEL_TYPES:
+        logger.warning(
+            "export: text-embeddings-inference does not build encoders of type %r (it builds %s); "
+            "sentence-transformers and our runtime still load the export.",
+            model_type,
+            ", ".join(TEI_MODEL_TYPES),
+        )
+    if config.pooling not in TEI_POOLING:
+        logger.warning(
+            "export: pooling=%r is not one text-embeddings-inference offers (%s): TEI would refuse the folder; "
+            "sentence-transformers and our runtime apply it.",
+            config.pooling,
+            ", ".join(TEI_POOLING),
+        )
+    if config.include_prompt is False and config.prompts:
+        logger.warning(
+            "export: include_prompt=False (prompt tokens left out of the pooling) is kept by sentence-transformers "
+            "and our runtime; text-embeddings-inference pools the prompt tokens too."
+        )
+
+
+def write_plain_layout(model: Any, folder: Path, tokenizer: Any) -> None:
+    """The plain sentence-transformers layout: the encoder's config, weights and tokenizer at the root."""
+    encoder = model.encoder
+    state = {k: v.detach().to("cpu").contiguous() for k, v in encoder.state_dict().items()}
+    encoder.save_pretrained(folder, state_dict=state)
+    tokenizer.save_pretrained(folder)
+    write_layout(model, folder, tokenizer=None, transformer_path="")
+    if not (folder / "tokenizer.json").is_file():
+        logger.warning(
+            "export: the tokenizer is a slow (Python) one and wrote no tokenizer.json; text-embeddings-inference "
+            "needs tokenizer.json: export from a model whose tokenizer has a fast version."
+        )
+    from .model_card import write_model_card
+
+    try:
+        write_model_card(model, folder)
+    except Exception as error:  # noqa: BLE001 - the card is documentation; the export is complete without it
+        logger.warning("export: no model card written (%s)", error)
+
+
+def _model_and_tokenizer(model: Any, tokenizer: Any) -> tuple[Any, Any]:
+    if isinstance(model, (str, os.PathLike)):
+        from .loading import load_model
+
+        model, loaded = load_model(str(model), device="cpu")
+        tokenizer = tokenizer if tokenizer is not None else loaded
+    if not hasattr(model, "encoder") or not hasattr(model.config, "pooling"):
+        raise TypeError(f"export: model is a {type(model).__name__}; give a SiameseBertModel or a path to one.")
+    if tokenizer is None:
+        try:
+            tokenizer = model._resolve_tokenizer(None)
+        except Exception as error:  # noqa: BLE001 - named in the message below
+            raise ValueError(
+                f"export: no tokenizer known for this model ({error}); a folder for serving needs one: pass "
+                "tokenizer=... or set model.tokenizer."
+            ) from error
+    return model, tokenizer
+
+
+def _swap_into_place(stage: Path, target: Path) -> None:
+    """Move the finished `stage` to `target`; an existing `target` is replaced only after the move succeeded."""
+    backup = None
+    if target.exists():
+        backup = target.with_name(f".{target.name}.replaced-{os.getpid()}")
+        os.replace(target, backup)
+    try:
+        os.replace(stage, target)
+    except BaseException:
+        if backup is not None:
+            os.replace(backup, target)
+        raise
+    if backup is not None:
+        shutil.rmtree(backup, ignore_errors=True)
+
+
+__all__ = [
+    "DEFAULT_CALIBRATION_SIZE",
+    "FORMATS",
+    "MissingExtraError",
+    "ONNX_FILES",
+    "OPENVINO_FILES",
+    "QUANTIZATION",
+    "TEI_MODEL_TYPES",
+    "check_calibration",
+    "export_model",
+    "require",
+    "write_plain_layout",
+]

@@ -1,0 +1,280 @@
+"""`ExportedEncoder`: `encode` over a folder written by `export_model`, on ONNX Runtime or OpenVINO instead of torch.
+
+Everything around the graph is the torch `encode`'s: the prompts, lowercasing and maximum length of the folder's
+pipeline files, texts tokenized once and batched by exact token length (each batch pads only to its own longest
+text), repeated texts embedded once, pooling / Dense layers / normalization from `pool_token_states` and the
+model's own head, results in input order. On the CPU several batches run at once, one thread each (as the torch
+`encode` does with `cpu_workers`): ONNX Runtime sessions and OpenVINO streams both allow it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..modeling.batching import SortedBatches
+from ..modeling.configuration_siamese import SiameseBertConfig
+from ..modeling.encoding import SiameseEncodingMixin, native_low_precision, prompt_token_count
+from ..modeling.modeling_siamese import SiameseBertModel, SiameseProjection
+from .export import ONNX_FILES, OPENVINO_FILES, require
+from .sentence_transformers_read import read_layout
+
+logger = logging.getLogger(__name__)
+
+BACKENDS = ("onnx", "openvino")
+PRECISIONS = ("f32", "bf16")
+OUTPUT_NAME = "last_hidden_state"
+_WARNED: set[str] = set()
+
+
+class ExportedGraphError(ValueError):
+    """An exported graph that is missing, unreadable, or does not fit its folder; the message names the file."""
+
+
+class ExportedEncoder:
+    """Sentence embeddings from an exported folder (`export_model(..., format="onnx" | "openvino")`).
+
+    Args:
+        folder: the export folder (the plain sentence-transformers layout plus `onnx/` or `openvino/`).
+        backend: `"onnx"` (ONNX Runtime) or `"openvino"`.
+        file_name: the graph inside `folder`; defaults to the float32 one (`onnx/model.onnx`,
+            `openvino/openvino_model.xml`); e.g. `"onnx/model_qint8_dynamic.onnx"` for an int8 export.
+        precision: OpenVINO's inference precision: `"f32"` (default: the embeddings of the torch model, within
+            1e-4) or `"bf16"` (faster on CPUs with AVX512-BF16 / AMX; on others float32 runs, with a log line saying
+            so). OpenVINO itself would pick bf16 on such CPUs; here the choice is explicit.
+        threads: CPU threads in all (default: torch's thread count).
+        workers: batches run at once, each on `threads // workers` threads (default: `threads`, one thread each).
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        backend: str = "onnx",
+        *,
+        file_name: str | None = None,
+        precision: str = "f32",
+        threads: int | None = None,
+        workers: int | None = None,
+    ) -> None:
+        from transformers import AutoTokenizer
+
+        if backend not in BACKENDS:
+            raise ValueError(f"ExportedEncoder: backend={backend!r} is not one of {list(BACKENDS)}.")
+        if precision not in PRECISIONS:
+            raise ValueError(f"ExportedEncoder: precision={precision!r} is not one of {list(PRECISIONS)}.")
+        if precision == "bf16" and backend != "openvino":
+            raise ValueError("ExportedEncoder: precision='bf16' is an OpenVINO setting; ONNX graphs run as exported.")
+        folder = Path(folder)
+        if not (folder / "modules.json").is_file():
+            raise FileNotFoundError(
+                f"ExportedEncoder: {str(folder)!r} has no modules.json; give a folder written by export_model "
+                "(hf-siamese export)."
+            )
+        layout = read_layout(folder)
+        encoder_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        self.config = SiameseBertConfig(encoder_config=encoder_config, **layout.settings)
+        self.projections = torch.nn.ModuleList(SiameseProjection(**spec) for spec in self.config.projections)
+        if layout.projection_state:
+            self.load_projections(layout.projection_state)
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.folder, self.backend = folder, backend
+        self.file_name = file_name or (ONNX_FILES if backend == "onnx" else OPENVINO_FILES)["none"]
+        self.threads = threads or torch.get_num_threads()
+        self.workers = max(1, min(workers or self.threads, self.threads))
+        per_worker = max(1, self.threads // self.workers)
+        path = self._graph_path()
+        if backend == "onnx":
+            require("onnx", "ExportedEncoder(backend='onnx')")
+            self._runner = _OnnxRunner(path, per_worker)
+        else:
+            require("openvino", "ExportedEncoder(backend='openvino')")
+            self._runner = _OpenVinoRunner(path, self._precision(precision), self.threads, self.workers)
+        self._check_graph(path)
+
+    # The prompt and text handling and the head (pooling, projections, truncation, normalization) are the model's.
+    resolve_prompt = SiameseEncodingMixin.resolve_prompt
+    prepare_text = SiameseEncodingMixin.prepare_text
+    _head = SiameseBertModel._head
+
+    def load_projections(self, state: dict[str, torch.Tensor]) -> None:
+        own = {f"projections.{k}": v for k, v in self.projections.state_dict().items()}
+        if set(own) != set(state):
+            raise ExportedGraphError(f"{self.folder}: Dense weights {sorted(state)} do not match modules.json")
+        self.projections.load_state_dict({k.removeprefix("projections."): v for k, v in state.items()})
+
+    def _graph_path(self) -> Path:
+        path = self.folder / self.file_name
+        if not path.is_file():
+            present = sorted(
+                str(p.relative_to(self.folder)) for p in self.folder.glob("*/*") if p.suffix in (".onnx", ".xml")
+            )
+            raise ExportedGraphError(
+                f"ExportedEncoder: {str(path)!r} does not exist; graphs in this folder: {present or 'none'} (export "
+                f"one with hf-siamese export --format {self.backend})."
+            )
+        if self.backend == "openvino" and not path.with_suffix(".bin").is_file():
+            raise ExportedGraphError(
+                f"ExportedEncoder: {str(path.with_suffix('.bin'))!r} (the weights of {path.name}) is missing."
+            )
+        return path
+
+    def _precision(self, precision: str) -> str:
+        if precision == "bf16" and not native_low_precision(torch.bfloat16):
+            if "bf16" not in _WARNED:
+                _WARNED.add("bf16")
+                logger.warning(
+                    "ExportedEncoder(precision='bf16'): this CPU has no native bfloat16 matrix instructions "
+                    "(AVX512-BF16 / AMX); running float32 instead, which is faster here and exact."
+                )
+            return "f32"
+        return precision
+
+    def _check_graph(self, path: Path) -> None:
+        """The graph's inputs are ones the tokenizer makes, and its output has this folder's hidden size."""
+        inputs, output, width = self._runner.signature()
+        made = set(self.tokenizer.model_input_names) | {"input_ids", "attention_mask"}
+        unknown = [name for name in inputs if name not in made]
+        if unknown or "input_ids" not in inputs:
+            raise ExportedGraphError(
+                f"ExportedEncoder: {path} takes inputs {inputs}; the tokenizer of {self.folder} makes {sorted(made)} "
+                "(was the graph exported from another model?)."
+            )
+        if output is None:
+            raise ExportedGraphError(f"ExportedEncoder: {path} has no output named {OUTPUT_NAME!r}.")
+        hidden = self.config.hidden_size
+        if width is not None and width != hidden:
+            raise ExportedGraphError(
+                f"ExportedEncoder: {path} returns token states of width {width}, but {self.folder}/config.json says "
+                f"hidden_size={hidden} (the graph belongs to another model)."
+            )
+        self.input_names = inputs
+
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 64,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        convert_to_numpy: bool = True,
+        show_progress_bar: bool = False,
+    ) -> np.ndarray | torch.Tensor:
+        """`(len(texts), dim)` float32 embeddings (`(dim,)` for one string), as `SiameseBertModel.encode` gives."""
+        single = isinstance(texts, str)
+        texts = [texts] if single else texts
+        if not isinstance(texts, Sequence):
+            raise TypeError(f"encode() takes a string or a sequence of strings, got {type(texts).__name__}.")
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"encode(): texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"encode(): batch_size={batch_size!r} must be a positive int.")
+        prompt = self.resolve_prompt(prompt_name, prompt)
+        if not texts:
+            empty = torch.empty(0, self.config.embedding_size)
+            return empty.numpy() if convert_to_numpy else empty
+        unique = list(dict.fromkeys(texts))
+        inputs = [self.prepare_text(text, prompt) for text in unique]
+        prompt_length = prompt_token_count(self.tokenizer, self.prepare_text("", prompt)) if prompt else None
+        source = SortedBatches(inputs, self.tokenizer, self.config.effective_max_seq_length, batch_size)
+        progress = None
+        if show_progress_bar:
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(source), desc="Encoding", unit="batch")
+
+        def run(item: tuple[torch.Tensor, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+            rows, batch = item
+            states = self._runner.run({name: batch[name].numpy() for name in self.input_names})
+            mask = batch["attention_mask"]
+            with torch.no_grad():
+                return rows, self._head(torch.from_numpy(states).float(), mask, prompt_length)
+
+        positions, chunks = [], []
+        workers = min(self.workers, len(source))
+        with ThreadPoolExecutor(workers) as pool:
+            for rows, chunk in pool.map(run, source) if workers > 1 else map(run, source):
+                positions.append(rows)
+                chunks.append(chunk)
+                if progress is not None:
+                    progress.update()
+        if progress is not None:
+            progress.close()
+        embeddings = torch.empty(len(unique), chunks[0].shape[-1])
+        embeddings[torch.cat(positions)] = torch.cat(chunks)
+        if len(unique) != len(texts):
+            position = {text: i for i, text in enumerate(unique)}
+            embeddings = embeddings[[position[text] for text in texts]]
+        embeddings = embeddings[0] if single else embeddings
+        return embeddings.numpy() if convert_to_numpy else embeddings
+
+
+class _OnnxRunner:
+    """One ONNX Runtime session; `run` may be called from several threads at once."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as error:
+            raise ExportedGraphError(f"ExportedEncoder: ONNX Runtime cannot load {path}: {error}") from error
+
+    def signature(self) -> tuple[list[str], str | None, int | None]:
+        outputs = {o.name: o for o in self.session.get_outputs()}
+        output = outputs.get(OUTPUT_NAME)
+        width = output.shape[-1] if output is not None and isinstance(output.shape[-1], int) else None
+        return [i.name for i in self.session.get_inputs()], output and OUTPUT_NAME, width
+
+    def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        return self.session.run([OUTPUT_NAME], inputs)[0]
+
+
+class _OpenVinoRunner:
+    """An OpenVINO model compiled for the CPU with one stream per worker; each thread gets its own request."""
+
+    def __init__(self, path: Path, precision: str, threads: int, workers: int) -> None:
+        import openvino
+
+        core = openvino.Core()
+        try:
+            graph = core.read_model(str(path))
+        except Exception as error:
+            raise ExportedGraphError(f"ExportedEncoder: OpenVINO cannot read {path}: {error}") from error
+        self.graph = graph
+        config = {
+            "INFERENCE_PRECISION_HINT": precision,
+            "NUM_STREAMS": str(workers),
+            "INFERENCE_NUM_THREADS": str(threads),
+        }
+        self.compiled = core.compile_model(graph, "CPU", config)
+        self.local = threading.local()
+
+    def signature(self) -> tuple[list[str], str | None, int | None]:
+        outputs = [o for o in self.graph.outputs if OUTPUT_NAME in o.get_names()]
+        width = None
+        if outputs:
+            last = outputs[0].get_partial_shape()[-1]
+            width = last.get_length() if last.is_static else None
+        return [i.get_any_name() for i in self.graph.inputs], OUTPUT_NAME if outputs else None, width
+
+    def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        request = getattr(self.local, "request", None)
+        if request is None:
+            request = self.local.request = self.compiled.create_infer_request()
+        result = request.infer(inputs)
+        return np.asarray(result[self.compiled.output(OUTPUT_NAME)])
+
+
+__all__ = ["BACKENDS", "ExportedEncoder", "ExportedGraphError", "PRECISIONS"]
