@@ -14,9 +14,9 @@ The package only parses arguments and calls the library. Every bad input ends in
 (`hf-siamese: error: ...`) and a non-zero exit status, never a traceback (set HF_SIAMESE_TRACEBACK=1 to see one).
 
 Layout: `common` (names, argument-value parsers, the model-loading call, error text), `parser` (the argparse
-parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `mine`, `embed`, `similar`, `export`. `main` lives
-here. A command reads its inputs (`hf_siamese.data`), loads its model (`hf_siamese.formats.loading.load_model`) and
-calls one library function.
+parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `mine`, `embed`,
+`similar` (also `cluster`), `export`. `main` lives here. A command reads its inputs (`hf_siamese.data`), loads its
+model (`hf_siamese.formats.loading.load_model`) and calls one library function.
 """
 
 from __future__ import annotations

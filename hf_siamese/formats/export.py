@@ -21,62 +21,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .export_names import (
+    DEFAULT_CALIBRATION_SIZE,
+    EXTRAS,
+    FORMATS,
+    ONNX_FILES,
+    OPENVINO_FILES,
+    QUANTIZATION,
+    TEI_MODEL_TYPES,
+    TEI_POOLING,
+    MissingExtraError,
+    require,
+)
 from .sentence_transformers_save import write_layout
 
 logger = logging.getLogger(__name__)
-
-FORMATS = ("sentence-transformers", "onnx", "openvino")
-QUANTIZATION = ("none", "int8-dynamic", "int8-static")
-DEFAULT_CALIBRATION_SIZE = 300  # sentence-transformers' default for its static int8 export
-ONNX_FILES = {
-    "none": "onnx/model.onnx",
-    "int8-dynamic": "onnx/model_qint8_dynamic.onnx",
-    "int8-static": "onnx/model_qint8_static.onnx",
-}
-OPENVINO_FILES = {
-    "none": "openvino/openvino_model.xml",
-    "int8-dynamic": "openvino/openvino_model_qint8_dynamic.xml",
-    # The name sentence-transformers' export_static_quantized_openvino_model writes.
-    "int8-static": "openvino/openvino_model_qint8_quantized.xml",
-}
-# Model types text-embeddings-inference builds (its docs and core/src/download.rs, late 2026).
-TEI_MODEL_TYPES = (
-    "bert",
-    "camembert",
-    "roberta",
-    "xlm-roberta",
-    "distilbert",
-    "mpnet",
-    "nomic_bert",
-    "jina_bert",
-    "new",
-    "gte",
-    "modernbert",
-    "mistral",
-    "qwen2",
-    "qwen3",
-)
-TEI_POOLING = ("cls", "mean", "lasttoken")
-EXTRAS = {"onnx": ("onnx", "onnxruntime"), "openvino": ("openvino",), "nncf": ("nncf",)}
-
-
-class MissingExtraError(ImportError):
-    """An optional dependency of an export format or backend is not installed; the message names the extra."""
-
-
-def require(extra: str, what: str) -> None:
-    """Import the modules of `extra` (`onnx`, `openvino`, `nncf`) or raise `MissingExtraError` naming the pip extra."""
-    import importlib
-
-    for module in EXTRAS[extra]:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            package = "openvino" if extra == "nncf" else extra
-            raise MissingExtraError(
-                f"{what} needs the Python package {module!r}, which is not installed: pip install "
-                f"'hf-siamese[{package}]'"
-            ) from error
 
 
 def export_model(
@@ -271,6 +230,8 @@ def _swap_into_place(stage: Path, target: Path) -> None:
 
 __all__ = [
     "DEFAULT_CALIBRATION_SIZE",
+    "EXTRAS",
+    "TEI_POOLING",
     "FORMATS",
     "MissingExtraError",
     "ONNX_FILES",

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .export import ONNX_FILES, OPENVINO_FILES
+from .export_names import ONNX_FILES, OPENVINO_FILES
 
 logger = logging.getLogger(__name__)
 

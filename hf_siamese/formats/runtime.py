@@ -24,7 +24,7 @@ from ..modeling.batching import SortedBatches
 from ..modeling.configuration_siamese import SiameseBertConfig
 from ..modeling.encoding import SiameseEncodingMixin, native_low_precision, prompt_token_count
 from ..modeling.modeling_siamese import SiameseBertModel, SiameseProjection
-from .export import ONNX_FILES, OPENVINO_FILES, require
+from .export_names import ONNX_FILES, OPENVINO_FILES, require
 from .sentence_transformers_read import read_layout
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,58 @@
+"""The names an export is written under and read back by (formats, quantization modes, graph files, what TEI
+builds) and the optional-dependency check: shared by `export`, `export_graphs` and `runtime`, which import it and
+never each other's module tops."""
+
+from __future__ import annotations
+
+FORMATS = ("sentence-transformers", "onnx", "openvino")
+QUANTIZATION = ("none", "int8-dynamic", "int8-static")
+DEFAULT_CALIBRATION_SIZE = 300  # sentence-transformers' default for its static int8 export
+ONNX_FILES = {
+    "none": "onnx/model.onnx",
+    "int8-dynamic": "onnx/model_qint8_dynamic.onnx",
+    "int8-static": "onnx/model_qint8_static.onnx",
+}
+OPENVINO_FILES = {
+    "none": "openvino/openvino_model.xml",
+    "int8-dynamic": "openvino/openvino_model_qint8_dynamic.xml",
+    # The name sentence-transformers' export_static_quantized_openvino_model writes.
+    "int8-static": "openvino/openvino_model_qint8_quantized.xml",
+}
+# Model types text-embeddings-inference builds (its docs and core/src/download.rs, late 2026).
+TEI_MODEL_TYPES = (
+    "bert",
+    "camembert",
+    "roberta",
+    "xlm-roberta",
+    "distilbert",
+    "mpnet",
+    "nomic_bert",
+    "jina_bert",
+    "new",
+    "gte",
+    "modernbert",
+    "mistral",
+    "qwen2",
+    "qwen3",
+)
+TEI_POOLING = ("cls", "mean", "lasttoken")
+EXTRAS = {"onnx": ("onnx", "onnxruntime"), "openvino": ("openvino",), "nncf": ("nncf",)}
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency of an export format or backend is not installed; the message names the extra."""
+
+
+def require(extra: str, what: str) -> None:
+    """Import the modules of `extra` (`onnx`, `openvino`, `nncf`) or raise `MissingExtraError` naming the pip extra."""
+    import importlib
+
+    for module in EXTRAS[extra]:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            package = "openvino" if extra == "nncf" else extra
+            raise MissingExtraError(
+                f"{what} needs the Python package {module!r}, which is not installed: pip install "
+                f"'hf-siamese[{package}]'"
+            ) from error
