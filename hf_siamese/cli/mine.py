@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from .common import load_data, load_inference_model, parse_columns
@@ -13,8 +14,9 @@ OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv
 def run_mine(args: argparse.Namespace) -> int:
     """Mine `--num-negatives` negatives per row with the model and write `anchor, positive, negative_1, ...`."""
     from ..data.beir import is_beir_folder, read_beir
-    from ..data.readers import read_text_lines
     from ..retrieval.mining import mine_hard_negatives
+    from ..retrieval.mining_corpus import work_folder
+    from .embed import TextLines
 
     output = Path(args.output)
     kind = OUTPUT_FORMATS.get(output.suffix.lower())
@@ -38,24 +40,31 @@ def run_mine(args: argparse.Namespace) -> int:
     elif is_beir_folder(args.corpus):
         corpus = list(read_beir(args.corpus, split=args.split).corpus.values())
     else:
-        corpus = read_text_lines(args.corpus)
+        corpus = TextLines(args.corpus)  # streamed into shards, never a list
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
-    mined = mine_hard_negatives(
-        rows,
-        model,
-        corpus,
-        num_negatives=args.num_negatives,
-        range_min=args.range_min,
-        range_max=args.range_max,
-        margin=args.margin,
-        max_score=args.max_score,
-        sampling=args.sampling,
-        tokenizer=tokenizer,
-        batch_size=args.batch_size,
-        seed=args.seed,
-    )
+    # A corpus file goes through shards (in --corpus-dir, else a temporary folder); an in-memory one only with
+    # --corpus-dir.
+    streamed = args.corpus_dir is not None or isinstance(corpus, TextLines)
+    with work_folder(args.corpus_dir) if streamed else contextlib.nullcontext() as folder:
+        mined = mine_hard_negatives(
+            rows,
+            model,
+            corpus,
+            num_negatives=args.num_negatives,
+            range_min=args.range_min,
+            range_max=args.range_max,
+            margin=args.margin,
+            max_score=args.max_score,
+            sampling=args.sampling,
+            tokenizer=tokenizer,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            corpus_dir=folder,
+            shard_size=args.shard_size,
+            approximate=args.approximate,
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(output.name + ".partial")
     if kind == "json":

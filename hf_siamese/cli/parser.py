@@ -119,6 +119,24 @@ def _add_shard_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_corpus_dir_arguments(parser: argparse.ArgumentParser) -> None:
+    """How `search --corpus` and `mine --corpus` stream the corpus: shards (as 'embed') in a kept or temporary
+    folder."""
+    parser.add_argument(
+        "--corpus-dir", metavar="DIR",
+        help="shard folder for --corpus (as 'embed'; kept, and reused by a later run with the same model and corpus; "
+        "default: a temporary folder)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--shard-size", type=_positive_int, help="rows per shard (default: --corpus-dir's own, else 10000)"
+    )
+    parser.add_argument(
+        "--approximate", action=argparse.BooleanOptionalAction,
+        help="candidates from an approximate faiss index (default: from 100,000 texts on, when faiss is installed; "
+        "for search, only with --corpus-dir, where the index is kept)",
+    )  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -307,6 +325,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     index.add_argument("--prompt-name", metavar="NAME", help="model prompt for the documents (default: its default)")
     index.add_argument("--no-faiss", action="store_true", help="exact search even when faiss is installed")
+    index.add_argument(
+        "--streamed", action="store_true",
+        help="stream CORPUS (also a quoted glob, as 'embed') into resumable shards, searched memory-mapped, through "
+        "an approximate faiss index from 100,000 documents on: for corpora larger than memory",
+    )  # fmt: skip
+    index.add_argument(
+        "--shard-size", type=_positive_int, default=10_000, help="with --streamed: rows per shard (default: 10000)"
+    )
     index.add_argument("--overwrite", action="store_true", help="replace DIR if it exists and is not empty")
     index.set_defaults(handler=run_index)
 
@@ -373,9 +399,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mine.add_argument("-o", "--output", required=True, help="output rows: NAME.jsonl, NAME.tsv or NAME.csv")
     mine.add_argument(
-        "--corpus", metavar="FILE", help="documents to mine from: text file (one per line) or BEIR folder "
-        "(default: the positives, or a BEIR folder's corpus)",
+        "--corpus", metavar="FILE", help="documents to mine from: text file (one per line; streamed, as 'embed') or "
+        "BEIR folder (default: the positives, or a BEIR folder's corpus)",
     )  # fmt: skip
+    _add_corpus_dir_arguments(mine)
     _add_model_arguments(mine, training=False)
     mine.add_argument("--columns", metavar="ROLE=NAME,...", help="e.g. anchor=question,positive=answer")
     mine.add_argument("--split", default="train", help="split of a Hub dataset or a folder (default: train)")
@@ -396,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
         "by 'hf-siamese index' (embedded once), by similarity to each query.",
     )
     source = search.add_mutually_exclusive_group(required=True)
-    source.add_argument("--corpus", metavar="FILE", help="text file, one document per line")
+    source.add_argument("--corpus", metavar="FILE", help="text file, one document per line (streamed, as 'embed')")
     source.add_argument(
         "--index", metavar="DIR", help="index folder from 'hf-siamese index' (--model defaults to its model)"
     )

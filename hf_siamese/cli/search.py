@@ -1,9 +1,11 @@
-"""`hf-siamese search`: top-k semantic search of queries over a corpus file, or over an index built by
-`hf-siamese index` (no re-embedding of the corpus)."""
+"""`hf-siamese search`: top-k semantic search of queries over a corpus file, streamed into shards as `hf-siamese embed`
+does (kept and reused with --corpus-dir), or over an index built by `hf-siamese index` (no re-embedding of the
+corpus)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .common import load_inference_model
 
@@ -22,29 +24,48 @@ def run_search(args: argparse.Namespace) -> int:
         raise ValueError("give at least one non-empty --query TEXT or a --queries FILE")
     if args.index:
         return _search_index(args, queries)
-    import torch
+    return _search_corpus(args, queries)
 
-    corpus = read_text_lines(args.corpus)
+
+def _search_corpus(args: argparse.Namespace, queries: list[str]) -> int:
+    """Stream the corpus file into shards (in --corpus-dir, reused when it holds them, else a temporary folder), then
+    search the memory-mapped vectors: exactly, or through a kept approximate index (see `corpus_search`)."""
+    from ..retrieval.corpus import encode_corpus
+    from ..retrieval.corpus_groups import _texts_of, corpus_matrix
+    from ..retrieval.mining_corpus import corpus_search, resolve_shard_size, work_folder
+    from .embed import TextLines
+
+    source = TextLines(args.corpus)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
-
-    corpus_embeddings = model.encode(corpus, tokenizer=tokenizer, batch_size=args.batch_size)
-    query_embeddings = model.encode(
-        queries, tokenizer=tokenizer, batch_size=args.batch_size, prompt_name=args.prompt_name
-    )
-    scores = model.similarity(query_embeddings, corpus_embeddings)
-    top = torch.topk(scores, k=min(args.top_k, len(corpus)), dim=1)
+    # An approximate index pays off only when it is kept for later searches (--corpus-dir) or asked for.
+    approximate = args.approximate if args.approximate is not None or args.corpus_dir else False
+    with work_folder(args.corpus_dir) as folder:
+        encode_corpus(
+            model, source, folder, tokenizer=tokenizer, batch_size=args.batch_size,
+            shard_size=resolve_shard_size(folder, args.shard_size), show_progress_bar=sys.stderr.isatty(),
+        )  # fmt: skip
+        _, vectors = corpus_matrix(folder)
+        search = corpus_search(vectors, folder, model.config.similarity, approximate)
+        query_vectors = model.encode(
+            queries, tokenizer=tokenizer, batch_size=args.batch_size, prompt_name=args.prompt_name,
+            convert_to_numpy=True,
+        )  # fmt: skip
+        scores, rows = search(query_vectors, min(args.top_k, len(vectors)))
+        del vectors, search
+    texts = _texts_of(source, {row for row in rows.ravel().tolist() if row >= 0}, "text", None)
     for index, query in enumerate(queries):
         print(f"\nQuery: {query}")
-        for rank, (score, position) in enumerate(zip(top.values[index], top.indices[index], strict=True), start=1):
-            print(f"  {rank:>2}. {score.item():.4f}  {corpus[int(position)]}")
+        hits = zip(scores[index].tolist(), rows[index].tolist(), strict=True)
+        for rank, (score, row) in enumerate(((s, r) for s, r in hits if r >= 0), start=1):  # -1: no hit
+            print(f"  {rank:>2}. {score:.4f}  {texts[row]}")
     return 0
 
 
 def _search_index(args: argparse.Namespace, queries: list[str]) -> int:
     """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
-    from ..retrieval.vector_index import load_index
+    from ..retrieval.corpus_index import load_index  # any index folder, streamed ones too
 
     index = load_index(args.index)
     model_path = args.model or index.model_name

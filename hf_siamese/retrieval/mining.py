@@ -8,8 +8,9 @@ documents are often unlabelled positives; `margin`, `max_score` and `range_min` 
 from __future__ import annotations
 
 import logging
+import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,12 @@ def mine_hard_negatives(
     corpus_prompt: str | None = None,
     seed: int = 42,
     show_progress_bar: bool = True,
+    corpus_dir: str | os.PathLike | None = None,
+    text_column: str = "text",
+    id_column: str | None = None,
+    shard_size: int | None = None,
+    approximate: bool | None = None,
+    dtype: Any = None,
 ) -> Any:
     """Add `num_negatives` mined negatives to every (anchor, positive) row.
 
@@ -56,6 +63,14 @@ def mine_hard_negatives(
             scored, in or out of the corpus.
         anchor_prompt / corpus_prompt: prompts for the two sides (default: the model's `query` and `document` /
             `passage` prompts when it has them).
+        corpus_dir: with it, or with a corpus that is a path or glob of files, a `datasets.Dataset` or an
+            `IterableDataset` (as `encode_corpus` reads them: `text_column`, `id_column`), the corpus is streamed:
+            embedded into resumable shards in `corpus_dir` (default: a temporary folder; a later run with the same
+            folder reuses them), searched through `neighbour_search` (exact below 100,000 texts, an approximate faiss
+            index above, or as `approximate` says), in memory bounded by the shards and the dataset, not the corpus
+            (`hf_siamese.retrieval.mining_corpus`). For a list, the result equals the in-memory path's.
+        shard_size, dtype: as in `encode_corpus` (`shard_size` defaults to the one `corpus_dir` was started with,
+            else 10,000).
 
     Returns:
         A `datasets.Dataset` with columns `anchor`, `positive`, `negative_1`, ..., `negative_{num_negatives}` (the
@@ -64,8 +79,8 @@ def mine_hard_negatives(
     import datasets
 
     from ..data.columns import detect_layout
-    from ..metrics import exact_search, paired_similarities
     from .evaluation import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
+    from .mining_corpus import is_corpus_source, mine_corpus
 
     _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
     names = list(dataset.column_names)
@@ -82,6 +97,73 @@ def mine_hard_negatives(
             raise ValueError(
                 f"mine_hard_negatives: row {bad}: column {column!r} holds {values[bad]!r}; expected a string."
             )
+    if range_max is None:
+        range_max = range_min + max(100, 10 * num_negatives)
+    anchor_prompt = side_prompt(model, anchor_prompt, QUERY_PROMPT_NAMES)
+    document_prompt = side_prompt(model, corpus_prompt, CORPUS_PROMPT_NAMES)
+
+    def pick(ranked: list[tuple[int, float]], positive_score: float, rng: random.Random) -> list[int] | None:
+        """The negatives of one row among its ranked `(document, score)` candidates, or None if too few."""
+        candidates = [
+            index
+            for index, score in ranked
+            if not (max_score is not None and score > max_score)
+            and not (margin is not None and score > positive_score - margin)
+        ]
+        if len(candidates) < num_negatives:
+            return None
+        return candidates[:num_negatives] if sampling == "top" else rng.sample(candidates, num_negatives)
+
+    common = {"num_negatives": num_negatives, "range_min": range_min, "range_max": range_max, "seed": seed}
+    common.update(tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar)
+    common.update(anchor_prompt=anchor_prompt, document_prompt=document_prompt)
+    if corpus_dir is not None or is_corpus_source(corpus):
+        kept, negatives, count = mine_corpus(
+            anchors, positives, model, positives if corpus is None else corpus, corpus_dir, pick, **common,
+            text_column=text_column, id_column=id_column, shard_size=shard_size, approximate=approximate, dtype=dtype,
+        )  # fmt: skip
+    else:
+        kept, negatives, count = _mine_in_memory(anchors, positives, model, corpus, pick, **common)
+    dropped = len(anchors) - len(kept)
+    if not kept:
+        raise ValueError(
+            f"mine_hard_negatives: none of the {len(anchors)} rows has {num_negatives} candidates left after the "
+            f"exclusions (ranks {range_min}..{range_max - 1} of {count} documents, margin={margin}, "
+            f"max_score={max_score}); lower num_negatives, widen range_max or give a larger corpus."
+        )
+    if dropped:
+        logger.warning(
+            "mine_hard_negatives: %d of %d rows had fewer than %d candidates left after the exclusions; dropped.",
+            dropped,
+            len(anchors),
+            num_negatives,
+        )
+    columns = {anchor_column: [anchors[i] for i in kept], positive_column: [positives[i] for i in kept]}
+    for n in range(num_negatives):
+        columns[f"negative_{n + 1}"] = [row[n] for row in negatives]
+    return datasets.Dataset.from_dict(columns)
+
+
+def _mine_in_memory(
+    anchors: list[str],
+    positives: list[str],
+    model: Any,
+    corpus: Sequence[str] | None,
+    pick: Callable[..., list[int] | None],
+    *,
+    num_negatives: int,
+    range_min: int,
+    range_max: int,
+    seed: int,
+    tokenizer: Any,
+    batch_size: int,
+    anchor_prompt: str,
+    document_prompt: str,
+    show_progress_bar: bool,
+) -> tuple[list[int], list[list[str]], int]:
+    """(kept row numbers, their negatives, distinct documents) with the corpus a list in memory, scored exactly."""
+    from ..metrics import exact_search, paired_similarities
+
     documents = list(dict.fromkeys(list(corpus) if corpus is not None else positives))
     if not documents:
         raise ValueError("mine_hard_negatives: the corpus is empty.")
@@ -96,9 +178,7 @@ def mine_hard_negatives(
 
     encode = {"tokenizer": tokenizer, "batch_size": batch_size, "convert_to_numpy": True}
     encode["show_progress_bar"] = show_progress_bar
-    anchor_prompt = side_prompt(model, anchor_prompt, QUERY_PROMPT_NAMES)
     anchor_vectors = model.encode(unique_anchors, prompt=anchor_prompt, **encode)
-    document_prompt = side_prompt(model, corpus_prompt, CORPUS_PROMPT_NAMES)
     document_vectors = model.encode(documents + extra, prompt=document_prompt, **encode)
     similarity = model.config.similarity
 
@@ -106,8 +186,6 @@ def mine_hard_negatives(
     for anchor, positive in zip(anchors, positives, strict=True):
         if positive in document_index:
             known.setdefault(anchor, set()).add(document_index[positive])
-    if range_max is None:
-        range_max = range_min + max(100, 10 * num_negatives)
     top = min(len(documents), range_max)
     scores, ranked = exact_search(anchor_vectors, document_vectors[: len(documents)], top_k=top, similarity=similarity)
     anchor_row = {text: i for i, text in enumerate(unique_anchors)}
@@ -123,40 +201,14 @@ def mine_hard_negatives(
     kept: list[int] = []
     for row, anchor in enumerate(anchors):
         a = anchor_row[anchor]
-        positive_score = float(positive_scores[row])
-        candidates = []
-        for rank in range(range_min, ranked.shape[1]):
-            index, score = int(ranked[a, rank]), float(scores[a, rank])
-            if index in known.get(anchor, ()) or documents[index] == anchor:
-                continue
-            if max_score is not None and score > max_score:
-                continue
-            if margin is not None and score > positive_score - margin:
-                continue
-            candidates.append(index)
-        if len(candidates) < num_negatives:
-            continue
-        chosen = candidates[:num_negatives] if sampling == "top" else rng.sample(candidates, num_negatives)
-        negatives.append([documents[i] for i in chosen])
-        kept.append(row)
-    dropped = len(anchors) - len(kept)
-    if not kept:
-        raise ValueError(
-            f"mine_hard_negatives: none of the {len(anchors)} rows has {num_negatives} candidates left after the "
-            f"exclusions (ranks {range_min}..{range_max - 1} of {len(documents)} documents, margin={margin}, "
-            f"max_score={max_score}); lower num_negatives, widen range_max or give a larger corpus."
-        )
-    if dropped:
-        logger.warning(
-            "mine_hard_negatives: %d of %d rows had fewer than %d candidates left after the exclusions; dropped.",
-            dropped,
-            len(anchors),
-            num_negatives,
-        )
-    columns = {anchor_column: [anchors[i] for i in kept], positive_column: [positives[i] for i in kept]}
-    for n in range(num_negatives):
-        columns[f"negative_{n + 1}"] = [row[n] for row in negatives]
-    return datasets.Dataset.from_dict(columns)
+        skip = known.get(anchor, ())
+        pairs = zip(ranked[a, range_min:].tolist(), scores[a, range_min:].tolist(), strict=True)
+        candidates = [(i, score) for i, score in pairs if not (i in skip or documents[i] == anchor)]
+        chosen = pick(candidates, float(positive_scores[row]), rng)
+        if chosen is not None:
+            negatives.append([documents[i] for i in chosen])
+            kept.append(row)
+    return kept, negatives, len(documents)
 
 
 def _check_arguments(

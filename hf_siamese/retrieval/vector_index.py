@@ -125,6 +125,18 @@ def _is_index(path: Path) -> bool:
         return False
 
 
+def _what_else(path: Path) -> str:
+    """What a folder without index.json holds, when it is another hf-siamese folder that cannot be searched here."""
+    if (path / "corpus.json").is_file():
+        return (
+            ": it holds corpus embeddings (encode_corpus / 'hf-siamese embed': vectors and ids, not the texts); "
+            f"'hf-siamese search --corpus FILE --corpus-dir {os.fspath(path)}' searches them with the texts of FILE"
+        )
+    if (path / "ann.json").is_file():
+        return ": it is an ANN index (vectors only), opened by hf_siamese.retrieval.ann.load_ann_index"
+    return ""
+
+
 def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
@@ -277,7 +289,7 @@ class VectorIndex:
         where = os.fspath(path)
         if not (path / INDEX_FILE).is_file():
             if path.is_dir():
-                what = f"{where!r} is not a vector index (no {INDEX_FILE})"
+                what = f"{where!r} is not a vector index (no {INDEX_FILE}){_what_else(path)}"
             else:
                 what = f"vector index not found: {where!r}"
             hint = "build one with build_index() or 'hf-siamese index'"
@@ -293,6 +305,11 @@ class VectorIndex:
             raise ValueError(
                 f"vector index {where!r} has format version {info.get('format_version')!r}; this hf-siamese reads "
                 f"version {FORMAT_VERSION}: rebuild the index"
+            )
+        if info.get("backend") == "shards":  # corpus_index imports this module: it opens its own folders
+            raise ValueError(
+                f"{where!r} is a streamed index ('hf-siamese index --streamed', build_corpus_index): open it with "
+                "hf_siamese.load_index (hf_siamese.retrieval.corpus_index.load_index)"
             )
         missing = [key for key in ("model", "settings", "count", "dim", "backend") if key not in info]
         files = (CORPUS_DIR, EMBEDDINGS_FILE) + ((FAISS_FILE,) if info.get("backend") == "faiss" else ())

@@ -1,0 +1,226 @@
+"""Hard-negative mining over a corpus of any size, on the corpus machinery: the corpus is embedded by `encode_corpus`
+into Parquet shards (resumable, reused by a later run), stacked once into a memory-mapped matrix (`corpus_matrix`),
+and each anchor's best candidates come from `neighbour_search` (exact search a chunk at a time below
+`ann.EXACT_BELOW` vectors, an approximate faiss index above, as for similar pairs). Never an anchors x corpus matrix,
+never the corpus texts in memory.
+
+Memory: 8 bytes a corpus row (a hash of its text, which tells duplicates and positives apart without keeping the
+texts), the anchors' and positives' vectors, and the chosen negatives; the texts of the chosen rows are read back from
+the source at the end. The source is read three times (hashes, embedding, chosen texts), so it must be re-readable: a
+path or glob, a `datasets.Dataset` / `IterableDataset`, or a list of strings.
+
+`mine_hard_negatives(..., corpus=SOURCE)` or `corpus_dir=DIR` comes here; the result equals the in-memory path's
+(exact search; tested), whose rules it follows: ranks over distinct texts, the positive, every positive of the same
+anchor and the anchor itself excluded, then `max_score` and `margin`, then `sampling`.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import random
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+
+from ..data.corpus_stream import open_corpus
+from .corpus import MANIFEST, _load_manifest, encode_corpus
+from .corpus_groups import _texts_of, corpus_matrix, neighbour_search
+
+DEFAULT_SHARD_SIZE = 10_000
+ROW_CHUNK = 2048  # dataset rows whose anchors are searched at a time: bounds the (anchors, k) result arrays
+WIDEST = 64  # a search asks for at most WIDEST x the rows wanted (repeated texts or empty slots make it ask for more)
+
+Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+
+
+def is_corpus_source(corpus: Any) -> bool:
+    """Whether `mine_hard_negatives` reads `corpus` as a stream (a path, a glob, a dataset), not as a list."""
+    return isinstance(corpus, str | os.PathLike | datasets.Dataset | datasets.IterableDataset)
+
+
+def check_source(source: Any) -> None:
+    """ValueError for what cannot serve as a corpus to read several times: a one-shot iterator, or a folder of
+    embeddings (which holds vectors and ids, not the texts the negatives are made of)."""
+    if isinstance(source, str | os.PathLike) and (Path(source) / MANIFEST).is_file():
+        where = os.fspath(source)
+        raise ValueError(
+            f"{where!r} holds corpus embeddings (encode_corpus / 'hf-siamese embed'), not the texts: pass the corpus "
+            f"itself as the corpus and this folder as corpus_dir (--corpus-dir) to reuse its shards"
+        )
+    if isinstance(source, Iterator):
+        raise ValueError(
+            "the corpus is a one-shot iterator, read three times here (hashes, embedding, texts of the negatives): "
+            "pass a list, a file or glob, or a datasets.Dataset / IterableDataset"
+        )
+
+
+@contextmanager
+def work_folder(corpus_dir: str | os.PathLike | None) -> Iterator[Path]:
+    """`corpus_dir` (kept: a later run reuses its shards), else a temporary folder removed afterwards."""
+    if corpus_dir is not None:
+        yield Path(corpus_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="hf-siamese-corpus-") as temporary:
+        yield Path(temporary) / "corpus"
+
+
+def resolve_shard_size(folder: Path, shard_size: int | None) -> int:
+    """`shard_size`, else the one a folder started earlier recorded (so that it resumes), else 10,000."""
+    if shard_size is not None:
+        return shard_size
+    recorded = _load_manifest(folder) if folder.is_dir() else None
+    return (recorded or {}).get("settings", {}).get("shard_size") or DEFAULT_SHARD_SIZE
+
+
+def corpus_search(vectors: Any, folder: Path, similarity: str, approximate: bool | None) -> Search:
+    """`search(queries, k) -> (scores, rows)` over the corpus matrix: `neighbour_search`'s approximate index (at
+    `ann.EXACT_BELOW` vectors and above, or as `approximate` says), else exact search a chunk at a time. A similarity
+    faiss does not serve (manhattan) is searched exactly unless `approximate=True` asks otherwise (an error)."""
+    from ..metrics import exact_search
+    from .vector_index import FAISS_METRICS
+
+    if approximate is None and similarity not in FAISS_METRICS:
+        approximate = False
+    found = neighbour_search(vectors, folder, similarity, approximate)
+    if found is not None:
+        return found
+    return lambda queries, k: exact_search(queries, vectors, top_k=k, similarity=similarity)
+
+
+def _row_keys(source: Any, text_column: str, id_column: str | None, wanted: set[int]) -> tuple[np.ndarray, dict]:
+    """(hash of every row's text, int64; {key: first row} for the keys in `wanted`), one pass over the source."""
+    keys = array.array("q")
+    first: dict[int, int] = {}
+    for row, (_, text) in enumerate(open_corpus(source, text_column, id_column)):
+        key = hash(text)
+        keys.append(key)
+        if key in wanted and key not in first:
+            first[key] = row
+    return np.frombuffer(keys, dtype=np.int64) if keys else np.empty(0, np.int64), first
+
+
+def _distinct_rankings(search: Search, queries: np.ndarray, keys: np.ndarray, depth: int) -> list[list[tuple]]:
+    """Per query, its best `depth` corpus rows of distinct texts `(row, key, score)`, best first (the first row of
+    texts that repeat, as the in-memory path ranks distinct documents). Queries whose first k rows hold fewer
+    distinct texts are searched again with twice k, up to `WIDEST * depth` rows (then a ranking may stay shorter)."""
+    total, widest = len(keys), min(len(keys), WIDEST * depth)
+    rankings: list[list[tuple]] = [[] for _ in range(len(queries))]
+    pending, k = np.arange(len(queries)), min(total, depth)
+    while len(pending):
+        scores, rows = search(queries[pending], k)
+        short = []
+        for query, found_rows, found_scores in zip(pending.tolist(), rows.tolist(), scores.tolist(), strict=True):
+            seen: set[int] = set()
+            ranking = rankings[query] = []
+            for row, score in zip(found_rows, found_scores, strict=True):
+                key = int(keys[row]) if row >= 0 else None  # -1: an approximate index's empty slot
+                if key is None or key in seen:
+                    continue
+                seen.add(key)
+                ranking.append((row, key, score))
+                if len(ranking) == depth:
+                    break
+            if len(ranking) < depth and k < widest:
+                short.append(query)
+        pending, k = np.asarray(short, dtype=np.int64), min(widest, 2 * k)
+    return rankings
+
+
+def mine_corpus(
+    anchors: Sequence[str],
+    positives: Sequence[str],
+    model: Any,
+    source: Any,
+    corpus_dir: str | os.PathLike | None,
+    pick: Callable[..., list | None],
+    *,
+    num_negatives: int,
+    range_min: int,
+    range_max: int,
+    seed: int,
+    tokenizer: Any,
+    batch_size: int,
+    anchor_prompt: str,
+    document_prompt: str,
+    show_progress_bar: bool,
+    text_column: str = "text",
+    id_column: str | None = None,
+    shard_size: int | None = None,
+    approximate: bool | None = None,
+    dtype: Any = None,
+) -> tuple[list[int], list[list[str]], int]:
+    """(kept row numbers, their negatives' texts, distinct corpus texts): `mine_hard_negatives`' corpus path (see the
+    module docstring). `pick(ranked, positive_score, rng)` applies the filters and the sampling to one row's
+    `[(row, score), ...]` (positives and the anchor already removed) and returns the chosen rows or None."""
+    from ..metrics import paired_similarities
+
+    check_source(source)
+    unique_anchors = list(dict.fromkeys(anchors))
+    positive_key = {text: hash(text) for text in dict.fromkeys(positives)}
+    keys, positive_row = _row_keys(source, text_column, id_column, set(positive_key.values()))
+    if not len(keys):
+        raise ValueError("mine_hard_negatives: the corpus is empty.")
+    distinct = len(np.unique(keys))
+    if num_negatives >= distinct:  # the positive is one of them, or the row has none to spare
+        raise ValueError(
+            f"mine_hard_negatives: num_negatives={num_negatives} but the corpus has only {distinct} distinct "
+            f"documents; at most {distinct - 1} negatives per row can be mined from it."
+        )
+    encode = {"tokenizer": tokenizer, "batch_size": batch_size, "convert_to_numpy": True}
+    similarity = model.config.similarity
+    rng = random.Random(seed)
+    kept: list[int] = []
+    chosen: list[list[int]] = []
+    with work_folder(corpus_dir) as folder:
+        encode_corpus(
+            model, source, folder, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
+            batch_size=batch_size, shard_size=resolve_shard_size(folder, shard_size), dtype=dtype,
+            prompt=document_prompt, show_progress_bar=show_progress_bar,
+        )  # fmt: skip
+        _, vectors = corpus_matrix(folder)
+        if len(vectors) != len(keys):
+            raise ValueError(f"the corpus gave {len(keys)} rows, then {len(vectors)} embedded: it must not change")
+        search = corpus_search(vectors, folder, similarity, approximate)
+        shown = {"show_progress_bar": show_progress_bar}
+        anchor_vectors = model.encode(unique_anchors, prompt=anchor_prompt, **shown, **encode)
+        extra = [text for text, key in positive_key.items() if key not in positive_row]  # scored, never mined
+        extra_vectors = model.encode(extra, prompt=document_prompt, **encode) if extra else None
+        extra_row = {text: i for i, text in enumerate(extra)}
+        anchor_row = {text: i for i, text in enumerate(unique_anchors)}
+        positive_vectors = np.stack(
+            [
+                vectors[positive_row[positive_key[p]]] if p not in extra_row else extra_vectors[extra_row[p]]
+                for p in positives
+            ]
+        )
+        positive_scores = paired_similarities(
+            anchor_vectors[[anchor_row[a] for a in anchors]], positive_vectors, similarity
+        )
+        del positive_vectors
+        excluded: dict[str, set[int]] = {}  # every positive of the anchor, and the anchor itself
+        for anchor, positive in zip(anchors, positives, strict=True):
+            excluded.setdefault(anchor, {hash(anchor)}).add(positive_key[positive])
+        for start in range(0, len(anchors), ROW_CHUNK):
+            rows = range(start, min(start + ROW_CHUNK, len(anchors)))
+            batch = list(dict.fromkeys(anchors[row] for row in rows))
+            rankings = _distinct_rankings(search, anchor_vectors[[anchor_row[a] for a in batch]], keys, range_max)
+            by_anchor = dict(zip(batch, rankings, strict=True))
+            for row in rows:
+                skip = excluded[anchors[row]]
+                ranked = [(r, s) for r, key, s in by_anchor[anchors[row]][range_min:] if key not in skip]
+                picked = pick(ranked, float(positive_scores[row]), rng)
+                if picked is not None:
+                    kept.append(row)
+                    chosen.append(picked)
+        del vectors, search
+    texts = _texts_of(source, {r for rows in chosen for r in rows}, text_column, id_column)
+    return kept, [[texts[r] for r in rows] for rows in chosen], distinct
+
+
+__all__ = ["corpus_search", "is_corpus_source", "mine_corpus", "resolve_shard_size", "work_folder"]
