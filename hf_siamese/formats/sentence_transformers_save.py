@@ -134,7 +134,9 @@ def write_layout(
     # Our save keeps the encoder's parameters under `encoder.`; the map strips that prefix when they are loaded.
     model_kwargs: dict[str, Any] = {"key_mapping": {"^encoder\\.": ""}} if transformer_path else {}
     # We drop BERT's next-sentence pooler; without this the encoder class would build one and warn it is untrained.
-    if getattr(model.encoder, "pooler", "absent") is None:
+    # Not in an exported plain layout: sentence-transformers' ONNX backend (optimum) refuses the argument, and the
+    # pooler it then builds never reaches the embedding.
+    if transformer_path and getattr(model.encoder, "pooler", "absent") is None:
         model_kwargs["add_pooling_layer"] = False
     _write_json(
         transformer / "sentence_bert_config.json",
