@@ -96,6 +96,8 @@ def test_plain_layout_reads_as_tei_and_sentence_transformers_read_it(tmp_path, m
     assert "embeddings.word_embeddings.weight" in view["weights"]
     assert not any(name.startswith("encoder.embeddings") for name in view["weights"])  # not our prefix
     assert json.loads((out / "modules.json").read_text())[0]["path"] == ""
+    # sentence-transformers' ONNX backend (optimum) refuses loading arguments such as add_pooling_layer.
+    assert json.loads((out / "sentence_bert_config.json").read_text())["model_args"] == {}
     assert json.loads((out / "config_sentence_transformers.json").read_text())["prompts"] == {"query": "the weather : "}
     assert (out / "README.md").is_file()
     assert not list(tmp_path.glob(".out.export-*"))  # no staging left behind
