@@ -13,6 +13,7 @@ utilization:
 padding is not useful work, embeddings/LayerNorm/softmax are ignored). The peak is a large square matmul timed here.
 
     python benchmarks/bench_encode.py [--batch-size 32] [--repeats 3] [--threads 2] [--stsb-test PATH]
+    python benchmarks/bench_encode.py --serving [...]   # serving backends (ONNX, OpenVINO, int8): bench_serving.py
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -63,6 +65,11 @@ def spearman_x100(embeddings: np.ndarray, n_pairs: int, gold: np.ndarray) -> flo
 
 
 def main() -> None:
+    if "--serving" in sys.argv[1:]:
+        from bench_serving import main as serving
+
+        serving(sys.argv[1:])
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-size", type=int, default=64, help="for both libraries (64: hf-siamese's default)")
     parser.add_argument("--repeats", type=int, default=3)
