@@ -327,3 +327,18 @@ def test_cli_export(tmp_path, model, fast_tokenizer, capsys):
     from hf_siamese.cli.export import EXPORT_FORMATS, EXPORT_QUANTIZATION
 
     assert (EXPORT_FORMATS, EXPORT_QUANTIZATION) == (FORMATS, QUANTIZATION)
+
+
+def test_openvino_bf16_on_a_cpu_without_it_runs_float32_and_says_so_once(tmp_path, model, fast_tokenizer, caplog):
+    pytest.importorskip("openvino", reason="pip install 'hf-siamese[openvino]'")
+    from hf_siamese.formats import runtime
+
+    out = export_model(model, tmp_path / "out", format="openvino", tokenizer=fast_tokenizer)
+    runtime._WARNED.discard("bf16")
+    with pytest.MonkeyPatch.context() as patch, caplog.at_level(logging.WARNING, logger="hf_siamese.formats.runtime"):
+        patch.setattr(runtime, "native_low_precision", lambda dtype: False)
+        first = ExportedEncoder(out, "openvino", precision="bf16")
+        ExportedEncoder(out, "openvino", precision="bf16")
+    assert caplog.text.count("no native bfloat16") == 1
+    expected = model.encode(TEXTS, tokenizer=fast_tokenizer, convert_to_numpy=True)
+    np.testing.assert_allclose(first.encode(TEXTS), expected, atol=TOLERANCE)  # float32 ran
