@@ -342,3 +342,16 @@ def test_openvino_bf16_on_a_cpu_without_it_runs_float32_and_says_so_once(tmp_pat
     assert caplog.text.count("no native bfloat16") == 1
     expected = model.encode(TEXTS, tokenizer=fast_tokenizer, convert_to_numpy=True)
     np.testing.assert_allclose(first.encode(TEXTS), expected, atol=TOLERANCE)  # float32 ran
+
+
+def test_openvino_files_that_are_missing_or_corrupt(tmp_path, model, fast_tokenizer):
+    pytest.importorskip("openvino", reason="pip install 'hf-siamese[openvino]'")
+    out = export_model(model, tmp_path / "out", format="openvino", tokenizer=fast_tokenizer)
+    xml = out / OPENVINO_FILES["none"]
+    shutil.copy(xml, xml.with_name("copy.xml"))
+    with pytest.raises(ExportedGraphError, match=r"copy.bin' \(the weights of copy.xml\) is missing"):
+        ExportedEncoder(out, "openvino", file_name="openvino/copy.xml")
+    xml.with_name("broken.xml").write_text("<net>not a model")
+    xml.with_name("broken.bin").write_bytes(b"")
+    with pytest.raises(ExportedGraphError, match=r"OpenVINO cannot read .*broken.xml"):
+        ExportedEncoder(out, "openvino", file_name="openvino/broken.xml")
