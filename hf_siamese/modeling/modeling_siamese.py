@@ -23,7 +23,7 @@ from transformers.utils import ModelOutput
 
 from .configuration_siamese import SiameseBertConfig
 from .encoding import SiameseEncodingMixin
-from .packing import can_pack, encoder_mask, pack_texts, position_start, unpack_states
+from .packing import can_pack, pack_for_encoder, unpack_states
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +269,8 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
             inputs_embeds: `(batch, [num_texts,] seq_len, hidden)` instead of `input_ids`.
             prompt_length: number of leading prompt tokens in each text: an int, or a `(batch,)` /
                 `(batch, num_texts)` tensor. Left out of the pooling when `config.include_prompt` is False.
+            text_lengths (keyword): real tokens per text of a right-padded grouped batch, computed on the host: packing
+                then reads nothing back from the device (packing.py).
         """
         reference = input_ids if input_ids is not None else inputs_embeds
         if reference is None:
@@ -278,6 +280,7 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
         seq_len = reference.shape[2 if grouped else 1]
         if attention_mask is None:
             attention_mask = torch.ones(*lead, seq_len, dtype=torch.long, device=reference.device)
+        text_lengths = kwargs.pop("text_lengths", None)
         extra = {"output_hidden_states": output_hidden_states, "output_attentions": output_attentions, **kwargs}
         if self.config.include_prompt:
             prompt_length = None
@@ -294,8 +297,11 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
 
         # Left-padded texts keep the padded path: BERT counts their positions from the padding, packing would not.
         packable = position_ids is None and inputs_embeds is None and not (output_hidden_states or output_attentions)
-        if self.packing and packable and can_pack(self.encoder) and bool(attention_mask[..., 0].all()):
-            embeddings = self._embed_packed(input_ids, attention_mask, token_type_ids, prompt_length, **kwargs)
+        right_padded = text_lengths is not None or bool(attention_mask[..., 0].all())
+        if self.packing and packable and can_pack(self.encoder) and right_padded:
+            embeddings = self._embed_packed(
+                input_ids, attention_mask, token_type_ids, prompt_length, text_lengths, **kwargs
+            )
         else:
             embeddings = self._embed_columns(
                 input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, prompt_length, **extra
@@ -340,25 +346,22 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
         attention_mask: torch.Tensor,
         token_type_ids: torch.Tensor | None,
         prompt_length: int | torch.Tensor | None,
+        text_lengths: Any = None,
         **kwargs: Any,
     ) -> torch.Tensor:
-        """Grouped inputs `(batch, num_texts, seq_len)`, all texts packed into one encoder call ->
-        `(batch, num_texts, embedding)`."""
+        """Grouped inputs `(batch, num_texts, seq_len)`, all texts packed into one encoder call (on the route of the
+        encoder's attention implementation: packing.py) -> `(batch, num_texts, embedding)`."""
         batch, num_texts = attention_mask.shape[:2]
         flat = [None if t is None else t.reshape(batch * num_texts, -1) for t in (input_ids, token_type_ids)]
         if "token_type_ids" not in self._encoder_arguments:
             flat[1] = None
-        packed = pack_texts(
-            flat[0],
-            attention_mask.reshape(batch * num_texts, -1),
-            flat[1],
-            pad_token_id=self.encoder.config.pad_token_id or 0,
-            first_position=position_start(self.encoder),
-        )
+        mask = attention_mask.reshape(batch * num_texts, -1)
+        packed = pack_for_encoder(self.encoder, flat[0], mask, flat[1], text_lengths)
         encoder_inputs = {
             "input_ids": packed.input_ids,
-            "attention_mask": encoder_mask(packed.attention_mask, self.encoder),
+            "attention_mask": packed.attention_mask,
             "position_ids": packed.position_ids,
+            **packed.attention_kwargs,
             **kwargs,
         }
         if packed.token_type_ids is not None:

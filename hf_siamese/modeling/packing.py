@@ -11,11 +11,19 @@ back in per-text order, and pooling then sees the usual `(texts, length, hidden)
 This needs an encoder with absolute, learned position embeddings that takes `position_ids` and a 4-D attention
 mask: BERT-family models (`PACKABLE_MODEL_TYPES`), with right padding. Other encoders (rotary or relative positions,
 decoders) and left-padded batches (BERT counts their positions from the padding) run padded as before.
+
+The route depends on the encoder's attention implementation (`packed_route`). SDPA and eager attention (the CPU's):
+rows of `capacity` tokens and a 4-D block-diagonal mask (`pack_texts`). Flash attention and flex attention (GPU
+kernels): all texts of the batch in ONE row with no padding at all (`pack_varlen`); flash attention gets the text
+boundaries as `cu_seq_lens_q/k` and `max_length_q/k` (its varlen kernel, no mask), flex attention a document
+`BlockMask` built once per batch. Both are computed on the host from the texts' lengths; given those lengths
+(`text_lengths`), packing reads nothing back from the device.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -28,7 +36,9 @@ PACKABLE_MODEL_TYPES: dict[str, str] = {
     "xlm-roberta": "after_padding",
     "camembert": "after_padding",
 }
+# Attention implementations packed into rows with a 4-D block mask; flash and flex attention take the varlen route.
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+FLEX_BLOCK_SIZE = 128  # flex attention's default sparse block size
 
 
 @dataclass
@@ -38,18 +48,21 @@ class PackedTexts:
     Attributes:
         input_ids, token_type_ids, position_ids: `(rows, capacity)` (`token_type_ids` may be `None`).
         attention_mask: `(rows, 1, capacity, capacity)`: True where query and key belong to the same text (padding at
-            a row's end forms its own block, so no query row is fully masked).
+            a row's end forms its own block, so no query row is fully masked). On the varlen route (one row, no
+            padding): `None` for flash attention, a flex attention `BlockMask` for flex attention.
         gather: `(texts, longest)` flat index into `rows * capacity` of each text's tokens (padding repeats index 0
             of the text; it is masked out by `text_mask`).
         text_mask: `(texts, longest)` the unpacked attention mask, right-padded.
+        attention_kwargs: further encoder arguments (flash attention's `cu_seq_lens_q/k`, `max_length_q/k`).
     """
 
     input_ids: torch.Tensor
     token_type_ids: torch.Tensor | None
     position_ids: torch.Tensor
-    attention_mask: torch.Tensor
+    attention_mask: Any
     gather: torch.Tensor
     text_mask: torch.Tensor
+    attention_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def padding_share(self) -> float:
@@ -66,7 +79,22 @@ def can_pack(encoder: Any) -> bool:
         return False
     if getattr(config, "position_embedding_type", "absolute") not in (None, "absolute"):
         return False
-    return attention_implementation(encoder) in ATTENTION_IMPLEMENTATIONS
+    return packed_route(encoder) is not None
+
+
+def packed_route(encoder: Any) -> str | None:
+    """How the encoder's attention implementation runs packed: "block_mask" (SDPA, eager: rows with a 4-D block
+    mask), "varlen" (flash attention in its transformers flavours, e.g. "flash_attention_2", "flash_attention_3",
+    "kernels-community/flash-attn2": one row, text boundaries as `cu_seq_lens`), "flex" (flex attention: one row, a
+    document `BlockMask`), or None (not packed)."""
+    implementation = attention_implementation(encoder)
+    if implementation in ATTENTION_IMPLEMENTATIONS:
+        return "block_mask"
+    if implementation == "flex_attention":
+        return "flex"
+    if "flash" in implementation and not implementation.startswith("paged"):
+        return "varlen"
+    return None
 
 
 def attention_implementation(encoder: Any) -> str:
@@ -155,6 +183,122 @@ def encoder_mask(mask: torch.Tensor, encoder: Any) -> torch.Tensor:
         return mask
     dtype = next(encoder.parameters()).dtype
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+
+
+def host_lengths(attention_mask: torch.Tensor, text_lengths: Any = None) -> list[int]:
+    """Each text's number of real tokens, as Python ints: from `text_lengths` (a list, nested list or tensor the
+    caller computed on the host) when given, else from `attention_mask` (one device-to-host copy when that is on an
+    accelerator)."""
+    source = text_lengths if text_lengths is not None else attention_mask.sum(dim=-1)
+    return [int(n) for n in torch.as_tensor(source).reshape(-1).tolist()]
+
+
+def _to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on `device`, copied without blocking (from pinned memory on CUDA)."""
+    if device.type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
+
+
+def document_block_mask(lengths: Sequence[int], device: torch.device, block_size: int = FLEX_BLOCK_SIZE) -> Any:
+    """A flex attention `BlockMask` for texts of `lengths` laid end to end in one row: token q attends to token k
+    when both belong to the same text. The block structure is computed on the host from the lengths, in
+    O((total / block_size)^2) (not `create_block_mask`'s O(total^2) dense mask, on the device); the mask_mod compares
+    document ids only inside blocks that two texts share."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    total = sum(lengths)
+    document = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(list(lengths), dtype=torch.long))
+    starts = torch.arange(0, total, block_size)
+    ends = torch.clamp(starts + block_size, max=total) - 1
+    first, last = document[starts], document[ends]  # texts are contiguous: a block holds texts first..last
+    touches = (first[:, None] <= last[None, :]) & (first[None, :] <= last[:, None])
+    whole = (first == last) & (ends - starts + 1 == block_size)  # one text fills the whole block
+    full = touches & whole[:, None] & whole[None, :] & (first[:, None] == first[None, :])
+    partial = touches & ~full
+
+    def ordered(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        counts = blocks.sum(dim=-1).to(torch.int32)
+        indices = torch.argsort(blocks.to(torch.int32), dim=-1, descending=True, stable=True).to(torch.int32)
+        return _to(counts[None, None], device), _to(indices[None, None], device)
+
+    document_ids = _to(document, device)
+
+    def same_document(batch: Any, head: Any, query: Any, key: Any) -> Any:
+        return document_ids[query] == document_ids[key]
+
+    return BlockMask.from_kv_blocks(
+        *ordered(partial), *ordered(full), BLOCK_SIZE=block_size, mask_mod=same_document, seq_lengths=(total, total)
+    )
+
+
+def pack_varlen(
+    input_ids: torch.Tensor,
+    lengths: Sequence[int],
+    token_type_ids: torch.Tensor | None = None,
+    first_position: int = 0,
+    route: str = "varlen",
+) -> PackedTexts:
+    """All texts of a right-padded batch `(texts, seq_len)` end to end in ONE row of `sum(lengths)` tokens (no
+    padding), for flash attention's varlen kernel (`route="varlen"`) or flex attention (`route="flex"`). Everything
+    that depends on the lengths is computed on the host and copied without blocking: no value is read back from
+    the device."""
+    device = input_ids.device
+    seq_len = input_ids.shape[-1]
+    count = torch.tensor(list(lengths), dtype=torch.long)
+    total, longest = sum(lengths), max(lengths, default=0)
+    ends = torch.cumsum(count, dim=0)
+    starts = ends - count
+    owner = torch.repeat_interleave(torch.arange(len(lengths)), count)
+    offset = torch.arange(total) - starts[owner]
+    steps = torch.arange(longest)
+    text_mask = (steps[None, :] < count[:, None]).long()
+    gather = torch.clamp(starts[:, None] + steps[None, :] * text_mask, max=max(total - 1, 0))
+    source = _to(owner * seq_len + offset, device)  # where each real token sits in the padded batch
+
+    def take(values: torch.Tensor) -> torch.Tensor:
+        return values.reshape(-1)[source].view(1, total)
+
+    attention_kwargs: dict[str, Any] = {}
+    if route == "flex":
+        attention_mask = document_block_mask(lengths, device)
+    else:
+        attention_mask = None
+        boundaries = _to(torch.nn.functional.pad(ends, (1, 0)).to(torch.int32), device)
+        attention_kwargs = {
+            "cu_seq_lens_q": boundaries,
+            "cu_seq_lens_k": boundaries,
+            "max_length_q": longest,
+            "max_length_k": longest,
+        }
+    return PackedTexts(
+        take(input_ids),
+        take(token_type_ids) if token_type_ids is not None else None,
+        _to(offset + first_position, device).view(1, total),
+        attention_mask,
+        _to(gather, device),
+        _to(text_mask, device),
+        attention_kwargs,
+    )
+
+
+def pack_for_encoder(
+    encoder: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    token_type_ids: torch.Tensor | None = None,
+    text_lengths: Any = None,
+) -> PackedTexts:
+    """Pack a right-padded batch `(texts, seq_len)` on the encoder's route (`packed_route`), its attention mask in the
+    form the encoder's attention takes. `text_lengths`: each text's real token count, computed on the host (else
+    read from `attention_mask`); the varlen and flex routes then read nothing back from the device."""
+    pad_token_id = getattr(encoder.config, "pad_token_id", None) or 0
+    route = packed_route(encoder)
+    if route == "block_mask":
+        packed = pack_texts(input_ids, attention_mask, token_type_ids, pad_token_id, position_start(encoder))
+        return replace(packed, attention_mask=encoder_mask(packed.attention_mask, encoder))
+    lengths = host_lengths(attention_mask, text_lengths)
+    return pack_varlen(input_ids, lengths, token_type_ids, position_start(encoder), route or "varlen")
 
 
 def unpack_states(states: torch.Tensor, packed: PackedTexts) -> torch.Tensor:
