@@ -13,8 +13,9 @@ Subcommands:
 The package only parses arguments and calls the library. Every bad input ends in one line on stderr
 (`hf-siamese: error: ...`) and a non-zero exit status, never a traceback (set HF_SIAMESE_TRACEBACK=1 to see one).
 
-Layout: `common` (names, argument-value parsers, the model-loading call, error text), `parser` (the argparse
-parser), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `mine`, `embed`,
+Layout: `common` (names, the model-loading call, error text), `arguments` (option groups and value parsers several
+commands share), `parser` (the argparse parser: train, eval, encode) with `parser_corpus` (the corpus and serving
+commands), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `mine`, `embed`,
 `similar` (also `cluster`), `export`. `main` lives here. A command reads its inputs (`hf_siamese.data`), loads its
 model (`hf_siamese.formats.loading.load_model`) and calls one library function.
 """
