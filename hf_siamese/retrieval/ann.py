@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from .vector_index import _check_top_k, _unit
+from .index_parts import check_top_k, unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class AnnIndex:
                 `reconstruct`: exact for Flat and IVF,Flat, approximate for SQ8 / PQ (only the code is stored).
         """
         faiss = _import_faiss()
-        top_k = _check_top_k(top_k)
+        top_k = check_top_k(top_k)
         for name, value, low in (
             ("nprobe", nprobe, 1),
             ("ef_search", ef_search, 1),
@@ -213,7 +213,7 @@ class AnnIndex:
             )
         if not np.isfinite(vectors).all():
             raise ValueError("queries hold NaN or inf values; expected finite vectors")
-        vectors = np.ascontiguousarray(_unit(vectors) if self.similarity == "cosine" else vectors)
+        vectors = np.ascontiguousarray(unit_rows(vectors) if self.similarity == "cosine" else vectors)
         k = min(top_k, len(self))
         params = _search_params(faiss, self.index, nprobe or self.nprobe, ef_search)
         scores, positions = self.index.search(vectors, min(rerank or k, len(self)), params=params[0])
@@ -241,7 +241,7 @@ class AnnIndex:
                     f"rerank_vectors gave shape {found.shape} for {len(rows)} rows; expected ({len(rows)}, {self.dim})"
                 )
         candidates = np.zeros((*positions.shape, self.dim), np.float32)
-        candidates[valid] = _unit(found) if self.similarity == "cosine" else found
+        candidates[valid] = unit_rows(found) if self.similarity == "cosine" else found
         if self.similarity == "euclidean":
             scores = -np.linalg.norm(candidates - queries[:, None], axis=2)
         else:

@@ -37,7 +37,7 @@ from .ann import (
     choose_factory,
     load_ann_index,
 )
-from .vector_index import FAISS_METRICS, _move_into_place, _unit
+from .index_parts import FAISS_METRICS, move_into_place, unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _chunks(source: Callable[[], Iterator[Chunk]], dim: int | None, similarity: 
             ids = np.asarray(ids)
             if ids.shape != (len(vectors),):
                 raise ValueError(f"chunk {number}: {ids.shape} ids for {len(vectors)} vectors; give one id per row")
-        yield ids, _unit(vectors) if similarity == "cosine" else vectors
+        yield ids, unit_rows(vectors) if similarity == "cosine" else vectors
 
 
 def _reservoir_sample(
@@ -303,7 +303,7 @@ def build_ann_index(
             np.save(staging / IDS_FILE, ids)
         info["build_seconds"] = round(time.perf_counter() - start, 3)
         (staging / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        _move_into_place(staging, output)
+        move_into_place(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

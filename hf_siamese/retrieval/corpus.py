@@ -38,7 +38,7 @@ import torch
 from ..data.corpus_stream import open_corpus
 from ..modeling.distributed import rank_and_world
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
-from .vector_index import _resolve_dtype
+from .index_parts import resolve_dtype
 
 FORMAT_NAME = "hf-siamese-corpus-embeddings"
 FORMAT_VERSION = 1
@@ -226,7 +226,7 @@ def encode_corpus(
     first = next(stream, None)  # errors of the first file, and an empty corpus, stop the run before anything is written
     if first is None:
         raise ValueError("the corpus is empty: there is nothing to embed")
-    dtype_name, compute = _resolve_dtype(dtype, model.device)
+    dtype_name, compute = resolve_dtype(dtype, model.device)
     document_prompt = model.resolve_prompt(prompt_name, prompt)
     config, dim = model.config, model.config.embedding_size
     settings = dict(shard_size=shard_size, text_column=text_column, id_column=id_column, prompt=document_prompt)

@@ -31,16 +31,18 @@ from ..data.corpus_stream import open_corpus
 from .corpus import encode_corpus
 from .corpus_groups import corpus_matrix, neighbour_search
 from .fingerprint import model_fingerprint, recorded_name
-from .vector_index import (
+from .index_parts import (
     FAISS_METRICS,
+    faiss_available,
+    move_into_place,
+    resolve_dtype,
+)
+from .vector_index import (
     FORMAT_NAME,
     FORMAT_VERSION,
     INDEX_FILE,
     VectorIndex,
     _is_index,
-    _move_into_place,
-    _resolve_dtype,
-    faiss_available,
 )
 
 logger = logging.getLogger(__name__)
@@ -144,7 +146,7 @@ def build_corpus_index(
             "max_seq_length": config.effective_max_seq_length,
             "truncate_dim": config.truncate_dim,
             "document_prompt": model.resolve_prompt(prompt_name, prompt),
-            "dtype": _resolve_dtype(dtype, model.device)[0],
+            "dtype": resolve_dtype(dtype, model.device)[0],
         },
         "count": len(vectors),
         "dim": int(vectors.shape[1]),
@@ -155,7 +157,7 @@ def build_corpus_index(
     }
     del vectors
     (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    _move_into_place(staging, output)
+    move_into_place(staging, output)
     return load_index(output)
 
 

@@ -83,7 +83,7 @@ def corpus_search(vectors: Any, folder: Path, similarity: str, approximate: bool
     `ann.EXACT_BELOW` vectors and above, or as `approximate` says), else exact search a chunk at a time. A similarity
     faiss does not serve (manhattan) is searched exactly unless `approximate=True` asks otherwise (an error)."""
     from ..metrics import exact_search
-    from .vector_index import FAISS_METRICS
+    from .index_parts import FAISS_METRICS
 
     if approximate is None and similarity not in FAISS_METRICS:
         approximate = False

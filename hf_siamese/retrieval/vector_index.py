@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,77 +31,25 @@ import numpy as np
 import torch
 
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
+from .index_parts import (
+    FAISS_METRICS,
+    check_ids,
+    check_texts,
+    check_top_k,
+    faiss_available,
+    move_into_place,
+    resolve_dtype,
+    unit_rows,
+)
 
 logger = logging.getLogger(__name__)
 
 FORMAT_NAME = "hf-siamese-vector-index"
 FORMAT_VERSION = 1
 INDEX_FILE, CORPUS_DIR, EMBEDDINGS_FILE, FAISS_FILE = "index.json", "corpus", "embeddings.safetensors", "faiss.index"
-FAISS_METRICS = {"cosine": "inner_product", "dot": "inner_product", "euclidean": "l2"}  # manhattan: exact search
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-# ------------------------------------------------------------------------------------------------ checks
-
-
-def _check_texts(corpus: Iterable[str]) -> list[str]:
-    if isinstance(corpus, str) or not isinstance(corpus, Iterable):
-        raise ValueError(f"corpus must be a list of strings, got {type(corpus).__name__}; wrap one text in a list")
-    texts = list(corpus)
-    if not texts:
-        raise ValueError("corpus is empty: an index needs at least one text")
-    for position, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise ValueError(f"corpus[{position}] is {type(text).__name__} ({text!r:.60}); every text must be a str")
-    return texts
-
-
-def _check_ids(ids: Iterable[Any] | None, count: int) -> list[Any]:
-    if ids is None:
-        return list(range(count))
-    if isinstance(ids, str) or not isinstance(ids, Iterable):
-        raise ValueError(f"ids must be a list of str or int (one per text), got {type(ids).__name__}")
-    ids = [i.item() if isinstance(i, np.generic) else i for i in ids]  # numpy ints and strs -> Python ones
-    if len(ids) != count:
-        raise ValueError(f"ids has {len(ids)} entries but corpus has {count} texts; give exactly one id per text")
-    seen: dict[Any, int] = {}
-    for position, value in enumerate(ids):
-        if isinstance(value, bool) or not isinstance(value, int | str) or type(value) is not type(ids[0]):
-            raise ValueError(
-                f"ids[{position}] is {type(value).__name__} ({value!r:.60}); ids must be all str or all int"
-            )
-        if value in seen:
-            raise ValueError(f"duplicate id {value!r} (ids[{seen[value]}] and ids[{position}]); ids must be unique")
-        seen[value] = position
-    return ids
-
-
-def _check_top_k(top_k: Any) -> int:
-    if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer) or top_k < 1:
-        raise ValueError(f"top_k={top_k!r}: expected a positive int (the number of hits per query)")
-    return int(top_k)
-
-
-def _resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> tuple[str, torch.dtype | None]:
-    """(name recorded in index.json, dtype for `encode`'s autocast): float16 runs in float32 on a CPU."""
-    if dtype is None:
-        return "float32", None
-    name = dtype if isinstance(dtype, str) else next((n for n, d in DTYPES.items() if d == dtype), None)
-    if name not in DTYPES:
-        raise ValueError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)} (or the torch dtype)")
-    compute = DTYPES[name]
-    return name, None if name == "float32" or (name == "float16" and device.type == "cpu") else compute
-
-
-def faiss_available() -> bool:
-    try:
-        import faiss  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _choose_backend(use_faiss: bool | None, similarity: str) -> str:
+def choose_backend(use_faiss: bool | None, similarity: str) -> str:
     if use_faiss is False:
         return "exact"
     if similarity not in FAISS_METRICS:
@@ -135,10 +83,6 @@ def _what_else(path: Path) -> str:
     if (path / "ann.json").is_file():
         return ": it is an ANN index (vectors only), opened by hf_siamese.retrieval.ann.load_ann_index"
     return ""
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
 # ------------------------------------------------------------------------------------------------ build
@@ -176,15 +120,15 @@ def build_index(
         faiss_factory: a faiss index factory string (e.g. `"HNSW32"`, implies `use_faiss=True`); default a flat
             (exact) faiss index.
     """
-    texts = _check_texts(corpus)
-    ids = _check_ids(ids, len(texts))
+    texts = check_texts(corpus)
+    ids = check_ids(ids, len(texts))
     similarity = model.config.similarity
     if faiss_factory is not None:
         if use_faiss is False:
             raise ValueError(f"faiss_factory={faiss_factory!r} asks for a faiss index, use_faiss=False for none")
         use_faiss = True
-    backend = _choose_backend(use_faiss, similarity)
-    dtype_name, compute = _resolve_dtype(dtype, model.device)
+    backend = choose_backend(use_faiss, similarity)
+    dtype_name, compute = resolve_dtype(dtype, model.device)
     output = Path(output_dir)
     if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
         what = "an existing index" if _is_index(output) else "not empty and not an index"
@@ -194,7 +138,7 @@ def build_index(
     encode_args = {"tokenizer": tokenizer, "batch_size": batch_size, "dtype": compute, "prompt": document_prompt}
     embeddings = model.encode(texts, show_progress_bar=show_progress_bar, convert_to_numpy=True, **encode_args)
     if similarity == "cosine":
-        embeddings = _unit(embeddings)
+        embeddings = unit_rows(embeddings)
     config = model.config
     info = {
         "format": FORMAT_NAME,
@@ -242,7 +186,7 @@ def build_index(
             table.save_faiss_index("embeddings", str(staging / FAISS_FILE))
             table.drop_index("embeddings")
         (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        _move_into_place(staging, output)
+        move_into_place(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -250,24 +194,6 @@ def build_index(
         if quiet:
             datasets.utils.enable_progress_bars()
     return VectorIndex.load(output)
-
-
-def _move_into_place(staging: Path, output: Path) -> None:
-    """Rename the finished folder to `output`; what was there is moved aside first and deleted only afterwards."""
-    aside = None
-    if output.is_dir() and not any(output.iterdir()):
-        output.rmdir()
-    elif output.exists():
-        aside = output.with_name(f".{output.name}.replaced-{uuid.uuid4().hex[:8]}")
-        output.rename(aside)
-    try:
-        staging.rename(output)
-    except BaseException:
-        if aside is not None:
-            aside.rename(output)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside) if aside.is_dir() else aside.unlink()
 
 
 # ------------------------------------------------------------------------------------------------ load + search
@@ -384,7 +310,7 @@ class VectorIndex:
     ) -> list[list[dict[str, Any]]]:
         """Embed `queries` with `model` (checked against the index) and return, per query, the `top_k` best hits
         `{"id", "text", "score", "rank"}`, best first. `prompt_name` / `prompt` as in `model.encode`."""
-        top_k = _check_top_k(top_k)
+        top_k = check_top_k(top_k)
         self.check_model(model)
         queries = [queries] if isinstance(queries, str) else list(queries)
         embeddings = model.encode(
@@ -394,7 +320,7 @@ class VectorIndex:
 
     def search_embeddings(self, query_embeddings: Any, top_k: int = 10) -> list[list[dict[str, Any]]]:
         """Hits for precomputed query vectors `(n, dim)` (numpy or torch; one `(dim,)` vector is one query)."""
-        top_k = _check_top_k(top_k)
+        top_k = check_top_k(top_k)
         if isinstance(query_embeddings, torch.Tensor):
             query_embeddings = query_embeddings.detach().float().cpu().numpy()
         queries = np.asarray(query_embeddings, dtype=np.float32)
@@ -424,7 +350,7 @@ class VectorIndex:
 
             return exact_search(queries, self.embeddings, k, similarity=self.similarity)
         if self.similarity == "cosine":
-            queries = _unit(queries)
+            queries = unit_rows(queries)
         scores, indices = self.corpus.search_batch("embeddings", np.ascontiguousarray(queries), k=k)
         scores, indices = np.asarray(scores, dtype=np.float32), np.asarray(indices, dtype=np.int64)
         if self.info["faiss"]["metric"] == "l2":  # faiss gives squared distances; the similarity is -distance

@@ -239,7 +239,7 @@ def test_output_folder_rules_and_failed_builds(tmp_path: Path, tiny_tokenizer, m
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(vector_index, "_move_into_place", broken)
+    monkeypatch.setattr(vector_index, "move_into_place", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         build_index(model, CORPUS, tmp_path / "empty", tokenizer=tiny_tokenizer, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["busy", "empty"]  # no half-written folder

@@ -1,0 +1,96 @@
+"""The input checks and small parts the vector index and the corpus-scale index share: texts, ids, top_k and dtype
+checks, whether faiss is installed, unit rows, and moving a finished folder into place."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+FAISS_METRICS = {"cosine": "inner_product", "dot": "inner_product", "euclidean": "l2"}  # manhattan: exact search
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def check_texts(corpus: Iterable[str]) -> list[str]:
+    if isinstance(corpus, str) or not isinstance(corpus, Iterable):
+        raise ValueError(f"corpus must be a list of strings, got {type(corpus).__name__}; wrap one text in a list")
+    texts = list(corpus)
+    if not texts:
+        raise ValueError("corpus is empty: an index needs at least one text")
+    for position, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"corpus[{position}] is {type(text).__name__} ({text!r:.60}); every text must be a str")
+    return texts
+
+
+def check_ids(ids: Iterable[Any] | None, count: int) -> list[Any]:
+    if ids is None:
+        return list(range(count))
+    if isinstance(ids, str) or not isinstance(ids, Iterable):
+        raise ValueError(f"ids must be a list of str or int (one per text), got {type(ids).__name__}")
+    ids = [i.item() if isinstance(i, np.generic) else i for i in ids]  # numpy ints and strs -> Python ones
+    if len(ids) != count:
+        raise ValueError(f"ids has {len(ids)} entries but corpus has {count} texts; give exactly one id per text")
+    seen: dict[Any, int] = {}
+    for position, value in enumerate(ids):
+        if isinstance(value, bool) or not isinstance(value, int | str) or type(value) is not type(ids[0]):
+            raise ValueError(
+                f"ids[{position}] is {type(value).__name__} ({value!r:.60}); ids must be all str or all int"
+            )
+        if value in seen:
+            raise ValueError(f"duplicate id {value!r} (ids[{seen[value]}] and ids[{position}]); ids must be unique")
+        seen[value] = position
+    return ids
+
+
+def check_top_k(top_k: Any) -> int:
+    if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer) or top_k < 1:
+        raise ValueError(f"top_k={top_k!r}: expected a positive int (the number of hits per query)")
+    return int(top_k)
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> tuple[str, torch.dtype | None]:
+    """(name recorded in index.json, dtype for `encode`'s autocast): float16 runs in float32 on a CPU."""
+    if dtype is None:
+        return "float32", None
+    name = dtype if isinstance(dtype, str) else next((n for n, d in DTYPES.items() if d == dtype), None)
+    if name not in DTYPES:
+        raise ValueError(f"dtype={dtype!r}: expected one of {', '.join(DTYPES)} (or the torch dtype)")
+    compute = DTYPES[name]
+    return name, None if name == "float32" or (name == "float16" and device.type == "cpu") else compute
+
+
+def faiss_available() -> bool:
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def move_into_place(staging: Path, output: Path) -> None:
+    """Rename the finished folder to `output`; what was there is moved aside first and deleted only afterwards."""
+    aside = None
+    if output.is_dir() and not any(output.iterdir()):
+        output.rmdir()
+    elif output.exists():
+        aside = output.with_name(f".{output.name}.replaced-{uuid.uuid4().hex[:8]}")
+        output.rename(aside)
+    try:
+        staging.rename(output)
+    except BaseException:
+        if aside is not None:
+            aside.rename(output)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside) if aside.is_dir() else aside.unlink()
