@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,13 @@ import torch
 
 from ..modeling.batching import SortedBatches
 from ..modeling.configuration_siamese import SiameseBertConfig
-from ..modeling.encoding import SiameseEncodingMixin, native_low_precision, prompt_token_count
+from ..modeling.encoding import (
+    SiameseEncodingMixin,
+    checked_texts,
+    in_input_order,
+    native_low_precision,
+    prompt_token_count,
+)
 from ..modeling.modeling_siamese import SiameseBertModel, SiameseProjection
 from .export_names import ONNX_FILES, OPENVINO_FILES, require
 from .sentence_transformers_read import read_layout
@@ -167,15 +172,7 @@ class ExportedEncoder:
         show_progress_bar: bool = False,
     ) -> np.ndarray | torch.Tensor:
         """`(len(texts), dim)` float32 embeddings (`(dim,)` for one string), as `SiameseBertModel.encode` gives."""
-        single = isinstance(texts, str)
-        texts = [texts] if single else texts
-        if not isinstance(texts, Sequence):
-            raise TypeError(f"encode() takes a string or a sequence of strings, got {type(texts).__name__}.")
-        for index, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"encode(): texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"encode(): batch_size={batch_size!r} must be a positive int.")
+        texts, single = checked_texts(texts, batch_size)
         prompt = self.resolve_prompt(prompt_name, prompt)
         if not texts:
             empty = torch.empty(0, self.config.embedding_size)
@@ -190,29 +187,23 @@ class ExportedEncoder:
 
             progress = tqdm(total=len(source), desc="Encoding", unit="batch")
 
-        def run(item: tuple[torch.Tensor, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
-            rows, batch = item
+        def embed(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             states = self._runner.run({name: batch[name].numpy() for name in self.input_names})
-            mask = batch["attention_mask"]
             with torch.no_grad():
-                return rows, self._head(torch.from_numpy(states).float(), mask, prompt_length)
+                return self._head(torch.from_numpy(states).float(), batch["attention_mask"], prompt_length)
 
-        positions, chunks = [], []
-        workers = min(self.workers, len(source))
-        with ThreadPoolExecutor(workers) as pool:
-            for rows, chunk in pool.map(run, source) if workers > 1 else map(run, source):
-                positions.append(rows)
-                chunks.append(chunk)
-                if progress is not None:
-                    progress.update()
-        if progress is not None:
-            progress.close()
-        embeddings = torch.empty(len(unique), chunks[0].shape[-1])
-        embeddings[torch.cat(positions)] = torch.cat(chunks)
-        if len(unique) != len(texts):
-            position = {text: i for i, text in enumerate(unique)}
-            embeddings = embeddings[[position[text] for text in texts]]
-        embeddings = embeddings[0] if single else embeddings
+        # The torch encode's batch runner: `workers` batches at a time, each on its own thread (it sets torch's
+        # thread count to 1 for them, restored here).
+        threads = torch.get_num_threads()
+        try:
+            positions, chunks = SiameseEncodingMixin._run_batches(
+                embed, source, min(self.workers, len(source)), progress
+            )
+        finally:
+            torch.set_num_threads(threads)
+            if progress is not None:
+                progress.close()
+        embeddings = in_input_order(positions, chunks, texts, unique, single)
         return embeddings.numpy() if convert_to_numpy else embeddings
 
 

@@ -190,16 +190,7 @@ class SiameseEncodingMixin:
         Returns:
             `(len(texts), hidden)` embeddings, or `(hidden,)` for a single string.
         """
-        single = isinstance(texts, str)
-        if single:
-            texts = [texts]
-        if not isinstance(texts, Sequence):
-            raise TypeError(f"encode() takes a string or a sequence of strings, got {type(texts).__name__}.")
-        for index, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise TypeError(f"encode(): texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"encode(): batch_size={batch_size!r} must be a positive int.")
+        texts, single = checked_texts(texts, batch_size)
         if cpu_workers is not None and (
             isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int) or cpu_workers < 1
         ):
@@ -268,15 +259,7 @@ class SiameseEncodingMixin:
             if progress is not None:
                 progress.close()
         self._warn_truncated(texts, unique, inputs, source.truncated, max_length)
-        order = torch.cat(positions)
-        sorted_embeddings = torch.cat(chunks).cpu()
-        embeddings = torch.empty_like(sorted_embeddings)
-        embeddings[order] = sorted_embeddings
-        if len(unique) != len(texts):
-            position = {text: i for i, text in enumerate(unique)}
-            embeddings = embeddings[[position[text] for text in texts]]
-        if single:
-            embeddings = embeddings[0]
+        embeddings = in_input_order(positions, chunks, texts, unique, single)
         return embeddings.numpy() if convert_to_numpy else embeddings
 
     @staticmethod
@@ -338,6 +321,37 @@ class SiameseEncodingMixin:
         """The string the tokenizer sees: the prompt, then the text, lowercased when `config.do_lower_case`."""
         text = prompt + text
         return text.lower() if self.config.do_lower_case else text
+
+
+def checked_texts(texts: str | Sequence[str], batch_size: int) -> tuple[Sequence[str], bool]:
+    """`(texts, single)`: the texts as a sequence (one string becomes a list of one) and whether one string was
+    given, after encode()'s checks of the texts and the batch size (shared by every encode over batches)."""
+    single = isinstance(texts, str)
+    if single:
+        texts = [texts]
+    if not isinstance(texts, Sequence):
+        raise TypeError(f"encode() takes a string or a sequence of strings, got {type(texts).__name__}.")
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"encode(): texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"encode(): batch_size={batch_size!r} must be a positive int.")
+    return texts, single
+
+
+def in_input_order(
+    positions: list[torch.Tensor], chunks: list[torch.Tensor], texts: Sequence[str], unique: list[str], single: bool
+) -> torch.Tensor:
+    """The embeddings of `texts` in their order, on the CPU, from batches of the distinct texts `unique` (`positions`:
+    the rows of `unique` each chunk holds); one vector when `single`."""
+    order = torch.cat(positions)
+    sorted_embeddings = torch.cat(chunks).cpu()
+    embeddings = torch.empty_like(sorted_embeddings)
+    embeddings[order] = sorted_embeddings
+    if len(unique) != len(texts):
+        position = {text: i for i, text in enumerate(unique)}
+        embeddings = embeddings[[position[text] for text in texts]]
+    return embeddings[0] if single else embeddings
 
 
 def prompt_token_count(tokenizer: Any, prompt: str) -> int:

@@ -119,12 +119,14 @@ def test_onnx_export_gives_the_torch_embeddings(tmp_path, model, fast_tokenizer)
     view = tei_view(out)
     assert view["onnx_inputs"] == ["input_ids", "attention_mask", "token_type_ids"]
     assert view["onnx_outputs"] == ["last_hidden_state"]
-    encoder = ExportedEncoder(out, "onnx")
+    encoder = ExportedEncoder(out, "onnx", workers=2)
+    threads = torch.get_num_threads()
     for kwargs in ({}, {"prompt_name": "query"}, {"batch_size": 2}):
         expected = model.encode([t.upper() for t in TEXTS], tokenizer=fast_tokenizer, convert_to_numpy=True, **kwargs)
         got = encoder.encode([t.upper() for t in TEXTS], **kwargs)
         assert got.shape == expected.shape == (len(TEXTS), 24)
         np.testing.assert_allclose(got, expected, atol=TOLERANCE)
+    assert torch.get_num_threads() == threads  # the batch threads' setting does not leak out
     single = encoder.encode(TEXTS[0])
     assert single.shape == (24,)
     np.testing.assert_allclose(single, encoder.encode(TEXTS)[0], atol=1e-6)
