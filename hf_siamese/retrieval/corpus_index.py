@@ -30,7 +30,7 @@ import pyarrow as pa
 from ..data.corpus_stream import open_corpus
 from .corpus import encode_corpus
 from .corpus_groups import corpus_matrix, neighbour_search
-from .fingerprint import model_fingerprint, recorded_name
+from .fingerprint import model_fingerprint
 from .index_parts import (
     FAISS_METRICS,
     faiss_available,
@@ -42,7 +42,8 @@ from .vector_index import (
     FORMAT_VERSION,
     INDEX_FILE,
     VectorIndex,
-    _is_index,
+    check_output,
+    index_record,
 )
 
 logger = logging.getLogger(__name__)
@@ -117,10 +118,8 @@ def build_corpus_index(
     An existing non-empty `output_dir` is replaced only with `overwrite=True`.
     """
     output = Path(output_dir)
-    if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
-        what = "an existing index" if _is_index(output) else "not empty and not an index"
-        raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True (--overwrite) to replace it")
-    similarity, config = model.config.similarity, model.config
+    check_output(output, overwrite)
+    similarity = model.config.similarity
     if approximate is None:
         approximate = None if similarity in FAISS_METRICS and faiss_available() else False
     staging = output.with_name(f".{output.name}.building")  # a fixed name: a stopped build resumes its shards
@@ -135,26 +134,10 @@ def build_corpus_index(
     if count != len(vectors):
         raise ValueError(f"the corpus gave {len(vectors)} rows, then {count}: it must not change during the build")
     ann = neighbour_search(vectors, embeddings, similarity, approximate) is not None
-    info = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "model": {"name_or_path": recorded_name(config.name_or_path), **model_fingerprint(model)},
-        "settings": {
-            "pooling": config.pooling,
-            "normalize": config.normalize,
-            "similarity": similarity,
-            "max_seq_length": config.effective_max_seq_length,
-            "truncate_dim": config.truncate_dim,
-            "document_prompt": model.resolve_prompt(prompt_name, prompt),
-            "dtype": resolve_dtype(dtype, model.device)[0],
-        },
-        "count": len(vectors),
-        "dim": int(vectors.shape[1]),
-        "id_type": type(ids[0]).__name__,
-        "backend": BACKEND,
-        "faiss": None,
-        "shards": {"ann": ann},
-    }
+    document_prompt = model.resolve_prompt(prompt_name, prompt)
+    dtype_name = resolve_dtype(dtype, model.device)[0]
+    info = index_record(model, model_fingerprint(model), document_prompt, dtype_name, vectors.shape, ids, BACKEND)
+    info["shards"] = {"ann": ann}
     del vectors
     (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     move_into_place(staging, output)

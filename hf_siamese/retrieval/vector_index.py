@@ -66,6 +66,46 @@ def choose_backend(use_faiss: bool | None, similarity: str) -> str:
     return "faiss"
 
 
+def check_output(output: Path, overwrite: bool) -> None:
+    """Refuse to build into a file or a non-empty folder unless `overwrite`, naming what is there."""
+    if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
+        what = "an existing index" if _is_index(output) else "not empty and not an index"
+        raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True (--overwrite) to replace it")
+
+
+def index_record(
+    model: Any,
+    fingerprint: dict[str, Any],
+    document_prompt: str,
+    dtype_name: str,
+    shape: tuple[int, ...],
+    ids: Sequence[Any],
+    backend: str,
+) -> dict[str, Any]:
+    """The `index.json` of an index of `shape` (rows, dim) vectors with `ids`, made by `model` (every builder writes
+    this one record; `faiss` and backend-specific keys are added by the caller)."""
+    config = model.config
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "model": {"name_or_path": recorded_name(config.name_or_path), **fingerprint},
+        "settings": {
+            "pooling": config.pooling,
+            "normalize": config.normalize,
+            "similarity": config.similarity,
+            "max_seq_length": config.effective_max_seq_length,
+            "truncate_dim": config.truncate_dim,
+            "document_prompt": document_prompt,
+            "dtype": dtype_name,
+        },
+        "count": int(shape[0]),
+        "dim": int(shape[1]),
+        "id_type": type(ids[0]).__name__,
+        "backend": backend,
+        "faiss": None,
+    }
+
+
 def _is_index(path: Path) -> bool:
     try:
         return json.loads((path / INDEX_FILE).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
@@ -130,35 +170,14 @@ def build_index(
     backend = choose_backend(use_faiss, similarity)
     dtype_name, compute = resolve_dtype(dtype, model.device)
     output = Path(output_dir)
-    if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
-        what = "an existing index" if _is_index(output) else "not empty and not an index"
-        raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True (--overwrite) to replace it")
+    check_output(output, overwrite)
     document_prompt = model.resolve_prompt(prompt_name, prompt)
     fingerprint = model_fingerprint(model)
     encode_args = {"tokenizer": tokenizer, "batch_size": batch_size, "dtype": compute, "prompt": document_prompt}
     embeddings = model.encode(texts, show_progress_bar=show_progress_bar, convert_to_numpy=True, **encode_args)
     if similarity == "cosine":
         embeddings = unit_rows(embeddings)
-    config = model.config
-    info = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "model": {"name_or_path": recorded_name(config.name_or_path), **fingerprint},
-        "settings": {
-            "pooling": config.pooling,
-            "normalize": config.normalize,
-            "similarity": similarity,
-            "max_seq_length": config.effective_max_seq_length,
-            "truncate_dim": config.truncate_dim,
-            "document_prompt": document_prompt,
-            "dtype": dtype_name,
-        },
-        "count": len(texts),
-        "dim": int(embeddings.shape[1]),
-        "id_type": type(ids[0]).__name__,
-        "backend": backend,
-        "faiss": None,
-    }
+    info = index_record(model, fingerprint, document_prompt, dtype_name, embeddings.shape, ids, backend)
     if backend == "faiss":
         info["faiss"] = {"metric": FAISS_METRICS[similarity], "factory": faiss_factory or "Flat"}
 
