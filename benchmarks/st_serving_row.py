@@ -65,25 +65,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from st_venv import VERSIONS  # the packages the venv records (st_venv imports the standard library only)
+
 BACKENDS = ("torch", "onnx", "onnx-qint8", "openvino", "openvino-qint8")
 ONNX_FILE = "onnx/model.onnx"
 ONNX_QINT8_FILE = "onnx/model_qint8_avx512_vnni.onnx"
 OV_FILE = "openvino/openvino_model.xml"
 OV_QINT8_STEM = "openvino/openvino_model_qint8_quantized"
 COPY_DONE = ".st_serving_row_copy_complete"
-VERSIONED = (
-    "sentence-transformers",
-    "transformers",
-    "torch",
-    "optimum",
-    "optimum-onnx",
-    "optimum-intel",
-    "onnx",
-    "onnxruntime",
-    "openvino",
-    "nncf",
-    "datasets",
-)
 # (name, backend, file, float32): the files our exporter writes; the float32 ones must match the reference.
 CHECKED_FILES = (
     ("torch", "torch", None, True),
@@ -116,7 +105,7 @@ def read_json_texts(path: str | Path) -> list[str]:
 
 def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {}
-    for name in VERSIONED:
+    for name in VERSIONS:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
