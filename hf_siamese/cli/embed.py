@@ -31,28 +31,6 @@ def corpus_source(corpus: str, split: str, subset: str | None) -> Any:
         ) from None
 
 
-class TextLines:
-    """The non-blank lines of a UTF-8 text file, stripped (as `read_text_lines`), read anew on every iteration and
-    never held: what `search --corpus` and `mine --corpus` stream into shards. Missing, a folder, or without a line
-    of text is an error here."""
-
-    def __init__(self, path: str) -> None:
-        from ..data.readers import DataFormatError, text_lines
-
-        self.path = Path(path)
-        if not self.path.exists():
-            raise FileNotFoundError(2, f"text file not found: {path!r}", path)
-        if self.path.is_dir():
-            raise DataFormatError(path, "is a directory", expected="a text file with one text per line")
-        if next(text_lines(self.path), None) is None:
-            raise DataFormatError(path, "has no text", expected="one text per line")
-
-    def __iter__(self) -> Any:
-        from ..data.readers import text_lines
-
-        return (line for _, line in text_lines(self.path))
-
-
 def shard_options(args: argparse.Namespace, tokenizer: Any) -> dict[str, Any]:
     """The `encode_corpus` keywords of the shard arguments `embed`, `similar` and `cluster` share."""
     return dict(

@@ -14,9 +14,9 @@ OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv
 def run_mine(args: argparse.Namespace) -> int:
     """Mine `--num-negatives` negatives per row with the model and write `anchor, positive, negative_1, ...`."""
     from ..data.beir import is_beir_folder, read_beir
+    from ..data.corpus_stream import TextLines
     from ..retrieval.mining import mine_hard_negatives
     from ..retrieval.mining_corpus import work_folder
-    from .embed import TextLines
 
     output = Path(args.output)
     kind = OUTPUT_FORMATS.get(output.suffix.lower())

@@ -30,10 +30,10 @@ def run_search(args: argparse.Namespace) -> int:
 def _search_corpus(args: argparse.Namespace, queries: list[str]) -> int:
     """Stream the corpus file into shards (in --corpus-dir, reused when it holds them, else a temporary folder), then
     search the memory-mapped vectors: exactly, or through a kept approximate index (see `corpus_search`)."""
+    from ..data.corpus_stream import TextLines
     from ..retrieval.corpus import encode_corpus
     from ..retrieval.corpus_groups import _texts_of, corpus_matrix
     from ..retrieval.mining_corpus import corpus_search, resolve_shard_size, work_folder
-    from .embed import TextLines
 
     source = TextLines(args.corpus)
     model, tokenizer = load_inference_model(
