@@ -15,14 +15,15 @@ PACKAGE = Path(hf_siamese.__file__).parent
 # What each part may import of hf_siamese besides itself (README, "Package layout").
 ALLOWED = {
     "modeling": set(),
+    "storage": set(),
     "data": set(),
     "metrics": set(),
     "losses": {"modeling"},
-    "formats": {"modeling"},
-    "retrieval": {"modeling", "data", "metrics"},
-    "training": {"modeling", "losses", "data", "metrics", "retrieval", "formats"},
+    "formats": {"modeling", "storage"},
+    "retrieval": {"modeling", "data", "metrics", "storage"},
+    "training": {"modeling", "losses", "data", "metrics", "retrieval", "formats", "storage"},
     "plots": set(),
-    "cli": {"modeling", "losses", "data", "metrics", "retrieval", "formats", "training", "plots"},
+    "cli": {"modeling", "losses", "data", "metrics", "retrieval", "formats", "training", "plots", "storage"},
 }
 # Remote code's optional hooks: modeling_siamese reaches the formats only inside `try: ... except ImportError`, so a
 # saved folder still loads (and saves, and pushes) where hf_siamese is not installed.

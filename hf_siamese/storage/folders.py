@@ -1,0 +1,103 @@
+"""Staging folders and the swap that puts a finished one in place.
+
+A run writes its output in a staging folder beside it, `.NAME.PURPOSE-PID-XXXXXXXX` (same file system, so renames are
+atomic), then `replace_folder` swaps it in: an existing output is renamed to `.NAME.replaced`, the staging folder to
+NAME, and the old copy deleted. A kill can stop this anywhere, and `recover_output` (called by `staging_folder`, i.e.
+at the start of every run that writes NAME) mends each state it can leave:
+
+- NAME missing, `.NAME.replaced` there (killed between the two renames): the old output is renamed back;
+- NAME there and `.NAME.replaced` there (killed before the old copy was deleted): the old copy is deleted;
+- `.NAME.PURPOSE-PID-...` of a process that no longer runs (killed while writing): deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def _aside(output: Path) -> Path:
+    return output.with_name(f".{output.name}.replaced")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+
+
+def recover_output(output: str | os.PathLike) -> None:
+    """Mend what a killed run left beside `output` (see the module docstring); a no-op when nothing was left."""
+    output = Path(output)
+    aside = _aside(output)
+    if aside.exists() or aside.is_symlink():
+        if output.exists():
+            logger.info("removing %s, the old copy a finished swap had not yet deleted", aside)
+            _remove(aside)
+        else:
+            logger.warning("restoring %s from %s: a run was killed while swapping it", output, aside)
+            os.replace(aside, output)
+    if not output.parent.is_dir():
+        return
+    pattern = re.compile(rf"\.{re.escape(output.name)}\.[\w-]+?-(\d+)-[0-9a-f]{{8}}$")
+    for entry in output.parent.iterdir():
+        found = pattern.match(entry.name)
+        if found and not _pid_alive(int(found.group(1))):
+            logger.info("removing %s, left by a run that was stopped (process %s)", entry, found.group(1))
+            _remove(entry)
+
+
+def staging_folder(output: str | os.PathLike, purpose: str) -> Path:
+    """A new, empty staging folder beside `output` for this process (after `recover_output` mended what earlier runs
+    left), with the permissions of an ordinary folder."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", purpose):
+        raise ValueError(f"purpose={purpose!r}: expected lower-case letters, digits and '_'")
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    recover_output(output)
+    staging = output.with_name(f".{output.name}.{purpose}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    staging.mkdir()
+    return staging
+
+
+def replace_folder(staging: str | os.PathLike, output: str | os.PathLike) -> None:
+    """Move the finished `staging` folder to `output`. An existing `output` (an empty folder is simply removed) is
+    renamed aside first and deleted last; if the second rename fails, it is renamed back. A kill between the two
+    renames is mended by the next `recover_output`."""
+    staging, output = Path(staging), Path(output)
+    aside = _aside(output)
+    if aside.exists():  # left by an earlier run: mend it before moving anything
+        recover_output(output)
+    moved = False
+    if output.is_dir() and not output.is_symlink() and not any(output.iterdir()):
+        output.rmdir()
+    elif output.exists() or output.is_symlink():
+        os.replace(output, aside)
+        moved = True
+    try:
+        os.replace(staging, output)
+    except BaseException:
+        if moved:
+            os.replace(aside, output)
+        raise
+    if moved:
+        _remove(aside)
+
+
+__all__ = ["recover_output", "replace_folder", "staging_folder"]
