@@ -1,7 +1,10 @@
 """Reading a corpus as a stream of `(id or None, text)` rows, never a whole list: a `datasets.Dataset` or
-`IterableDataset`, an iterable of strings, or files (`.txt` one text per line, `.jsonl`, `.csv` / `.tsv` with a
-header, `.parquet`; a glob reads the matching files in sorted order). Bad rows are `DataFormatError`s naming the file
-and line (or the row of a dataset). `hf_siamese.retrieval.corpus.encode_corpus` reads its input through `open_corpus`.
+`IterableDataset`, an iterable of strings, files (`.txt` one text per line, `.jsonl`, `.csv` / `.tsv` with a header,
+`.parquet`; a glob reads the matching files in sorted order), or a Hub dataset id (streamed). Bad rows are
+`DataFormatError`s naming the file and line (or the row of a dataset).
+
+`open_corpus` is the one corpus reader: `encode_corpus`, the vector index, mining, similar pairs and clusters, and
+every command that takes a corpus (index, embed, search --corpus, mine --corpus, similar, cluster) read through it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .readers import DataFormatError, text_lines
+from .readers import DataFormatError, DatasetLoadError, text_lines
 
 SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv", ".parquet")
 _READ_BATCH = 1024  # rows per Arrow batch read from a Dataset or a Parquet file
@@ -156,17 +159,81 @@ def _source_paths(source: str | os.PathLike) -> list[Path]:
     return paths
 
 
-def open_corpus(source: Any, text_column: str, id_column: str | None) -> Iterator[tuple]:
-    """(id or None, text) of every row, lazily; paths are checked here, before the first row is read."""
+def is_local_source(source: str | os.PathLike) -> bool:
+    """Whether a corpus string names local files rather than a Hub dataset id: a path object, a glob, an existing
+    path, a name ending in a corpus suffix, or an absolute or ./ relative path."""
+    if not isinstance(source, str):
+        return True
+    return (
+        glob.has_magic(source)
+        or Path(source).exists()
+        or Path(source).suffix.lower() in SUFFIXES
+        or os.path.isabs(source)
+        or source.startswith((".", "~"))
+    )
+
+
+def resolve_corpus(source: Any, *, split: str | None = None, config: str | None = None) -> Any:
+    """`source` as `open_corpus` reads it, with a Hub dataset id (a string that names no local file, see
+    `is_local_source`) opened once as a streamed `IterableDataset` of `split` (default train) and `config`. Commands
+    call it once and pass the result on, so that the dataset is resolved once however often the corpus is read.
+
+    Raises:
+        DatasetLoadError: the id could not be loaded (no such dataset, split or config; offline), with the reason.
+        ValueError: `split` / `config` given for a source that is not a Hub id.
+    """
+    if not isinstance(source, str) or is_local_source(source):
+        if split is not None or config is not None:
+            given = ", ".join(f"{name}={value!r}" for name, value in (("split", split), ("config", config)) if value)
+            raise ValueError(f"{given} applies to a Hub dataset id; {_describe(source)} is not one")
+        return source
+    try:
+        return datasets.load_dataset(source, name=config, split=split or "train", streaming=True)
+    except Exception as err:  # any failure of the Hub route means: not a file, not a loadable dataset
+        raise DatasetLoadError(
+            f"corpus {source!r} is not a local file or glob, and loading it as a Hub dataset (split "
+            f"{split or 'train'!r}{f', config {config!r}' if config else ''}) failed: {err}"
+        ) from None
+
+
+def _describe(source: Any) -> str:
+    if isinstance(source, str | os.PathLike):
+        return f"the local corpus {os.fspath(source)!r}"
+    return f"a corpus given as {type(source).__name__}"
+
+
+def open_corpus(
+    source: Any,
+    text_column: str = "text",
+    id_column: str | None = None,
+    *,
+    split: str | None = None,
+    config: str | None = None,
+) -> Iterator[tuple]:
+    """(id or None, text) of every row of a corpus, lazily: the one reader of every command that takes a corpus.
+
+    `source`: a `datasets.Dataset` or `IterableDataset` (columns `text_column`, optional `id_column`), an iterable of
+    `str` (ids: the positions), a path or glob of `.txt` (one text per line, blank lines skipped: no columns),
+    `.jsonl`, `.csv` / `.tsv` (with a header) or `.parquet` files (matches in sorted order), or a Hub dataset id
+    (streamed, `split` default train, `config`; see `resolve_corpus`). Paths and Hub ids are checked here, before the
+    first row is read; a bad row is a `DataFormatError` naming the file and line (or the dataset's row).
+    """
+    source = resolve_corpus(source, split=split, config=config)
     if isinstance(source, datasets.Dataset | datasets.IterableDataset):
         return _read_dataset(source, _Rows(text_column, id_column))
     if isinstance(source, str | os.PathLike):
         paths = _source_paths(source)
         if (text_column != "text" or id_column) and any(p.suffix.lower() == ".txt" for p in paths):
-            raise ValueError("text_column / id_column apply to tables and datasets, not to .txt (one text per line)")
+            raise ValueError(
+                f"text_column / id_column (--text-column / --id-column) apply to tables and datasets, not to .txt "
+                f"(one text per line; its ids are the positions of the non-blank lines): {os.fspath(source)!r}"
+            )
         return _read_files(paths, _Rows(text_column, id_column))
     if isinstance(source, bytes | dict) or not isinstance(source, Iterable):
-        kinds = f"a Dataset, an IterableDataset, an iterable of str, or a path or glob of {', '.join(SUFFIXES)} files"
+        kinds = (
+            f"a Dataset, an IterableDataset, an iterable of str, a path or glob of {', '.join(SUFFIXES)} files, or a "
+            "Hub dataset id"
+        )
         raise TypeError(f"source is {type(source).__name__}; expected {kinds}")
     if id_column:
         raise ValueError("id_column applies to files and datasets; the ids of an iterable of str are its positions")
@@ -192,4 +259,4 @@ class TextLines:
         return (line for _, line in text_lines(self.path))
 
 
-__all__ = ["SUFFIXES", "TextLines", "open_corpus"]
+__all__ = ["SUFFIXES", "TextLines", "is_local_source", "open_corpus", "resolve_corpus"]
