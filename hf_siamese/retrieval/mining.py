@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Callable, Sequence
+import warnings
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -21,7 +21,7 @@ SAMPLING = ("top", "random")
 def mine_hard_negatives(
     dataset: Any,
     model: Any,
-    corpus: Sequence[str] | None = None,
+    corpus: Any = None,
     *,
     num_negatives: int = 3,
     range_min: int = 0,
@@ -37,40 +37,46 @@ def mine_hard_negatives(
     corpus_prompt: str | None = None,
     seed: int = 42,
     show_progress_bar: bool = True,
-    corpus_dir: str | os.PathLike | None = None,
+    embeddings_dir: str | os.PathLike | None = None,
     text_column: str = "text",
     id_column: str | None = None,
     shard_size: int | None = None,
     approximate: bool | None = None,
     dtype: Any = None,
+    corpus_dir: str | os.PathLike | None = None,
 ) -> Any:
     """Add `num_negatives` mined negatives to every (anchor, positive) row.
 
-    For each anchor, every corpus document is scored with the model's similarity (exact search, in chunks). The
-    candidates are the documents ranked `range_min` to `range_max` (0-based, `range_max` excluded; default:
+    For each anchor, the corpus documents are ranked by the model's similarity (over distinct texts). The candidates
+    are the documents ranked `range_min` to `range_max` (0-based, `range_max` excluded; default:
     `range_min + max(100, 10 * num_negatives)`, so that memory stays bounded on a large corpus),
     without the row's positive, without every other positive of the same anchor (rows sharing the anchor), without
-    documents scoring above `max_score`, and without documents scoring within `margin` of the positive
-    (`score > positive_score - margin`: likely unlabelled positives). `sampling="top"` takes the best-scoring
-    candidates, `"random"` draws them uniformly (seeded). Rows with fewer than `num_negatives` candidates are dropped
-    (their count is logged).
+    the anchor itself, without documents scoring above `max_score`, and without documents scoring within `margin` of
+    the positive (`score > positive_score - margin`: likely unlabelled positives). `sampling="top"` takes the
+    best-scoring candidates, `"random"` draws them uniformly (seeded). Rows with fewer than `num_negatives`
+    candidates are dropped (their count is logged).
+
+    Every corpus takes one path (`hf_siamese.retrieval.mining_corpus`): embedded by `encode_corpus` into resumable
+    shards in `embeddings_dir` (default: a temporary folder; a later run with the same folder reuses them), searched
+    through `neighbour_search` (exact below 100,000 texts, an approximate faiss index above, or as `approximate`
+    says), in memory bounded by the shards and the dataset, never the corpus texts or an anchors x corpus matrix.
 
     Args:
         dataset: a `datasets.Dataset` with anchor and positive columns (`anchor`/`positive`, `query`/`document`,
             ... as the collator reads them, or named with `anchor_column` / `positive_column`).
         model: the `SiameseBertModel` that scores the candidates.
-        corpus: the documents to mine from; defaults to the dataset's distinct positives. The positives are always
-            scored, in or out of the corpus.
+        corpus: the documents to mine from, any source `hf_siamese.data.open_corpus` reads (a list of str, a path
+            or glob of .txt / .jsonl / .csv / .tsv / .parquet files, a `datasets.Dataset` or `IterableDataset`, a
+            Hub dataset id), read three times, so not a one-shot iterator; defaults to the dataset's distinct
+            positives. The positives are always scored, in or out of the corpus.
         anchor_prompt / corpus_prompt: prompts for the two sides (default: the model's `query` and `document` /
             `passage` prompts when it has them).
-        corpus_dir: with it, or with a corpus that is a path or glob of files, a `datasets.Dataset` or an
-            `IterableDataset` (as `encode_corpus` reads them: `text_column`, `id_column`), the corpus is streamed:
-            embedded into resumable shards in `corpus_dir` (default: a temporary folder; a later run with the same
-            folder reuses them), searched through `neighbour_search` (exact below 100,000 texts, an approximate faiss
-            index above, or as `approximate` says), in memory bounded by the shards and the dataset, not the corpus
-            (`hf_siamese.retrieval.mining_corpus`). For a list, the result equals the in-memory path's.
-        shard_size, dtype: as in `encode_corpus` (`shard_size` defaults to the one `corpus_dir` was started with,
-            else 10,000).
+        embeddings_dir: the folder of the embedded corpus, kept and reused (as `encode_corpus` / `hf-siamese embed
+            -o` write it; refused if another model or setting made it); default: a temporary folder.
+        text_column, id_column: the corpus columns, as in `open_corpus`.
+        shard_size, dtype: as in `encode_corpus` (`shard_size` defaults to the one `embeddings_dir` was started
+            with, else 10,000).
+        corpus_dir: deprecated name of `embeddings_dir` (a FutureWarning).
 
     Returns:
         A `datasets.Dataset` with columns `anchor`, `positive`, `negative_1`, ..., `negative_{num_negatives}` (the
@@ -80,8 +86,17 @@ def mine_hard_negatives(
 
     from ..data.columns import detect_layout
     from .evaluation import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
-    from .mining_corpus import is_corpus_source, mine_corpus
+    from .mining_corpus import mine_corpus
 
+    if corpus_dir is not None:
+        if embeddings_dir is not None:
+            raise ValueError("mine_hard_negatives: give embeddings_dir= only (corpus_dir= is its deprecated name)")
+        warnings.warn(
+            "mine_hard_negatives: corpus_dir= is deprecated; use embeddings_dir= (the same folder)",
+            FutureWarning,
+            stacklevel=2,
+        )
+        embeddings_dir = corpus_dir
     _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
     names = list(dataset.column_names)
     if anchor_column is None or positive_column is None:
@@ -117,13 +132,11 @@ def mine_hard_negatives(
     common = {"num_negatives": num_negatives, "range_min": range_min, "range_max": range_max, "seed": seed}
     common.update(tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar)
     common.update(anchor_prompt=anchor_prompt, document_prompt=document_prompt)
-    if corpus_dir is not None or is_corpus_source(corpus):
-        kept, negatives, count = mine_corpus(
-            anchors, positives, model, positives if corpus is None else corpus, corpus_dir, pick, **common,
-            text_column=text_column, id_column=id_column, shard_size=shard_size, approximate=approximate, dtype=dtype,
-        )  # fmt: skip
-    else:
-        kept, negatives, count = _mine_in_memory(anchors, positives, model, corpus, pick, **common)
+    source = list(dict.fromkeys(positives)) if corpus is None else corpus
+    kept, negatives, count = mine_corpus(
+        anchors, positives, model, source, embeddings_dir, pick, **common,
+        text_column=text_column, id_column=id_column, shard_size=shard_size, approximate=approximate, dtype=dtype,
+    )  # fmt: skip
     dropped = len(anchors) - len(kept)
     if not kept:
         raise ValueError(
@@ -142,73 +155,6 @@ def mine_hard_negatives(
     for n in range(num_negatives):
         columns[f"negative_{n + 1}"] = [row[n] for row in negatives]
     return datasets.Dataset.from_dict(columns)
-
-
-def _mine_in_memory(
-    anchors: list[str],
-    positives: list[str],
-    model: Any,
-    corpus: Sequence[str] | None,
-    pick: Callable[..., list[int] | None],
-    *,
-    num_negatives: int,
-    range_min: int,
-    range_max: int,
-    seed: int,
-    tokenizer: Any,
-    batch_size: int,
-    anchor_prompt: str,
-    document_prompt: str,
-    show_progress_bar: bool,
-) -> tuple[list[int], list[list[str]], int]:
-    """(kept row numbers, their negatives, distinct documents) with the corpus a list in memory, scored exactly."""
-    from ..metrics import exact_search, paired_similarities
-
-    documents = list(dict.fromkeys(list(corpus) if corpus is not None else positives))
-    if not documents:
-        raise ValueError("mine_hard_negatives: the corpus is empty.")
-    if num_negatives >= len(documents):  # the positive is one of them, or the row has none to spare
-        raise ValueError(
-            f"mine_hard_negatives: num_negatives={num_negatives} but the corpus has only {len(documents)} distinct "
-            f"documents; at most {len(documents) - 1} negatives per row can be mined from it."
-        )
-    document_index = {text: i for i, text in enumerate(documents)}
-    extra = [p for p in dict.fromkeys(positives) if p not in document_index]  # scored, never mined
-    unique_anchors = list(dict.fromkeys(anchors))
-
-    encode = {"tokenizer": tokenizer, "batch_size": batch_size, "convert_to_numpy": True}
-    encode["show_progress_bar"] = show_progress_bar
-    anchor_vectors = model.encode(unique_anchors, prompt=anchor_prompt, **encode)
-    document_vectors = model.encode(documents + extra, prompt=document_prompt, **encode)
-    similarity = model.config.similarity
-
-    known: dict[str, set[int]] = {}
-    for anchor, positive in zip(anchors, positives, strict=True):
-        if positive in document_index:
-            known.setdefault(anchor, set()).add(document_index[positive])
-    top = min(len(documents), range_max)
-    scores, ranked = exact_search(anchor_vectors, document_vectors[: len(documents)], top_k=top, similarity=similarity)
-    anchor_row = {text: i for i, text in enumerate(unique_anchors)}
-    positive_row = {text: i for i, text in enumerate(documents + extra)}
-    # Each row's positive under the same similarity convention as exact_search (larger = more similar).
-    positive_scores = paired_similarities(
-        anchor_vectors[[anchor_row[a] for a in anchors]], document_vectors[[positive_row[p] for p in positives]],
-        similarity,
-    )  # fmt: skip
-
-    rng = random.Random(seed)
-    negatives: list[list[str]] = []
-    kept: list[int] = []
-    for row, anchor in enumerate(anchors):
-        a = anchor_row[anchor]
-        skip = known.get(anchor, ())
-        pairs = zip(ranked[a, range_min:].tolist(), scores[a, range_min:].tolist(), strict=True)
-        candidates = [(i, score) for i, score in pairs if not (i in skip or documents[i] == anchor)]
-        chosen = pick(candidates, float(positive_scores[row]), rng)
-        if chosen is not None:
-            negatives.append([documents[i] for i in chosen])
-            kept.append(row)
-    return kept, negatives, len(documents)
 
 
 def _check_arguments(

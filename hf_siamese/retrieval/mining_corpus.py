@@ -1,17 +1,17 @@
-"""Hard-negative mining over a corpus of any size, on the corpus machinery: the corpus is embedded by `encode_corpus`
-into Parquet shards (resumable, reused by a later run), stacked once into a memory-mapped matrix (`corpus_matrix`),
-and each anchor's best candidates come from `neighbour_search` (exact search a chunk at a time below
-`ann.EXACT_BELOW` vectors, an approximate faiss index above, as for similar pairs). Never an anchors x corpus matrix,
-never the corpus texts in memory.
+"""Hard-negative mining, the one implementation behind `mine_hard_negatives`, for a corpus of any size (a list too),
+on the corpus machinery: the corpus is embedded by `encode_corpus` into Parquet shards (resumable, reused by a later
+run), stacked once into a memory-mapped matrix (`corpus_matrix`), and each anchor's best candidates come from
+`neighbour_search` (exact search a chunk at a time below `ann.EXACT_BELOW` vectors, an approximate faiss index above,
+as for similar pairs). Never an anchors x corpus matrix, never the corpus texts in memory.
 
 Memory: 8 bytes a corpus row (a hash of its text, which tells duplicates and positives apart without keeping the
 texts), the anchors' and positives' vectors, and the chosen negatives; the texts of the chosen rows are read back from
-the source at the end. The source is read three times (hashes, embedding, chosen texts), so it must be re-readable: a
-path or glob, a `datasets.Dataset` / `IterableDataset`, or a list of strings.
+the source at the end. The source is read three times (hashes, embedding, chosen texts), so it must be re-readable:
+any `open_corpus` source but a one-shot iterator (a list of strings, a path or glob, a `datasets.Dataset` /
+`IterableDataset`, a Hub dataset id, opened once).
 
-`mine_hard_negatives(..., corpus=SOURCE)` or `corpus_dir=DIR` comes here; the result equals the in-memory path's
-(exact search; tested), whose rules it follows: ranks over distinct texts, the positive, every positive of the same
-anchor and the anchor itself excluded, then `max_score` and `margin`, then `sampling`.
+The rules (equal to a brute-force search over all texts, tested): ranks over distinct texts, the positive, every
+positive of the same anchor and the anchor itself excluded, then `max_score` and `margin`, then `sampling`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 
-from ..data.corpus_stream import open_corpus
+from ..data.corpus_stream import open_corpus, resolve_corpus
 from .corpus import MANIFEST, _load_manifest, encode_corpus
 from .corpus_groups import _texts_of, corpus_matrix, neighbour_search
 
@@ -39,11 +38,6 @@ WIDEST = 64  # a search asks for at most WIDEST x the rows wanted (repeated text
 Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 
-def is_corpus_source(corpus: Any) -> bool:
-    """Whether `mine_hard_negatives` reads `corpus` as a stream (a path, a glob, a dataset), not as a list."""
-    return isinstance(corpus, str | os.PathLike | datasets.Dataset | datasets.IterableDataset)
-
-
 def check_source(source: Any) -> None:
     """ValueError for what cannot serve as a corpus to read several times: a one-shot iterator, or a folder of
     embeddings (which holds vectors and ids, not the texts the negatives are made of)."""
@@ -51,7 +45,7 @@ def check_source(source: Any) -> None:
         where = os.fspath(source)
         raise ValueError(
             f"{where!r} holds corpus embeddings (encode_corpus / 'hf-siamese embed'), not the texts: pass the corpus "
-            f"itself as the corpus and this folder as corpus_dir (--corpus-dir) to reuse its shards"
+            f"itself as the corpus and this folder as embeddings_dir (--embeddings-dir) to reuse its shards"
         )
     if isinstance(source, Iterator):
         raise ValueError(
@@ -61,19 +55,21 @@ def check_source(source: Any) -> None:
 
 
 @contextmanager
-def work_folder(corpus_dir: str | os.PathLike | None) -> Iterator[Path]:
-    """`corpus_dir` (kept: a later run reuses its shards), else a temporary folder removed afterwards."""
-    if corpus_dir is not None:
-        yield Path(corpus_dir)
+def work_folder(embeddings_dir: str | os.PathLike | None) -> Iterator[Path]:
+    """`embeddings_dir` (kept: a later run reuses its shards), else a temporary folder removed afterwards."""
+    if embeddings_dir is not None:
+        yield Path(embeddings_dir)
         return
     with tempfile.TemporaryDirectory(prefix="hf-siamese-corpus-") as temporary:
         yield Path(temporary) / "corpus"
 
 
-def resolve_shard_size(folder: Path, shard_size: int | None) -> int:
-    """`shard_size`, else the one a folder started earlier recorded (so that it resumes), else 10,000."""
+def resolve_shard_size(folder: str | os.PathLike, shard_size: int | None) -> int:
+    """`shard_size`, else the one a folder started earlier recorded (so that it resumes), else 10,000: the rule of
+    every command and function that embeds into a kept folder."""
     if shard_size is not None:
         return shard_size
+    folder = Path(folder)
     recorded = _load_manifest(folder) if folder.is_dir() else None
     return (recorded or {}).get("settings", {}).get("shard_size") or DEFAULT_SHARD_SIZE
 
@@ -137,7 +133,7 @@ def mine_corpus(
     positives: Sequence[str],
     model: Any,
     source: Any,
-    corpus_dir: str | os.PathLike | None,
+    embeddings_dir: str | os.PathLike | None,
     pick: Callable[..., list | None],
     *,
     num_negatives: int,
@@ -161,6 +157,7 @@ def mine_corpus(
     from ..metrics import paired_similarities
 
     check_source(source)
+    source = resolve_corpus(source)  # a Hub id opened once, not on each of the three reads
     unique_anchors = list(dict.fromkeys(anchors))
     positive_key = {text: hash(text) for text in dict.fromkeys(positives)}
     keys, positive_row = _row_keys(source, text_column, id_column, set(positive_key.values()))
@@ -177,7 +174,7 @@ def mine_corpus(
     rng = random.Random(seed)
     kept: list[int] = []
     chosen: list[list[int]] = []
-    with work_folder(corpus_dir) as folder:
+    with work_folder(embeddings_dir) as folder:
         encode_corpus(
             model, source, folder, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
             batch_size=batch_size, shard_size=resolve_shard_size(folder, shard_size), dtype=dtype,
@@ -223,4 +220,4 @@ def mine_corpus(
     return kept, [[texts[r] for r in rows] for rows in chosen], distinct
 
 
-__all__ = ["corpus_search", "is_corpus_source", "mine_corpus", "resolve_shard_size", "work_folder"]
+__all__ = ["DEFAULT_SHARD_SIZE", "corpus_search", "mine_corpus", "resolve_shard_size", "work_folder"]

@@ -1,8 +1,7 @@
-"""Hard-negative mining: never the positive or a known positive; margin, max_score and the rank range respected."""
+"""Hard-negative mining: never the positive or a known positive; margin, max_score and the rank range respected. Every
+corpus, a list too, goes through the one (streamed) implementation: embedded into a temporary folder."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,17 +15,23 @@ COSINES = {"p": 0.9, "p2": 0.97, "d1": 0.99, "d2": 0.95, "d3": 0.8, "d4": 0.6, "
 
 
 def unit(cosine: float) -> np.ndarray:
-    return np.array([cosine, np.sqrt(1 - cosine**2), 0.0], dtype=np.float32)
+    vector = np.zeros(32, dtype=np.float32)  # the tiny model's dim; the scores live in the first two coordinates
+    vector[:2] = cosine, np.sqrt(1 - cosine**2)
+    return vector
 
 
 class FakeModel:
-    """Embeds texts to fixed vectors, so every score is known by hand."""
+    """The tiny model (its config and weights make the corpus folder's fingerprint), embedding texts to fixed vectors,
+    so every score is known by hand."""
 
-    config = SimpleNamespace(similarity="cosine", prompts={})
+    def __init__(self) -> None:
+        self.model = make_tiny_model()
 
-    def encode(self, texts, prompt="", **kwargs):
-        vectors = {"q": unit(1.0), "other": np.array([0.0, 0.0, 1.0], dtype=np.float32)}
-        return np.stack([vectors.get(t, unit(COSINES.get(t, 0.0))) for t in texts])
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def encode(self, texts, prompt=None, **kwargs):
+        return np.stack([unit(1.0) if t == "q" else unit(COSINES.get(t, 0.0)) for t in texts])
 
 
 CORPUS = ["p", "p2", "d1", "d2", "d3", "d4", "d5", "d6"]
@@ -105,3 +110,15 @@ def test_empty_corpus_and_bad_rows() -> None:
         mine_hard_negatives(Dataset.from_dict({"anchor": ["q"], "positive": ["p"]}), FakeModel(), corpus=[])
     with pytest.raises(ValueError, match=r"row 1: column 'positive' holds None"):
         mine({"anchor": ["q", "q"], "positive": ["p", None]})
+
+
+def test_embeddings_dir_keeps_the_folder_and_corpus_dir_is_its_deprecated_name(tmp_path) -> None:
+    rows = {"anchor": ["q"], "positive": ["p"]}
+    expected = mine(rows, num_negatives=2).to_dict()
+    assert expected["negative_1"] == ["d1"]
+    assert mine(rows, num_negatives=2, embeddings_dir=tmp_path / "emb").to_dict() == expected
+    assert (tmp_path / "emb" / "corpus.json").is_file()  # kept, as 'hf-siamese embed -o' writes it
+    with pytest.warns(FutureWarning, match=r"corpus_dir= is deprecated; use embeddings_dir="):
+        assert mine(rows, num_negatives=2, corpus_dir=tmp_path / "emb").to_dict() == expected
+    with pytest.raises(ValueError, match=r"give embeddings_dir= only"):
+        mine(rows, num_negatives=2, corpus_dir=tmp_path / "a", embeddings_dir=tmp_path / "b")
