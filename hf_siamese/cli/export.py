@@ -18,6 +18,11 @@ def run_export(args: argparse.Namespace) -> int:
     """Read the calibration texts (when given), load the model, call `export_model` once."""
     from ..formats.export import DEFAULT_CALIBRATION_SIZE, export_model
 
+    if args.calibration and args.quantize != "int8-static":
+        raise ValueError(
+            f"--calibration is used only with --quantize int8-static (here --quantize {args.quantize}): drop "
+            "--calibration, or give --quantize int8-static"
+        )
     calibration = None
     if args.calibration:
         from ..data.corpus_stream import open_corpus

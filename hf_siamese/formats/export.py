@@ -13,19 +13,21 @@ sentence-transformers apply them from the pipeline files.
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import random
 import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..storage import recover_output, replace_folder, staging_folder
 from .export_names import (
     DEFAULT_CALIBRATION_SIZE,
     EXTRAS,
     FORMATS,
     ONNX_FILES,
+    ONNX_OPSETS,
     OPENVINO_FILES,
     QUANTIZATION,
     TEI_MODEL_TYPES,
@@ -63,8 +65,11 @@ def export_model(
             drawn at random (seed 0) when there are more, are embedded to measure activation ranges.
         tokenizer: defaults to `model.tokenizer` or the one saved with the model; a folder for serving needs one.
         overwrite: replace an existing `output_dir` (it is swapped in whole once the export succeeded).
+        opset: the ONNX opset of the graph, one of `ONNX_OPSETS` (14 to the highest torch's exporter writes).
 
-    Nothing is written to `output_dir` until everything succeeded: the export runs in a staging folder beside it.
+    Nothing is written to `output_dir` until everything succeeded: the export runs in a staging folder beside it
+    (`.NAME.export-PID-XXXXXXXX`), swapped in by `hf_siamese.storage.replace_folder`; what a killed export left there
+    (its staging folder, or the old output renamed aside mid-swap) is mended at the start of the next export.
     The float32 graph is checked against the torch model on a few texts (max abs difference of the embeddings <=
     1e-4) before the folder is moved into place. Returns the output folder.
     """
@@ -77,8 +82,15 @@ def export_model(
             f"export: quantize={quantize!r} needs a graph format (format='onnx' or 'openvino'); the "
             "sentence-transformers layout holds float weights for PyTorch only."
         )
+    if calibration_texts is not None and quantize != "int8-static":
+        raise ValueError(
+            f"export: calibration_texts is used only with quantize='int8-static', not quantize={quantize!r} (CLI: "
+            "--calibration is used only with --quantize int8-static); drop the texts or choose int8-static."
+        )
+    check_opset(opset)
     calibration = check_calibration(calibration_texts, calibration_size) if quantize == "int8-static" else None
     target = Path(output_dir)
+    recover_output(target)  # an output a killed export left renamed aside counts as existing below
     if target.is_file():
         raise FileExistsError(f"export: {str(target)!r} is a file; give a folder to write the export into.")
     if target.exists() and any(target.iterdir()) and not overwrite:
@@ -96,23 +108,30 @@ def export_model(
 
     model, tokenizer = _model_and_tokenizer(model, tokenizer)
     check_representable(model)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.export-"))
+    stage = staging_folder(target, "export")
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary folder
         write_plain_layout(model, stage, tokenizer)
         if format != "sentence-transformers":
             from .export_graphs import write_graphs
 
-            write_graphs(model, tokenizer, stage, format, quantize, calibration, opset)
-        _swap_into_place(stage, target)
+            write_graphs(model, tokenizer, stage, format, quantize, calibration, int(opset))
+        replace_folder(stage, target)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     logger.info("export: wrote %s (%s, quantize=%s)", target, format, quantize)
     return target
+
+
+def check_opset(opset: object) -> None:
+    """Raise unless `opset` is an int in `ONNX_OPSETS`: torch's exporter fails on others deep inside (printing its
+    graph), or writes a graph it does not support."""
+    if isinstance(opset, bool) or not isinstance(opset, numbers.Integral) or opset not in ONNX_OPSETS:
+        raise ValueError(
+            f"export: opset={opset!r} is not an ONNX opset the export writes: give an int from {ONNX_OPSETS[0]} (the "
+            f"first with scaled_dot_product_attention, the encoders' attention) to {ONNX_OPSETS[-1]} (the highest "
+            "torch's TorchScript exporter writes); the default is 17."
+        )
 
 
 def check_calibration(texts: Iterable[str] | None, size: int) -> list[str]:
@@ -212,22 +231,6 @@ def _model_and_tokenizer(model: Any, tokenizer: Any) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def _swap_into_place(stage: Path, target: Path) -> None:
-    """Move the finished `stage` to `target`; an existing `target` is replaced only after the move succeeded."""
-    backup = None
-    if target.exists():
-        backup = target.with_name(f".{target.name}.replaced-{os.getpid()}")
-        os.replace(target, backup)
-    try:
-        os.replace(stage, target)
-    except BaseException:
-        if backup is not None:
-            os.replace(backup, target)
-        raise
-    if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
-
-
 __all__ = [
     "DEFAULT_CALIBRATION_SIZE",
     "EXTRAS",
@@ -235,10 +238,12 @@ __all__ = [
     "FORMATS",
     "MissingExtraError",
     "ONNX_FILES",
+    "ONNX_OPSETS",
     "OPENVINO_FILES",
     "QUANTIZATION",
     "TEI_MODEL_TYPES",
     "check_calibration",
+    "check_opset",
     "export_model",
     "require",
     "write_plain_layout",

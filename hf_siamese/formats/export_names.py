@@ -36,6 +36,14 @@ TEI_MODEL_TYPES = (
     "qwen3",
 )
 TEI_POOLING = ("cls", "mean", "lasttoken")
+# The ONNX opsets an encoder graph is written in: from 14, the first with scaled_dot_product_attention (transformers'
+# sdpa attention; lower opsets fail inside the exporter), to the highest the installed torch's TorchScript exporter
+# (torch.onnx.export(dynamo=False)) writes.
+try:
+    from torch.onnx._constants import ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET as _MAX_OPSET
+except ImportError:  # a private name: torch 2.13 has it; 20 is its value there
+    _MAX_OPSET = 20
+ONNX_OPSETS = range(14, _MAX_OPSET + 1)
 EXTRAS = {"onnx": ("onnx", "onnxruntime"), "openvino": ("openvino",), "nncf": ("nncf",)}
 
 

@@ -144,6 +144,7 @@ def test_onnx_graph_without_token_types_for_distilbert(tmp_path, fast_tokenizer)
 @pytest.mark.parametrize("mode", ["int8-dynamic", "int8-static"])
 def test_onnx_int8_files_beside_the_float_graph(tmp_path, model, fast_tokenizer, mode):
     calibration = [f"{a} {b} plays the guitar" for a in ("a man", "the woman", "someone") for b in ("today", "")]
+    calibration = calibration if mode == "int8-static" else None  # refused by the other modes
     out = export_model(
         model, tmp_path / "out", format="onnx", quantize=mode, calibration_texts=calibration, tokenizer=fast_tokenizer
     )
