@@ -71,6 +71,9 @@ class SentenceTransformersLayout:
     projection_state: dict[str, torch.Tensor] = field(default_factory=dict)
     encoder_kwargs: dict[str, Any] = field(default_factory=dict)
     embedding_dimension: int | None = None
+    # The encoder's width, from the Transformer's config.json (None when it names none), and where it was read.
+    hidden_size: int | None = None
+    hidden_size_file: str = ""
 
 
 def _fetch(source: str, name: str, hub_kwargs: dict[str, Any]) -> str | None:
@@ -169,7 +172,16 @@ def _module_file(source: str, path: str, name: str, hub_kwargs: dict[str, Any], 
 
 
 def _read_transformer(source: str, path: str, hub_kwargs: dict[str, Any], layout: SentenceTransformersLayout) -> None:
-    _module_file(source, path, "config.json", hub_kwargs, "Transformer")
+    where = f"{source}/{_join(path, 'config.json')}"
+    encoder_config = _read_json(_module_file(source, path, "config.json", hub_kwargs, "Transformer"), where)
+    # hidden_size in most configs; DistilBERT says dim, T5-like encoders d_model.
+    widths = (
+        [encoder_config.get(key) for key in ("hidden_size", "dim", "d_model")]
+        if isinstance(encoder_config, dict)
+        else []
+    )
+    layout.hidden_size = next((w for w in widths if isinstance(w, int) and not isinstance(w, bool)), None)
+    layout.hidden_size_file = where
     config: dict[str, Any] = {}
     for name in ("sentence_bert_config.json", "sentence_roberta_config.json", "sentence_distilbert_config.json"):
         found = _fetch(source, _join(path, name), hub_kwargs)
@@ -207,7 +219,15 @@ def _read_pooling(source: str, path: str, hub_kwargs: dict[str, Any], layout: Se
         raise SentenceTransformersFormatError(f"{where}: pooling_mode {modes[0]!r} is not one of {list(_POOLING)}.")
     layout.settings["pooling"] = _POOLING[modes[0]][0]
     layout.settings["include_prompt"] = bool(config.get("include_prompt", True))
-    layout.embedding_dimension = config.get("embedding_dimension", config.get("word_embedding_dimension"))
+    key = "embedding_dimension" if "embedding_dimension" in config else "word_embedding_dimension"
+    layout.embedding_dimension = config.get(key)
+    if layout.embedding_dimension is not None and layout.hidden_size is not None:
+        if layout.embedding_dimension != layout.hidden_size:
+            raise SentenceTransformersFormatError(
+                f"{where}: {key}={layout.embedding_dimension!r}, but the encoder's hidden size is "
+                f"{layout.hidden_size} ({layout.hidden_size_file}); the Pooling module was saved for another encoder "
+                f"(set {key} to {layout.hidden_size} if the folder is otherwise right)."
+            )
 
 
 def _read_dense(source: str, path: str, hub_kwargs: dict[str, Any], layout: SentenceTransformersLayout) -> None:
