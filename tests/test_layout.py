@@ -25,16 +25,18 @@ ALLOWED = {
     "plots": set(),
     "cli": {"modeling", "losses", "data", "metrics", "retrieval", "formats", "training", "plots", "storage"},
 }
-# Remote code's optional hooks: modeling_siamese reaches the formats only inside `try: ... except ImportError`, so a
-# saved folder still loads (and saves, and pushes) where hf_siamese is not installed.
+# Remote code's optional hooks: the model's checkpoint methods reach the formats only inside `try: ... except
+# ImportError`, so a saved folder still loads (and saves, and pushes) where hf_siamese is not installed.
 OPTIONAL_HOOKS = {
-    ("hf_siamese.modeling.modeling_siamese", "hf_siamese.formats.sentence_transformers_read"),
-    ("hf_siamese.modeling.modeling_siamese", "hf_siamese.formats.sentence_transformers_save"),
-    ("hf_siamese.modeling.modeling_siamese", "hf_siamese.formats.hub"),
+    ("hf_siamese.modeling.checkpoints", "hf_siamese.formats.sentence_transformers_read"),
+    ("hf_siamese.modeling.checkpoints", "hf_siamese.formats.sentence_transformers_save"),
+    ("hf_siamese.modeling.checkpoints", "hf_siamese.formats.hub"),
 }
 REMOTE_CODE = (
     "configuration_siamese",
     "modeling_siamese",
+    "pooling",
+    "checkpoints",
     "encoding",
     "batching",
     "devices",

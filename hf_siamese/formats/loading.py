@@ -10,9 +10,10 @@ from typing import Any
 
 import torch
 
+from ..modeling.checkpoints import check_model_source
 from ..modeling.configuration_siamese import SiameseBertConfig
 from ..modeling.devices import resolve_device
-from ..modeling.modeling_siamese import SiameseBertModel, check_model_source
+from ..modeling.modeling_siamese import SiameseBertModel
 from .sentence_transformers_read import has_layout
 
 

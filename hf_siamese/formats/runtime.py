@@ -28,7 +28,8 @@ from ..modeling.encoding import (
     native_low_precision,
     prompt_token_count,
 )
-from ..modeling.modeling_siamese import SiameseBertModel, SiameseProjection
+from ..modeling.modeling_siamese import SiameseBertModel
+from ..modeling.pooling import SiameseProjection
 from .export_names import ONNX_FILES, OPENVINO_FILES, require
 from .sentence_transformers_read import read_layout
 

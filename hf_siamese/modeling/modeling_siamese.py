@@ -1,17 +1,16 @@
 """SiameseBert: a BERT-family encoder turned into a sentence encoder (Sentence-BERT).
 
-The file reads top to bottom: pooling, the output dataclass, the pretrained base class, then `SiameseBertModel`
-(its `encode()` lives in `encoding.py`, packed execution in `packing.py`). It imports only public libraries and
-its own sibling files (configuration, encoding, packing), because `save_pretrained` copies them next to the weights:
-Hub users load them as remote code with `trust_remote_code=True`.
+The file reads top to bottom: the output dataclass, the pretrained base class, then `SiameseBertModel`. Its parts
+live beside it: the layers after the encoder in `pooling.py`, `encode()` in `encoding.py`, packed execution in
+`packing.py`, `from_encoder` / `save_pretrained` / `push_to_hub` in `checkpoints.py`. It imports only public libraries
+and those sibling files, because `save_pretrained` copies them next to the weights: Hub users load them as remote code
+with `trust_remote_code=True`.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,127 +20,16 @@ from torch import nn
 from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from .checkpoints import SiameseCheckpointMixin, check_model_source
 from .configuration_siamese import SiameseBertConfig
 from .encoding import SiameseEncodingMixin
 from .packing import can_pack, pack_for_encoder, unpack_states
+from .pooling import SiameseProjection, filled_columns, pair_features, pool_token_states
 
 logger = logging.getLogger(__name__)
 
 # Parameters that never touch the sentence embedding: the softmax head and the cosine affine of regression losses.
 HEAD_PARAMETER_PREFIXES = ("classifier.", "cosine_affine_")
-
-
-def prompt_free_mask(attention_mask: torch.Tensor, prompt_length: int | torch.Tensor | None) -> torch.Tensor:
-    """`attention_mask` with the first `prompt_length` real tokens of each row (after any left padding) set to 0,
-    so a prompt is left out of the pooling. `prompt_length` is an int, or a tensor holding one value per row."""
-    if prompt_length is None:
-        return attention_mask
-    if isinstance(prompt_length, torch.Tensor):
-        prompt_length = prompt_length.reshape(-1, 1).to(attention_mask.device)
-    if not isinstance(prompt_length, torch.Tensor) and prompt_length <= 0:
-        return attention_mask
-    start = attention_mask.to(torch.int32).argmax(dim=1, keepdim=True)  # first real token: after left padding
-    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device).unsqueeze(0)
-    return attention_mask.masked_fill(positions < start + prompt_length, 0)
-
-
-def pool_token_states(
-    hidden_states: torch.Tensor,
-    attention_mask: torch.Tensor,
-    pooling: str,
-    prompt_length: int | torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Turn token states into one vector per text.
-
-    Args:
-        hidden_states: `(batch, seq_len, hidden)` token states of the encoder's last layer.
-        attention_mask: `(batch, seq_len)`, 1 for real tokens, 0 for padding (left or right). Padding never reaches
-            the result.
-        pooling: one of `mean`, `cls`, `max`, `mean_sqrt_len`, `weightedmean`, `lasttoken`.
-        prompt_length: leave out this many leading real tokens (a prompt) from the pooling.
-
-    Returns:
-        `(batch, hidden)` sentence vectors.
-    """
-    mask = prompt_free_mask(attention_mask, prompt_length)
-    if pooling in ("cls", "lasttoken"):
-        seq_len = mask.shape[1]
-        if pooling == "cls":  # the first pooled token: position 0 unless the batch is left-padded
-            index = mask.to(torch.int32).argmax(dim=1)
-        else:  # the last pooled token, whichever side the padding is on
-            index = seq_len - 1 - mask.to(torch.int32).flip(1).argmax(dim=1)
-        picked = hidden_states[torch.arange(len(index), device=index.device), index]
-        return picked if pooling == "cls" else picked * mask.any(dim=1, keepdim=True).to(picked.dtype)
-    if pooling == "max":
-        empty = mask.unsqueeze(-1) == 0
-        return hidden_states.masked_fill(empty, torch.finfo(hidden_states.dtype).min).max(dim=1).values
-    # Sums and counts in float32 whatever the states' dtype: in float16 the weightedmean weights (up to L(L+1)/2) pass
-    # 65504 from 362 tokens, bfloat16 rounds positions above 256, and clamp(min=1e-9) is 0 in both (an empty row
-    # would divide 0 by 0). The result comes back in the states' dtype.
-    weights = mask.unsqueeze(-1).to(torch.float32)
-    if pooling == "weightedmean":
-        # Weight 1, 2, 3, ... from the first real token on (left padding shifts the count, as in SGPT).
-        start = attention_mask.to(torch.int32).argmax(dim=1).view(-1, 1, 1)
-        positions = torch.arange(1, mask.shape[1] + 1, device=mask.device, dtype=torch.float32).view(1, -1, 1)
-        weights = weights * (positions - start)
-    summed = (hidden_states.to(torch.float32) * weights).sum(dim=1)
-    counts = weights.sum(dim=1).clamp(min=1e-9)
-    if pooling in ("mean", "weightedmean"):
-        return (summed / counts).to(hidden_states.dtype)
-    if pooling == "mean_sqrt_len":
-        return (summed / counts.sqrt()).to(hidden_states.dtype)
-    raise ValueError(
-        f"pooling={pooling!r} is not one of ['mean', 'cls', 'max', 'mean_sqrt_len', 'weightedmean', 'lasttoken']."
-    )
-
-
-def check_model_source(source: str) -> str:
-    """Fail early, and clearly, for a local model folder that does not exist.
-
-    Hub ids are ``name`` or ``owner/name``; anything else (``./x``, ``/x``, ``a/b/c``) is meant locally, and
-    transformers would otherwise answer with a confusing complaint about the repo id format.
-    """
-    if os.path.exists(source):
-        return source
-    if source.startswith((".", "/", "~")) or "\\" in source or source.count("/") > 1:
-        raise FileNotFoundError(2, f"model folder not found: {source!r}", source)
-    return source
-
-
-class SiameseProjection(nn.Module):
-    """A dense layer after pooling: `activation(linear(x))` (sentence-transformers' `Dense`)."""
-
-    ACTIVATIONS = {
-        "identity": nn.Identity,
-        "tanh": nn.Tanh,
-        "relu": nn.ReLU,
-        "gelu": nn.GELU,
-        "sigmoid": nn.Sigmoid,
-        "silu": nn.SiLU,
-    }
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, activation: str = "identity") -> None:
-        super().__init__()
-        self.linear = nn.Linear(in_features, out_features, bias=bias)
-        self.activation = self.ACTIVATIONS[activation]()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.linear(x))
-
-
-def filled_columns(attention_mask: torch.Tensor) -> slice | torch.Tensor:
-    """The sequence positions where at least one row of `attention_mask` `(batch, seq_len)` has a token: a slice when
-    they are contiguous from 0 (right padding), else their indices (left padding). Cutting to them drops only
-    padding shared by the whole batch."""
-    keep = attention_mask.bool().any(dim=0)
-    width = int(keep.sum())
-    return slice(0, width) if bool(keep[:width].all()) else keep.nonzero().squeeze(-1)
-
-
-def pair_features(u: torch.Tensor, v: torch.Tensor, features: Sequence[str]) -> torch.Tensor:
-    """Concatenate the requested pair features of `u` and `v` (each `(batch, hidden)`) along the last axis."""
-    parts = {"u": lambda: u, "v": lambda: v, "|u-v|": lambda: (u - v).abs(), "u*v": lambda: u * v}
-    return torch.cat([parts[name]() for name in features], dim=-1)
 
 
 @dataclass
@@ -194,7 +82,7 @@ class SiameseBertPreTrainedModel(PreTrainedModel):
             module.cosine_affine_bias.zero_()
 
 
-class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
+class SiameseBertModel(SiameseEncodingMixin, SiameseCheckpointMixin, SiameseBertPreTrainedModel):
     """Encoder + pooling [+ L2 normalization] [+ softmax classifier head over pair features].
 
     Call it on `(batch, seq_len)` inputs to embed texts, or on `(batch, num_texts, seq_len)` inputs (a pair, a
@@ -442,150 +330,15 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseBertPreTrainedModel):
             a, b = F.normalize(a, p=2, dim=-1), F.normalize(b, p=2, dim=-1)
         return a @ b.transpose(-1, -2)
 
-    @classmethod
-    def from_encoder(
-        cls,
-        model_name_or_path: str | os.PathLike,
-        pooling: str | None = None,
-        normalize: bool | None = None,
-        similarity: str | None = None,
-        max_seq_length: int | None = None,
-        num_labels: int | None = None,
-        label2id: dict[str, int] | None = None,
-        classifier_features: Sequence[str] | None = None,
-        classifier_feature_scale: float | None = None,
-        cosine_affine: bool = False,
-        prompts: dict[str, str] | None = None,
-        default_prompt_name: str | None = None,
-        include_prompt: bool | None = None,
-        **from_pretrained_kwargs: Any,
-    ) -> SiameseBertModel:
-        """Build a siamese model around an existing encoder checkpoint (local folder or Hub id), keeping its weights.
 
-        A sentence-transformers checkpoint (one with `modules.json`: BGE, E5, all-MiniLM, ...) brings its pooling,
-        Dense projections, normalization, prompts, similarity function, max length and lowercasing, so the model gives
-        the embedding `SentenceTransformer` gives. Arguments given here override what the checkpoint says; a plain
-        transformers checkpoint gets `pooling="mean"`, `normalize=False`, `similarity="cosine"`.
-
-        `from_pretrained_kwargs` (`revision`, `token`, `cache_dir`, `dtype`, ...) go to `AutoModel.from_pretrained`
-        (and the hub ones to every file read).
-        """
-        source = check_model_source(str(model_name_or_path))
-        settings: dict[str, Any] = {}
-        projection_state: dict[str, torch.Tensor] = {}
-        encoder_kwargs: dict[str, Any] = {}
-        try:
-            from hf_siamese.formats.sentence_transformers_read import read_layout
-        except ImportError:  # running as remote code without hf-siamese: a plain encoder checkpoint
-            read_layout = None
-        if read_layout is not None:
-            hub_kwargs = {
-                k: from_pretrained_kwargs[k]
-                for k in ("revision", "token", "cache_dir", "local_files_only")
-                if k in from_pretrained_kwargs
-            }
-            layout = read_layout(source, **hub_kwargs)
-            if layout is not None:
-                settings, projection_state, encoder_kwargs = (
-                    layout.settings,
-                    layout.projection_state,
-                    layout.encoder_kwargs,
-                )
-        encoder = AutoModel.from_pretrained(source, **{**encoder_kwargs, **from_pretrained_kwargs})
-        if isinstance(encoder, SiameseBertModel):
-            encoder = encoder.encoder
-        explicit = {
-            "pooling": pooling,
-            "normalize": normalize,
-            "similarity": similarity,
-            "max_seq_length": max_seq_length,
-            "prompts": prompts,
-            "default_prompt_name": default_prompt_name,
-            "include_prompt": include_prompt,
-        }
-        settings.update({k: v for k, v in explicit.items() if v is not None})
-        limit = getattr(encoder.config, "max_position_embeddings", None)
-        if settings.get("max_seq_length") is not None and isinstance(limit, int):
-            settings["max_seq_length"] = min(settings["max_seq_length"], limit)
-        head_kwargs: dict[str, Any] = {}
-        if label2id is not None:
-            head_kwargs["label2id"] = dict(label2id)
-            head_kwargs["id2label"] = {int(i): str(label) for label, i in label2id.items()}
-        elif num_labels is not None:
-            head_kwargs["num_labels"] = num_labels
-        # Building the outer config resets the attention implementation of nested configs; keep the encoder's.
-        attention_implementation = encoder.config._attn_implementation
-        config = SiameseBertConfig(
-            encoder_config=encoder.config,
-            classifier_features=list(classifier_features or ["u", "v", "|u-v|"]),
-            classifier_feature_scale=classifier_feature_scale,
-            cosine_affine=cosine_affine,
-            **settings,
-            **head_kwargs,
-        )
-        encoder.config._attn_implementation = attention_implementation
-        model = cls(config, encoder=encoder)
-        if projection_state:
-            model.load_state_dict(projection_state, strict=False)
-        model.config.name_or_path = source
-        return model
-
-    def save_pretrained(self, save_directory: str | os.PathLike, tokenizer: Any = None, **kwargs: Any) -> None:
-        """Save config, weights and modeling code, plus, with hf-siamese installed, the sentence-transformers files
-        (`modules.json`, `0_Transformer/`, `1_Pooling/`, ...) so `SentenceTransformer(save_directory)` gives the same
-        embedding. The encoder weights are stored once, in `0_Transformer/`. `tokenizer` (default `model.tokenizer`,
-        or the one where the model came from) is saved into `0_Transformer/`, where sentence-transformers reads it.
-        Other keywords (`max_shard_size`, `state_dict`, ...) are `PreTrainedModel.save_pretrained`'s.
-        """
-        if getattr(self, "is_quantized_copy", False):
-            raise ValueError(
-                "save_pretrained(): this is an int8 quantized copy for CPU inference (hf_siamese.quantize); its packed "
-                "weights cannot be saved as safetensors. Save the float model and quantize again after loading."
-            )
-        try:
-            from hf_siamese.formats.sentence_transformers_save import save_pretrained as save_with_layout
-        except ImportError:  # remote code without hf-siamese: transformers' own layout
-            return super().save_pretrained(save_directory, **kwargs)
-        save_with_layout(
-            self, save_directory, super_save=super().save_pretrained, tokenizer=tokenizer or self.tokenizer, **kwargs
-        )
-
-    def push_to_hub(self, repo_id: str, tokenizer: Any = None, **kwargs: Any) -> Any:
-        """Share the model on the Hub: weights, config, modeling code, tokenizer and a generated model card, in one
-        commit. `tokenizer` defaults to `model.tokenizer`.
-
-        With hf-siamese installed this is `hf_siamese.formats.hub.push_to_hub` (keywords: `private`, `revision`,
-        `token`, `create_pr`, `commit_message`, `model_card`, and card facts such as `base_model`, `datasets`,
-        `eval_results`). Loaded as Hub remote code without hf-siamese, it falls back to transformers' own push (its
-        generic card), and the tokenizer goes up in a commit of its own.
-        """
-        if tokenizer is None:
-            tokenizer = self.tokenizer
-        try:
-            from hf_siamese.formats.hub import push_to_hub
-        except ImportError as error:
-            # This file also runs as remote code, where hf_siamese may be absent: keep the push working.
-            accepted = {"commit_message", "commit_description", "private", "token", "revision", "create_pr", "tags"}
-            unsupported = sorted(set(kwargs) - accepted - {"max_shard_size"})
-            if unsupported:
-                raise TypeError(
-                    f"push_to_hub: {unsupported[0]!r} needs hf-siamese installed (pip install hf-siamese); without "
-                    f"it the accepted keywords are {sorted(accepted)}."
-                ) from error
-            if tokenizer is not None and kwargs.get("create_pr"):
-                raise ValueError(
-                    "push_to_hub(create_pr=True) with a tokenizer needs hf-siamese installed (pip install hf-siamese) "
-                    "to upload both in one pull request; without it, push the model and the tokenizer separately."
-                ) from error
-            logger.warning(
-                "hf_siamese is not importable (%s): pushing with transformers' push_to_hub; the model card is the "
-                "generic one and the tokenizer is a separate commit.",
-                error,
-            )
-            if tokenizer is not None:
-                tokenizer.push_to_hub(repo_id, **{k: v for k, v in kwargs.items() if k != "max_shard_size"})
-            return super().push_to_hub(repo_id, **kwargs)
-        return push_to_hub(self, repo_id, tokenizer=tokenizer, **kwargs)
-
-
-__all__ = ["SiameseBertModel", "SiameseBertPreTrainedModel", "SiameseBertOutput", "pool_token_states"]
+# Names other modules import from here (the model file is where users and hf_siamese look for them).
+__all__ = [
+    "HEAD_PARAMETER_PREFIXES",
+    "SiameseBertModel",
+    "SiameseBertOutput",
+    "SiameseBertPreTrainedModel",
+    "SiameseProjection",
+    "check_model_source",
+    "filled_columns",
+    "pool_token_states",
+]
