@@ -55,7 +55,7 @@ __version__ = "0.1.0"
 _LAZY = {
     **dict.fromkeys(("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings"), "metrics"),
     **dict.fromkeys(("VectorIndex", "build_index"), "retrieval.vector_index"),
-    "load_index": "retrieval.corpus_index",  # opens streamed indexes too, then as vector_index.load_index
+    "load_index": "retrieval.vector_index",
     **dict.fromkeys(("encode_corpus", "read_corpus_shards"), "retrieval.corpus"),
     **dict.fromkeys(("similar_pairs", "cluster"), "retrieval.similar"),
     "export_model": "formats.export",

@@ -4,20 +4,24 @@ in chunks (e.g. embedding shards on disk), opened memory-mapped, searched with f
 
 An index folder holds:
 
-    ann.json      format and version, faiss factory, similarity and metric, count and dim, the nprobe chosen, the
-                  recall@10 measured at it and the nprobe -> recall curve tried, training size, seed, build seconds
-    index.faiss   the faiss index (`faiss.write_index`); the i-th row the chunks yield, in order, is faiss id i
-    ids.npy       only when the chunks came with ids: the id (int64 or str) of each row
+    ann.json          format and version, faiss factory, similarity and metric, count and dim, the nprobe chosen, the
+                      recall@10 measured at it, which queries measured it and the nprobe -> recall curve, training
+                      size, seed, parts, build seconds
+    index.faiss       the faiss index; for an IVF index only its trained, empty shell (the coarse quantizer)
+    part-00000.faiss  IVF only: the inverted lists (codes and row numbers) of a run of rows, each with an empty
+    ...               quantizer; searched together as one index (faiss `HStackInvertedLists`)
+    ids.npy           only when the chunks came with ids: the id (int64 or str) of each row
 
 `build_ann_index` (in `ann_build.py`) reads the chunks in two passes and never holds them all: (1) count the rows and
 draw a uniformly random sample (reservoir sampling; `datasets`' faiss integration trains on the first `train_size`
-rows, which for shards written in some order, by source or topic, is a biased sample), (2) train on the sample, add
-the chunks one by one and, in the same pass, find the exact neighbours of held-out sample rows; then recall@10 is
-measured for nprobe = 1, 2, 4, ... and the smallest reaching the target is kept. While building, memory is the sample
-plus the index being filled: 4 * dim bytes a vector for ",Flat", dim bytes for ",SQ8", dim / 4 for ",PQ"
-(see `choose_factory`).
+rows, which for shards written in some order, by source or topic, is a biased sample), (2) train on the sample, then
+add the chunks into parts of a bounded size, each written to disk and freed before the next, and, in the same pass,
+find the exact neighbours of the recall queries (the user's calibration queries, else held-out sample rows); then
+recall@10 is measured for nprobe = 1, 2, 4, ... and the smallest reaching the target is kept. While building, memory
+is the training sample plus one part (`PART_BYTES` of codes): never the whole index. A non-IVF factory (e.g. "HNSW32")
+cannot be split into parts and is built whole in memory.
 
-`load_ann_index` memory-maps the faiss file, so opening reads almost nothing; pages come in as searches touch them. In
+`load_ann_index` memory-maps the faiss files, so opening reads almost nothing; pages come in as searches touch them. In
 faiss 1.15.1 `IO_FLAG_MMAP_IFC` maps every index type tried (Flat, SQ8, IVF lists, HNSW graphs); the older
 `IO_FLAG_MMAP` maps only IVF inverted lists (as `OnDiskInvertedLists`) and silently reads other types into memory.
 """
@@ -39,11 +43,13 @@ from .index_parts import check_top_k, unit_rows
 
 logger = logging.getLogger(__name__)
 
-FORMAT_NAME, FORMAT_VERSION = "hf-siamese-ann-index", 1
+FORMAT_NAME, FORMAT_VERSION = "hf-siamese-ann-index", 2
+READABLE_VERSIONS = (1, 2)  # version 1: no parts, the whole index in index.faiss
 INFO_FILE, INDEX_FILE, IDS_FILE = "ann.json", "index.faiss", "ids.npy"
+PART_BYTES = 64 << 20  # codes per part while building: what the add pass holds in memory
 EXACT_BELOW = 100_000
 RECALL_AT = 10
-TRAIN_PER_CENTROID = 64  # within the wiki's 30 to 256 training vectors per centroid
+TRAIN_PER_CENTROID = 39  # faiss' own minimum (it warns below 39 per centroid), within the wiki's 30 to 256
 LARGEST_SMALL_IVF = 4096  # choose_factory's k at 1M: the first pass's sample is sized for it when no factory is given
 INSTALL_HINT = "pip install 'hf-siamese[index]' (faiss-cpu)"
 Chunk = Any  # an (n, dim) array, or an (ids, array) tuple
@@ -94,6 +100,10 @@ def choose_factory(num_vectors: int, dim: int, compress: str | None = None) -> s
         return f"IVF{1 << math.ceil(math.log2(4 * math.sqrt(num_vectors)))},{codec}"
     top = 65536 if num_vectors <= 10_000_000 else 262144 if num_vectors <= 100_000_000 else 1048576
     return f"IVF{min(top, 1 << int(math.log2(num_vectors // 30)))}_HNSW32,{codec}"
+
+
+def part_name(number: int) -> str:
+    return f"part-{number:05d}.faiss"
 
 
 def _ivf_lists(factory: str) -> int | None:
@@ -156,9 +166,13 @@ def _read_faiss(faiss: Any, file: Path, mmap: bool) -> tuple[Any, str]:
 class AnnIndex:
     """A loaded ANN index folder (see the module docstring); make one with `build_ann_index` or `load_ann_index`."""
 
-    def __init__(self, path: Path, info: dict[str, Any], index: Any, ids: np.ndarray | None, io: str) -> None:
+    def __init__(
+        self, path: Path, info: dict[str, Any], index: Any, ids: np.ndarray | None, io: str, parts: tuple = ()
+    ) -> None:
         self.path, self.info, self.index, self.ids, self.io = path, info, index, ids, io
         self.dim, self.similarity, self.nprobe = info["dim"], info["similarity"], info["nprobe"]
+        self._parts = parts  # the part indexes and the stacked lists: alive while `index` reads them
+        self._direct_map = not parts
 
     def __len__(self) -> int:
         return self.info["count"]
@@ -228,6 +242,10 @@ class AnnIndex:
         valid = positions >= 0
         rows = positions[valid]
         if source is None:
+            if not self._direct_map:  # 8 bytes a vector, made on first use (a built index gets one at build)
+                faiss = _import_faiss()
+                _extract_ivf(faiss, self.index).make_direct_map()
+                self._direct_map = True
             try:
                 found = self.index.reconstruct_batch(rows)
             except RuntimeError as err:
@@ -268,12 +286,15 @@ def load_ann_index(path: str | os.PathLike, *, mmap: bool = True) -> AnnIndex:
     info = _read_info(path)
     if info is None:
         raise ValueError(f"{where!r} is not an ANN index (no {INFO_FILE} of format {FORMAT_NAME!r}); build one first")
-    if info.get("format_version") != FORMAT_VERSION:
+    if info.get("format_version") not in READABLE_VERSIONS:
         raise ValueError(
-            f"ANN index {where!r} has format version {info.get('format_version')!r}; this reads {FORMAT_VERSION}"
+            f"ANN index {where!r} has format version {info.get('format_version')!r}; this reads {READABLE_VERSIONS}"
         )
+    parts: tuple = ()
     try:
         index, io = _read_faiss(faiss, path / INDEX_FILE, mmap)
+        if info.get("parts"):
+            parts = _stack_parts(faiss, index, [path / part_name(n) for n in range(info["parts"])], mmap)
         ids = np.load(path / IDS_FILE, mmap_mode="r" if mmap else None) if info["ids"] != "positions" else None
     except (OSError, RuntimeError, ValueError) as err:
         raise ValueError(f"corrupt ANN index {where!r}: {type(err).__name__}: {str(err).strip()[-200:]}") from None
@@ -282,4 +303,18 @@ def load_ann_index(path: str | os.PathLike, *, mmap: bool = True) -> AnnIndex:
         raise ValueError(
             f"corrupt ANN index {where!r}: {INFO_FILE} says {info['count']} x {info['dim']}, found {found}"
         )
-    return AnnIndex(path, info, index, ids, io)
+    return AnnIndex(path, info, index, ids, io, parts)
+
+
+def _stack_parts(faiss: Any, index: Any, files: list[Path], mmap: bool) -> tuple:
+    """Search the parts' inverted lists as those of `index` (list l = list l of every part, in order); returns what
+    must stay alive while `index` is used."""
+    loaded = [_read_faiss(faiss, file, mmap)[0] for file in files]
+    lists = faiss.InvertedListsPtrVector()
+    for part in loaded:
+        lists.push_back(_extract_ivf(faiss, part).invlists)
+    stacked = faiss.HStackInvertedLists(lists.size(), lists.data())
+    ivf = _extract_ivf(faiss, index)
+    ivf.replace_invlists(stacked, False)
+    ivf.ntotal = index.ntotal = sum(part.ntotal for part in loaded)
+    return (loaded, lists, stacked)

@@ -10,13 +10,13 @@ import logging
 import os
 import shutil
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..storage import replace_folder, staging_folder
 from .ann import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -24,6 +24,7 @@ from .ann import (
     INDEX_FILE,
     INFO_FILE,
     LARGEST_SMALL_IVF,
+    PART_BYTES,
     RECALL_AT,
     TRAIN_PER_CENTROID,
     AnnIndex,
@@ -34,118 +35,33 @@ from .ann import (
     _ivf_lists,
     _read_info,
     _search_params,
+    _stack_parts,
     choose_factory,
     load_ann_index,
+    part_name,
 )
-from .index_parts import FAISS_METRICS, move_into_place, unit_rows
+from .ann_chunks import _chunks, _collect_ids, _drop_self, _merge_top, _passes, _reservoir_sample
+from .index_parts import FAISS_METRICS, unit_rows
 
 logger = logging.getLogger(__name__)
 
 
-# ------------------------------------------------------------------------------------------------ chunks
-
-
-def _passes(chunks: Any) -> Callable[[], Iterator[Chunk]]:
-    """A function giving a fresh iterator over the chunks per pass (a one-shot iterator would give nothing twice)."""
-    if isinstance(chunks, np.ndarray):
-        return lambda: iter([chunks])
-    if callable(chunks):
-        return lambda: iter(chunks())
-    if isinstance(chunks, Iterator) or not isinstance(chunks, Iterable):
-        raise ValueError(
-            f"chunks is a {type(chunks).__name__}; the build reads the chunks more than once, so pass a list of arrays "
-            "or a zero-argument callable returning a fresh iterator (e.g. lambda: read_shards())"
-        )
-    return lambda: iter(chunks)
-
-
-def _chunks(source: Callable[[], Iterator[Chunk]], dim: int | None, similarity: str) -> Iterator[tuple[Any, Any]]:
-    """(ids or None, float32 (n, dim) vectors, unit length for cosine) per non-empty chunk, checked."""
-    for number, item in enumerate(source()):
-        ids = None
-        if isinstance(item, tuple):
-            if len(item) != 2:
-                raise ValueError(f"chunk {number} is a tuple of {len(item)}; expected an array or (ids, array)")
-            ids, item = item
-        vectors = np.asarray(item, dtype=np.float32)
-        if vectors.ndim != 2:
-            raise ValueError(f"chunk {number} has shape {vectors.shape}; expected a 2-D (n, dim) array")
-        if dim is not None and vectors.shape[1] != dim:
-            raise ValueError(f"chunk {number} has dim {vectors.shape[1]}, expected dim {dim} (as the earlier chunks)")
-        dim = vectors.shape[1]
-        if not len(vectors):
-            continue
-        if not np.isfinite(vectors).all():
-            raise ValueError(f"chunk {number} holds NaN or inf values; expected finite vectors")
-        if ids is not None:
-            ids = np.asarray(ids)
-            if ids.shape != (len(vectors),):
-                raise ValueError(f"chunk {number}: {ids.shape} ids for {len(vectors)} vectors; give one id per row")
-        yield ids, unit_rows(vectors) if similarity == "cosine" else vectors
-
-
-def _reservoir_sample(
-    chunks: Any, size: int, *, seed: int = 0, dim: int | None = None, similarity: str = "dot"
-) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """(row positions, vectors, row count, dim): a uniformly random sample of `size` rows (all if fewer), shuffled,
-    drawn in one pass over chunks of unknown number and size: Algorithm R (Vitter, 1985), vectorized per chunk."""
-    rng = np.random.default_rng(seed)
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
-    kept, count = 0, 0
-    sample = positions = None
-    for _, vectors in _chunks(_passes(chunks), dim, similarity):
-        dim, n = vectors.shape[1], len(vectors)
-        fill = min(size - kept, n) if sample is None else 0
-        if fill:  # the first `size` rows fill the reservoir
-            parts.append((np.arange(count, count + fill), vectors[:fill].copy()))
-            kept += fill
-        if sample is None and kept == size and parts:
-            positions, sample = (np.concatenate(column) for column in zip(*parts, strict=True))
-            parts = []
-        if sample is not None and fill < n:  # row t then replaces slot j ~ U{0..t} when j < size
-            rows = np.arange(fill, n)
-            slots = rng.integers(0, count + rows + 1)
-            rows, slots = rows[slots < size][::-1], slots[slots < size][::-1]
-            slots, last = np.unique(slots, return_index=True)  # reversed: the first found is the last write
-            sample[slots], positions[slots] = vectors[rows[last]], count + rows[last]
-        count += n
-    if not count:
-        raise ValueError("chunks yielded no vectors; an index needs at least one")
-    if sample is None:
-        positions = np.concatenate([p for p, _ in parts]) if parts else np.empty(0, np.int64)
-        sample = np.concatenate([v for _, v in parts]) if parts else np.empty((0, dim), np.float32)
-    order = rng.permutation(len(sample))
-    return positions[order], sample[order], count, dim
-
-
-def _collect_ids(parts: list[np.ndarray]) -> np.ndarray:
-    kinds = {part.dtype.kind for part in parts}
-    if not kinds <= {"i", "u"} and kinds != {"U"}:
-        raise ValueError(f"chunk ids must be all int or all str, got numpy kinds {sorted(kinds)}")
-    ids = np.concatenate(parts) if kinds == {"U"} else np.concatenate(parts).astype(np.int64)
-    if ids.dtype.kind == "i" and (ids < 0).any():  # -1 means "no hit" in search results, as in faiss
-        raise ValueError(f"int ids must be >= 0, got {ids.min()}")
-    ordered = np.sort(ids)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if len(repeated):
-        raise ValueError(f"duplicate id {repeated[0]!r} in the chunks' ids; ids must be unique")
-    return ids
-
-
-def _merge_top(best: tuple[np.ndarray, np.ndarray], found: tuple[np.ndarray, np.ndarray], offset: int, k: int):
-    scores, rows = np.concatenate([best[0], found[0]], 1), np.concatenate([best[1], found[1] + offset], 1)
-    order = np.lexsort((rows, -scores), axis=1)[:, :k]
-    return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
-
-
-def _drop_self(found: np.ndarray, own: np.ndarray, k: int) -> np.ndarray:
-    """The first k of each row other than the query's own row (the held-out queries are corpus rows; real queries are
-    not, so finding themselves must not count as recall)."""
-    order = np.argsort(found == own[:, None], axis=1, kind="stable")
-    return np.take_along_axis(found, order, 1)[:, :k]
-
-
 # ------------------------------------------------------------------------------------------------ build
+
+
+def _recall_setup(recall_queries: Any, similarity: str) -> tuple[np.ndarray | None, int]:
+    """(calibration query vectors or None, corpus rows to hold out): an int holds out that many sample rows, an
+    array (n, dim) gives the queries themselves (e.g. embedded calibration queries: what users will search with)."""
+    if isinstance(recall_queries, int | np.integer) and not isinstance(recall_queries, bool):
+        _check_int("recall_queries", recall_queries, 0)
+        return None, int(recall_queries)
+    queries = np.asarray(recall_queries, dtype=np.float32) if recall_queries is not None else None
+    if queries is None or queries.ndim != 2 or not len(queries):
+        shape = None if queries is None else queries.shape
+        raise ValueError(f"recall_queries: expected an int >= 0 or a non-empty (n, dim) array of queries, got {shape}")
+    if not np.isfinite(queries).all():
+        raise ValueError("recall_queries hold NaN or inf values; expected finite vectors")
+    return np.ascontiguousarray(unit_rows(queries) if similarity == "cosine" else queries), 0
 
 
 def build_ann_index(
@@ -159,8 +75,10 @@ def build_ann_index(
     train_size: int | None = None,
     seed: int = 0,
     nprobe: int | None = None,
-    recall_queries: int = 1000,
+    recall_queries: int | np.ndarray = 1000,
     recall_target: float = 0.95,
+    count: int | None = None,
+    part_bytes: int = PART_BYTES,
     overwrite: bool = False,
 ) -> AnnIndex:
     """Build an ANN index from chunks of vectors in `output_dir`; returns it loaded (memory-mapped).
@@ -173,48 +91,64 @@ def build_ann_index(
         dim: check the chunks' dimension (default: the first chunk's).
         similarity: "cosine" (vectors L2-normalized, inner product), "dot" (inner product) or "euclidean" (L2).
         factory: a faiss index factory string; default `choose_factory(N, dim, compress)`.
-        train_size: training vectors (default min(N, 64 * k) for IVF with k lists, else min(N, 64 * 256)).
+        train_size: training vectors (default min(N, 39 * k) for IVF with k lists, else min(N, 39 * 256)).
         seed: for the sample and faiss' k-means.
         nprobe: IVF lists searched by default; None picks the smallest of 1, 2, 4, ..., k whose measured recall@10
             reaches `recall_target` (the best one tried if none does, with a warning).
-        recall_queries: sample rows held out of training to measure recall@10 against exact search (0: measure
-            nothing; then an IVF index needs an explicit nprobe).
+        recall_queries: what recall@10 is measured with. An int: that many sample rows held out of training (0:
+            measure nothing; then an IVF index needs an explicit nprobe). An (n, dim) array: query vectors (e.g.
+            calibration queries embedded with the query prompt), better than corpus rows when queries are not
+            distributed like the documents (short questions against abstracts). `ann.json` says which was used.
+        count: the number of rows, when known (e.g. from the shards' manifest): the sample is then sized for it
+            instead of for the largest default factory; checked against the chunks.
+        part_bytes: codes held in memory while adding; each part is written to disk and freed when full.
         overwrite: replace an existing non-empty `output_dir`. The index is written beside it and renamed into place,
             so a failed build leaves what was there intact.
     """
     faiss = _import_faiss()
     if similarity not in FAISS_METRICS:
         raise ValueError(f"similarity={similarity!r}: the ANN index serves {', '.join(FAISS_METRICS)}")
-    for name, value, low in (
-        ("train_size", train_size, 1),
-        ("nprobe", nprobe, 1),
-        ("recall_queries", recall_queries, 0),
-    ):
+    for name, value, low in (("train_size", train_size, 1), ("nprobe", nprobe, 1), ("count", count, 1)):
         if value is not None:
             _check_int(name, value, low)
+    _check_int("part_bytes", part_bytes, 1)
     if not 0 < recall_target <= 1:
         raise ValueError(f"recall_target={recall_target!r}: expected a number in (0, 1]")
+    calibration, held_out = _recall_setup(recall_queries, similarity)
     source, output, start = _passes(chunks), Path(output_dir), time.perf_counter()
     if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
         what = "an existing ANN index" if _read_info(output) else "not empty and not an ANN index"
         raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True to replace it")
 
-    def wanted_training(lists: int | None, count: int) -> int:
-        return min(count, train_size or TRAIN_PER_CENTROID * (lists or 256))
+    def wanted_training(lists: int | None, rows: int) -> int:
+        return min(rows, train_size or TRAIN_PER_CENTROID * (lists or 256))
 
-    big = 1 << 62  # the row count is not known before the first pass: size the sample for the largest case
-    cap = wanted_training(_ivf_lists(factory) if factory else LARGEST_SMALL_IVF, big) + recall_queries
-    positions, sample, count, dim = _reservoir_sample(source, cap, seed=seed, dim=dim, similarity=similarity)
+    if count is None:  # the row count is not known before the first pass: size the sample for the largest case
+        lists = _ivf_lists(factory) if factory else LARGEST_SMALL_IVF
+        cap = wanted_training(lists, 1 << 62) + held_out
+    else:
+        cap = wanted_training(_ivf_lists(factory or choose_factory(count, 4)), count) + held_out
+    positions, sample, rows, dim = _reservoir_sample(source, cap, seed=seed, dim=dim, similarity=similarity)
+    if count is not None and rows != count:
+        raise ValueError(f"count={count} but the chunks gave {rows} rows")
+    count = rows
     factory = factory or choose_factory(count, dim, compress)
-    lists, training_rows = _ivf_lists(factory), wanted_training(_ivf_lists(factory), count)
-    if len(sample) < min(count, training_rows + recall_queries):  # a default factory above 1M wants more: re-draw
+    training_rows = wanted_training(_ivf_lists(factory), count)
+    if len(sample) < min(count, training_rows + held_out):  # a default factory above 1M wants more: re-draw
         positions, sample, _, _ = _reservoir_sample(
-            source, training_rows + recall_queries, seed=seed, dim=dim, similarity=similarity
+            source, training_rows + held_out, seed=seed, dim=dim, similarity=similarity
         )
-    k_eval, n_queries = min(RECALL_AT, count - 1), min(recall_queries, len(sample))
+    if calibration is not None:
+        if calibration.shape[1] != dim:
+            raise ValueError(f"recall_queries have dim {calibration.shape[1]}; the vectors have dim {dim}")
+        queries, own_rows, k_eval = calibration, None, min(RECALL_AT, count)
+    else:
+        n_held = min(held_out, len(sample))
+        queries, own_rows, k_eval = sample[:n_held].copy(), positions[:n_held], min(RECALL_AT, count - 1)
+    n_queries = len(queries)
+    lists = _ivf_lists(factory)
     if lists and nprobe is None and not (k_eval and n_queries):
         raise ValueError("nprobe=None picks nprobe by measured recall: give recall_queries >= 1 (and 2+ vectors)")
-    queries, own_rows = sample[:n_queries].copy(), positions[:n_queries]
     training = sample[len(sample) - training_rows :]  # the shuffled sample's end: disjoint from the queries if N allows
     metric = faiss.METRIC_INNER_PRODUCT if FAISS_METRICS[similarity] == "inner_product" else faiss.METRIC_L2
     try:
@@ -231,81 +165,171 @@ def build_ann_index(
     if nprobe is not None and ivf is None:
         logger.warning("nprobe=%d ignored: %s has no inverted lists", nprobe, factory)
         nprobe = None
-    del sample, training
+    del sample, training, positions
 
+    staging = staging_folder(output, "ann")
+    try:
+        if ivf is not None:
+            adder = _PartWriter(faiss, index, ivf, staging, part_bytes)
+        add = adder.add if ivf is not None else index.add
+        ids, best, added = _add_pass(source, dim, similarity, add, queries, k_eval)
+        if added != count:
+            raise ValueError(
+                f"the chunks gave {count} rows in the first pass and {added} in the second; they must not change"
+            )
+        if ivf is not None:
+            parts = adder.finish()
+            faiss.write_index(index, str(staging / INDEX_FILE))  # the trained shell: the parts hold the lists
+            kept = _stack_parts(faiss, index, [staging / part_name(n) for n in range(parts)], mmap=True)
+        else:
+            parts, kept = 0, ()
+            faiss.write_index(index, str(staging / INDEX_FILE))
+        if ids is not None:
+            np.save(staging / IDS_FILE, ids)
+        nprobe, recall, curve = _measure_recall(
+            faiss, index, ivf, queries, own_rows, best, k_eval, nprobe, recall_target, output
+        )
+        info = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "faiss_version": faiss.__version__,
+            "factory": factory,
+            "similarity": similarity,
+            "metric": FAISS_METRICS[similarity],
+            "count": count,
+            "dim": dim,
+            "ids": "positions" if ids is None else "str" if ids.dtype.kind == "U" else "int",
+            "nprobe": nprobe if ivf is not None else None,
+            "recall": {
+                "at": k_eval,
+                "value": recall,
+                "target": recall_target,
+                "queries": n_queries,
+                "measured_on": "calibration queries" if calibration is not None else "held-out corpus rows",
+                "by_nprobe": curve,
+            },
+            "train_size": training_rows if trained else 0,
+            "seed": seed,
+            "parts": parts,
+            "build_seconds": round(time.perf_counter() - start, 3),
+        }
+        (staging / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        del index, kept  # the index first: it reads the stacked lists
+        replace_folder(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    measured = info["recall"]["measured_on"]
+    logger.info(
+        "%s: built in %.1f s, nprobe %s, recall@%d %s on %d %s",
+        output, info["build_seconds"], nprobe, k_eval, recall, n_queries, measured,
+    )  # fmt: skip
+    return load_ann_index(output)
+
+
+class _PartWriter:
+    """Adds vectors to an IVF index in parts of at most `part_bytes` of codes: each part is a copy of the trained
+    shell (sharing its quantizer while adding), written with an empty quantizer (the lists are all it holds) as soon
+    as it is full, and freed. Row positions are the faiss ids."""
+
+    def __init__(self, faiss: Any, index: Any, ivf: Any, folder: Path, part_bytes: int) -> None:
+        self.faiss, self.ivf, self.folder = faiss, ivf, folder
+        self.rows_per_part = max(1, part_bytes // (ivf.code_size + 8))  # a code and its int64 row number
+        shell = faiss.clone_index(index)
+        shell_ivf = _extract_ivf(faiss, shell)
+        self._empty = faiss.IndexFlat(ivf.d, ivf.metric_type)  # kept alive: the shell points to it
+        shell_ivf.own_fields, shell_ivf.quantizer = False, self._empty
+        self.template = faiss.serialize_index(shell)  # the shell without its (possibly large) quantizer
+        del shell, shell_ivf
+        self.parts, self.added, self.current = 0, 0, None
+
+    def add(self, vectors: np.ndarray) -> None:
+        done = 0
+        while done < len(vectors):
+            if self.current is None:
+                part = self.faiss.deserialize_index(self.template)
+                part_ivf = _extract_ivf(self.faiss, part)
+                self.own = part_ivf.quantizer
+                part_ivf.own_fields, part_ivf.quantizer = False, self.ivf.quantizer  # assign with the real one
+                self.current, self.filled = (part, part_ivf), 0
+            piece = vectors[done : done + self.rows_per_part - self.filled]
+            self.current[0].add_with_ids(np.ascontiguousarray(piece), np.arange(self.added, self.added + len(piece)))
+            self.added, self.filled, done = self.added + len(piece), self.filled + len(piece), done + len(piece)
+            if self.filled >= self.rows_per_part:
+                self._flush()
+
+    def _flush(self) -> None:
+        part, part_ivf = self.current
+        part_ivf.quantizer = self.own  # an empty quantizer in the file; it owns it again, and frees it
+        part_ivf.own_fields = True
+        self.faiss.write_index(part, str(self.folder / part_name(self.parts)))
+        self.parts, self.current = self.parts + 1, None
+
+    def finish(self) -> int:
+        if self.current is not None:
+            self._flush()
+        return self.parts
+
+
+def _add_pass(
+    source: Callable[[], Iterator[Chunk]], dim: int, similarity: str, add: Callable, queries: np.ndarray, k: int
+) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray], int]:
+    """The second pass: every chunk added (`add`), and the exact top k+1 rows of each recall query kept as it goes.
+    Returns (the chunks' ids or None, (scores, rows) of the exact neighbours, the rows added)."""
     from ..metrics import exact_search
 
     exact_similarity = "euclidean" if similarity == "euclidean" else "dot"  # cosine: the vectors are unit already
-    best = (np.empty((n_queries, 0), np.float32), np.empty((n_queries, 0), np.int64))
+    best = (np.empty((len(queries), 0), np.float32), np.empty((len(queries), 0), np.int64))
     added, id_parts, with_ids = 0, [], None
     for ids, vectors in _chunks(source, dim, similarity):
         if with_ids is None:
             with_ids = ids is not None
         if with_ids != (ids is not None):
             raise ValueError("some chunks came with ids and some without; give ids with every chunk or none")
-        index.add(vectors)
+        add(vectors)
         if ids is not None:
             id_parts.append(ids)
-        if k_eval and n_queries:
+        if k and len(queries):
             # small corpus blocks: 1000 queries x 8192 rows of scores at a time, not x the whole chunk
-            found = exact_search(queries, vectors, k_eval + 1, similarity=exact_similarity, corpus_chunk_size=8192)
-            best = _merge_top(best, found, added, k_eval + 1)
+            found = exact_search(queries, vectors, k + 1, similarity=exact_similarity, corpus_chunk_size=8192)
+            best = _merge_top(best, found, added, k + 1)
         added += len(vectors)
-    if added != count:
-        raise ValueError(
-            f"the chunks gave {count} rows in the first pass and {added} in the second; they must not change"
-        )
-    ids = _collect_ids(id_parts) if with_ids else None
-    if ivf is not None:
-        ivf.make_direct_map()  # reconstruct() for rerank; 8 bytes a vector
+    return (_collect_ids(id_parts) if with_ids else None), best, added
 
+
+def _measure_recall(
+    faiss: Any,
+    index: Any,
+    ivf: Any,
+    queries: np.ndarray,
+    own_rows: Any,
+    best: tuple,
+    k: int,
+    nprobe: int | None,
+    target: float,
+    output: Path,
+) -> tuple[int | None, float | None, list[list[float]]]:
+    """(nprobe, recall@k at it, the nprobe -> recall curve tried): the smallest of 1, 2, 4, ... lists reaching
+    `target`, or the given nprobe measured, or nothing when there are no queries."""
     curve: list[list[float]] = []
     recall = None
-    if k_eval and n_queries:
-        exact = _drop_self(best[1], own_rows, k_eval)
-        ladder = [nprobe] if nprobe or ivf is None else [*(1 << i for i in range(ivf.nlist.bit_length())), ivf.nlist]
-        # (a non-IVF index: one measurement, at its defaults)
-        for probes in dict.fromkeys(ladder):
-            params = _search_params(faiss, index, probes, None)
-            found = _drop_self(index.search(queries, k_eval + 1, params=params[0])[1], own_rows, k_eval)
-            recall = float((found[:, :, None] == exact[:, None, :]).any(2).mean())
-            curve.append([probes, round(recall, 4)])
-            if recall >= recall_target:
-                break
-        if ivf is not None and nprobe is None:
-            reached = [point for point in curve if point[1] >= recall_target]
-            nprobe, recall = reached[0] if reached else max(curve, key=lambda point: (point[1], -point[0]))
-            if not reached:
-                logger.warning("%s: no nprobe reaches recall %.2f (best %.3f)", output, recall_target, recall)
-            elif nprobe * 8 > ivf.nlist:  # benchmarks/bench_ann.py: scanning 1/4 of the lists was slower than exact
-                logger.warning("%s: nprobe %d of %d lists: barely faster than exact search", output, nprobe, ivf.nlist)
-    info = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "faiss_version": faiss.__version__,
-        "factory": factory,
-        "similarity": similarity,
-        "metric": FAISS_METRICS[similarity],
-        "count": count,
-        "dim": dim,
-        "ids": "positions" if ids is None else "str" if ids.dtype.kind == "U" else "int",
-        "nprobe": nprobe if ivf is not None else None,
-        "recall": {"at": k_eval, "value": recall, "target": recall_target, "queries": n_queries, "by_nprobe": curve},
-        "train_size": training_rows if trained else 0,
-        "seed": seed,
-    }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = output.with_name(f".{output.name}.building-{uuid.uuid4().hex[:8]}")
-    staging.mkdir()  # beside output: the same file system, so the final rename is atomic
-    try:
-        faiss.write_index(index, str(staging / INDEX_FILE))
-        if ids is not None:
-            np.save(staging / IDS_FILE, ids)
-        info["build_seconds"] = round(time.perf_counter() - start, 3)
-        (staging / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        move_into_place(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    logger.info("%s: built in %.1f s, nprobe %s, recall@%d %s", output, info["build_seconds"], nprobe, k_eval, recall)
-    return load_ann_index(output)
+    if not (k and len(queries)):
+        return nprobe, recall, curve
+    exact = _drop_self(best[1], own_rows, k)
+    ladder = [nprobe] if nprobe or ivf is None else [*(1 << i for i in range(ivf.nlist.bit_length())), ivf.nlist]
+    # (a non-IVF index: one measurement, at its defaults)
+    for probes in dict.fromkeys(ladder):
+        params = _search_params(faiss, index, probes, None)
+        found = _drop_self(index.search(queries, k + 1, params=params[0])[1], own_rows, k)
+        recall = float((found[:, :, None] == exact[:, None, :]).any(2).mean())
+        curve.append([probes, round(recall, 4)])
+        if recall >= target:
+            break
+    if ivf is not None and nprobe is None:
+        reached = [point for point in curve if point[1] >= target]
+        nprobe, recall = reached[0] if reached else max(curve, key=lambda point: (point[1], -point[0]))
+        if not reached:
+            logger.warning("%s: no nprobe reaches recall %.2f (best %.3f)", output, target, recall)
+        elif nprobe * 8 > ivf.nlist:  # benchmarks/bench_ann.py: scanning 1/4 of the lists was slower than exact
+            logger.warning("%s: nprobe %d of %d lists: barely faster than exact search", output, nprobe, ivf.nlist)
+    return nprobe, recall, curve

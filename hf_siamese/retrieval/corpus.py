@@ -12,19 +12,23 @@ Memory is bounded by one shard (texts, ids, tokens, vectors) whatever the corpus
 again with the same arguments: finished shards are checked (readable; the ids, and a hash of ids and texts, that the
 stream gives for them) and kept, the others computed; another model or setting is refused before anything changes.
 Several processes (`torchrun`, `accelerate launch`, or RANK / WORLD_SIZE) share the work: process p embeds the shards
-s with s % num_processes == p. Ids are checked unique within each shard while writing; across shards by
-`read_corpus_shards(..., check_ids=True)`, since a run-wide set of ids would grow with the corpus.
+s with s % num_processes == p. Ids are checked unique within each shard while writing, and across shards before the
+folder is marked done (8 bytes a row: a hash of each id; the ids of two rows whose hashes agree are read back from
+their shards and named).
 """
 
 from __future__ import annotations
 
+import array
 import hashlib
 import itertools
 import json
+import logging
 import os
+import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,7 @@ FORMAT_VERSION = 1
 MANIFEST = "corpus.json"
 SHARD_GLOB = "shard-*.parquet"
 ROWS_HASH_KEY = b"hf_siamese.rows_sha256"  # Parquet metadata of a shard: sha256 of its ids and texts
+logger = logging.getLogger(__name__)
 MANIFEST_WAIT_S = 600.0  # how long processes > 0 wait for process 0's manifest (it may still be loading a model)
 
 
@@ -143,8 +148,11 @@ def _check_resumable(output: Path, recorded: dict[str, Any], manifest: dict[str,
         )
 
 
-def _open_folder(output: Path, manifest: dict[str, Any], process_index: int, num_processes: int) -> None:
-    """Process 0 writes the manifest (or checks the one there); the others wait for it, then check it."""
+def _open_folder(
+    output: Path, manifest: dict[str, Any], process_index: int, num_processes: int, restart: bool = False
+) -> None:
+    """Process 0 writes the manifest (or checks the one there; with `restart`, a folder made differently is emptied
+    and started afresh); the others wait for it, then check it."""
     deadline = time.monotonic() + MANIFEST_WAIT_S
     while process_index and (recorded := _load_manifest(output)) is None:
         if time.monotonic() > deadline:
@@ -155,6 +163,16 @@ def _open_folder(output: Path, manifest: dict[str, Any], process_index: int, num
         time.sleep(0.2)
     if process_index:
         return _check_resumable(output, recorded, manifest)
+    if restart:
+        try:
+            recorded = _load_manifest(output)
+            if recorded is not None:
+                _check_resumable(output, recorded, manifest)
+        except ValueError as err:
+            logger.info("starting %s afresh: %s", output, err)
+            shutil.rmtree(output)
+        if output.exists() and _load_manifest(output) is None:
+            shutil.rmtree(output) if output.is_dir() else output.unlink()
     recorded = _load_manifest(output)
     if recorded is None:
         if output.exists() and (output.is_file() or any(output.iterdir())):
@@ -197,6 +215,8 @@ def encode_corpus(
     process_index: int | None = None,
     num_processes: int | None = None,
     show_progress_bar: bool = False,
+    on_shard: Callable[[int, list, list[str]], None] | None = None,
+    restart_if_different: bool = False,
 ) -> CorpusShards:
     """Embed every text of `source` with `model` into Parquet shards of `shard_size` rows in `output_dir` (see the
     module docstring), holding one shard at a time; called again on the same folder, it resumes a stopped run.
@@ -212,11 +232,15 @@ def encode_corpus(
         process_index, num_processes: this process's share (default: the torch.distributed rank and world size,
             else the RANK / WORLD_SIZE environment variables, else 0 of 1); every process reads the whole stream.
         show_progress_bar: a tqdm bar over the texts, with the encoding speed.
+        on_shard: called with (shard number, ids, texts) for every shard in order, computed or reused: what a
+            caller needs of the texts (e.g. the text table of an index) without reading the source again.
+        restart_if_different: for a folder the caller owns (an index's staging folder): one made with another
+            model or settings, or holding something else, is emptied and started afresh instead of refused.
 
     Raises:
         DataFormatError: a text that is not a str, a missing column, an empty or unreadable file (named).
         ValueError: the folder was started with another model or settings (the differences are named), or two rows
-            of a shard have the same id.
+            rows of the corpus have the same id (both rows and the id named; the folder is not marked done).
     """
     for name, value in (("batch_size", batch_size), ("shard_size", shard_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -236,7 +260,7 @@ def encode_corpus(
     manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "model": model_info, "settings": settings}
     manifest.update(done=False, num_rows=None, num_shards=None)
     output = Path(output_dir)
-    _open_folder(output, manifest, process_index, num_processes)
+    _open_folder(output, manifest, process_index, num_processes, restart_if_different)
 
     from tqdm.auto import tqdm
 
@@ -245,6 +269,7 @@ def encode_corpus(
     expected: list[tuple[int, str]] = []  # (rows, hash) per shard: to check the other processes' shards at the end
     computed = reused = encoded = 0
     seconds = 0.0
+    id_keys = array.array("q")  # a hash of every row's id: duplicates across shards, 8 bytes a row
     rows = itertools.chain([first], stream)
     encode_args = {"tokenizer": tokenizer, "batch_size": batch_size, "dtype": compute, "prompt": document_prompt}
     encode_args["convert_to_numpy"] = True
@@ -264,6 +289,10 @@ def encode_corpus(
                             f"{path.name}); ids must be unique"
                         )
             expected.append((len(ids), _rows_hash(ids, texts)))
+            if id_column:
+                id_keys.extend(hash(doc_id) for doc_id in ids)
+            if on_shard is not None:
+                on_shard(index, ids, texts)
             if index % num_processes == process_index:
                 if path.exists() and _shard_problem(path, len(ids), expected[-1][1], dim, ids) is None:
                     reused += 1
@@ -279,8 +308,31 @@ def encode_corpus(
             bar.set_postfix(texts_per_s=speed, computed=computed, reused=reused, refresh=False)
             bar.update(len(texts))
     num_rows = sum(count for count, _ in expected)
+    if id_column:
+        _check_unique_ids(output, id_keys, shard_size)
     done = _finish(output, manifest, expected, dim, process_index, num_processes)
     return CorpusShards(output, num_rows, len(expected), dim, computed, reused, done)
+
+
+def _check_unique_ids(output: Path, id_keys: array.array, shard_size: int) -> None:
+    """ValueError naming the first id that two rows share (rows whose id hashes agree are checked in their shards)."""
+    keys = np.frombuffer(id_keys, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
+    for first, second in zip(order[same].tolist(), order[same + 1].tolist(), strict=True):
+        found = []
+        for row in (first, second):
+            path = output / shard_name(row // shard_size)
+            try:
+                found.append(pq.read_table(path, columns=["id"]).column("id")[row % shard_size].as_py())
+            except (OSError, pa.ArrowException, IndexError):  # another process's shard, not written yet
+                found.append(None)
+        if found[0] is None or found[0] == found[1]:
+            what = "the same id" if found[0] is None else f"id {found[0]!r}"
+            raise ValueError(
+                f"duplicate {what}: rows {first} and {second} of the corpus ({shard_name(first // shard_size)} and "
+                f"{shard_name(second // shard_size)} in {os.fspath(output)}); ids must be unique"
+            )
 
 
 def _barrier() -> None:
@@ -323,10 +375,10 @@ def _finish(output: Path, manifest: dict, expected: list, dim: int, process_inde
 # ------------------------------------------------------------------------------------------------ read back
 
 
-def read_corpus_shards(output_dir: str | os.PathLike, *, check_ids: bool = False) -> Iterator[tuple[list, np.ndarray]]:
+def read_corpus_shards(output_dir: str | os.PathLike) -> Iterator[tuple[list, np.ndarray]]:
     """(ids, `(rows, dim)` float32 embeddings) of each shard of a finished `encode_corpus` folder, in order, one shard
-    in memory at a time. `check_ids=True` also checks that no id is in two shards (it keeps the ids seen, not the
-    vectors). A missing or unfinished folder raises at the call, not at the first shard."""
+    in memory at a time (the ids are unique: a run with a repeated id is never marked done). A missing or unfinished
+    folder raises at the call, not at the first shard."""
     output = Path(output_dir)
     manifest = _load_manifest(output)
     if manifest is None:
@@ -337,13 +389,12 @@ def read_corpus_shards(output_dir: str | os.PathLike, *, check_ids: bool = False
             f"({len(list(output.glob(SHARD_GLOB)))} shard files so far): run encode_corpus or "
             "'hf-siamese embed' again with the same arguments to finish it"
         )
-    return _iter_shards(output, manifest, check_ids)
+    return _iter_shards(output, manifest)
 
 
-def _iter_shards(output: Path, manifest: dict, check_ids: bool) -> Iterator[tuple[list, np.ndarray]]:
+def _iter_shards(output: Path, manifest: dict) -> Iterator[tuple[list, np.ndarray]]:
     settings, num_shards = manifest["settings"], manifest["num_shards"]
     dim, shard_size = settings["dim"], settings["shard_size"]
-    first_shard: dict[Any, int] = {}
     for index in range(num_shards):
         path = output / shard_name(index)
         rows = shard_size if index < num_shards - 1 else manifest["num_rows"] - shard_size * (num_shards - 1)
@@ -357,11 +408,5 @@ def _iter_shards(output: Path, manifest: dict, check_ids: bool) -> Iterator[tupl
                 f"corrupt corpus embeddings: {os.fspath(path)} has {table.num_rows} rows of {kind}, "
                 f"expected {rows} of {dim} float32"
             )
-        ids = table.column("id").to_pylist()
-        for doc_id in ids if check_ids else ():
-            if first_shard.setdefault(doc_id, index) != index:
-                raise ValueError(
-                    f"duplicate id {doc_id!r} in {shard_name(first_shard[doc_id])} and {path.name} "
-                    f"({os.fspath(output)})"
-                )
-        yield ids, table.column("embedding").combine_chunks().flatten().to_numpy().reshape(-1, dim)
+        vectors = table.column("embedding").combine_chunks().flatten().to_numpy().reshape(-1, dim)
+        yield table.column("id").to_pylist(), vectors

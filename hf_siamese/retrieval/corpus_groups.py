@@ -10,13 +10,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..data.corpus_stream import open_corpus
+from ..data.corpus_stream import open_corpus, resolve_corpus
 from .corpus import encode_corpus, read_corpus_shards
 from .similar import check_threshold, cluster, kmeans, similar_pairs
 
@@ -28,7 +28,8 @@ OUTPUT_SUFFIXES = (".csv", ".tsv", ".jsonl")
 def corpus_matrix(folder: str | os.PathLike) -> tuple[list[Any], np.ndarray]:
     """(ids, `(rows, dim)` float32 memmap) of a finished `encode_corpus` folder. The shards are copied once, shard by
     shard, into `folder/vectors.npy` (their ids into `vectors.ids.npy`); later calls open those files, which are made
-    again when a shard is newer."""
+    again when a shard is newer. The copy is written with plain file writes, not through a memory map, so the pages
+    it writes never count in this process' resident memory."""
     folder = Path(folder)
     matrix_path, ids_path = folder / MATRIX, folder / IDS
     manifest = (
@@ -44,16 +45,32 @@ def corpus_matrix(folder: str | os.PathLike) -> tuple[list[Any], np.ndarray]:
         if len(ids) == len(matrix) == rows:
             return ids.tolist(), matrix
     staging = folder / f"{MATRIX}.tmp.npy"
-    matrix = np.lib.format.open_memmap(staging, mode="w+", dtype=np.float32, shape=(rows, dim))
     ids: list[Any] = []
-    for shard_ids, vectors in read_corpus_shards(folder):
-        matrix[len(ids) : len(ids) + len(shard_ids)] = vectors
-        ids.extend(shard_ids)
-    matrix.flush()
-    del matrix
+    with open(staging, "wb") as file:
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False}
+        np.lib.format.write_array_header_2_0(file, {**header, "shape": (rows, dim)})
+        for shard_ids, vectors in read_corpus_shards(folder):
+            file.write(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+            ids.extend(shard_ids)
+    if len(ids) != rows:
+        raise ValueError(f"corrupt corpus embeddings: {os.fspath(folder)} has {len(ids)} rows, expected {rows}")
     np.save(ids_path, np.asarray(ids))  # int64 or unicode: no pickle either way
     os.replace(staging, matrix_path)
     return ids, np.load(matrix_path, mmap_mode="r")
+
+
+def vector_chunks(matrix: np.ndarray, rows: int = 65_536) -> Iterator[np.ndarray]:
+    """`rows` rows at a time of a `corpus_matrix` memmap, read with plain file reads (a copy per chunk, freed after
+    use) instead of touching the map: a pass over a large corpus leaves the resident memory where it was."""
+    if not isinstance(matrix, np.memmap) or matrix.filename is None:
+        yield from (np.asarray(matrix[start : start + rows]) for start in range(0, len(matrix), rows))
+        return
+    width = matrix.shape[1] * matrix.itemsize
+    with open(matrix.filename, "rb") as file:
+        for start in range(0, len(matrix), rows):
+            count = min(rows, len(matrix) - start)
+            file.seek(matrix.offset + start * width)
+            yield np.frombuffer(file.read(count * width), dtype=matrix.dtype).reshape(count, matrix.shape[1])
 
 
 def _texts_of(source: Any, rows: set[int], text_column: str, id_column: str | None) -> dict[int, str]:
@@ -71,10 +88,16 @@ def _embed(model: Any, source: Any, embeddings_dir: str | os.PathLike, **encode:
 
 
 def neighbour_search(
-    vectors: np.ndarray, embeddings_dir: str | os.PathLike, similarity: str, approximate: bool | None
+    vectors: np.ndarray,
+    embeddings_dir: str | os.PathLike,
+    similarity: str,
+    approximate: bool | None,
+    *,
+    calibration: np.ndarray | None = None,
 ) -> Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None:
     """The search for the neighbour graph: None (exact, chunk by chunk) for a small corpus, else an approximate faiss
-    index over `vectors`, built once into `embeddings_dir/ann` (recall@10 measured and recorded at build) and reused.
+    index over `vectors`, built once into `embeddings_dir/ann` (recall@10 measured and recorded at build, on the
+    `calibration` query vectors when given, else on held-out corpus rows) and reused.
     `approximate`: None decides by size (`ann.EXACT_BELOW` vectors, and faiss installed), True / False force it."""
     from .ann import EXACT_BELOW, load_ann_index
 
@@ -90,18 +113,17 @@ def neighbour_search(
 
     folder = Path(embeddings_dir) / "ann"
     index = None
-    if (folder / "ann.json").exists():
+    if (folder / "ann.json").exists() and calibration is None:
         index = load_ann_index(folder)
         matrix = Path(embeddings_dir) / MATRIX
         if len(index) != len(vectors) or matrix.stat().st_mtime > (folder / "ann.json").stat().st_mtime:
             index = None
     if index is None:
-        step = 100_000
-
-        def chunks():
-            return (np.asarray(vectors[s : s + step]) for s in range(0, len(vectors), step))
-
-        index = build_ann_index(chunks, folder, similarity=similarity, overwrite=True)
+        recall_queries = 1000 if calibration is None else calibration
+        index = build_ann_index(
+            lambda: vector_chunks(vectors), folder, similarity=similarity, count=len(vectors),
+            recall_queries=recall_queries, overwrite=True,
+        )  # fmt: skip
     return lambda queries, k: index.search(queries, k)
 
 
@@ -121,12 +143,17 @@ def find_similar(
     """Every pair of texts of `source` scoring at least `threshold` (the model's similarity) among each text's `top_k`
     neighbours: rows `{id_1, id_2, score, text_1, text_2}`, best first.
 
-    The corpus is embedded into `embeddings_dir` with `encode_corpus` (resumed if it was started; `encode` takes its
-    keywords: tokenizer, batch_size, shard_size, dtype, prompt_name, ...). The neighbours come from exact search below
+    `source` is any `open_corpus` source (a Hub dataset id is opened once). It is embedded into `embeddings_dir` with
+    `encode_corpus` (resumed if it was started; `encode` takes its keywords: tokenizer, batch_size, dtype, prompt_name,
+    ..., and shard_size, default the folder's recorded one, else 10,000). The neighbours come from exact search below
     `ann.EXACT_BELOW` texts and from an approximate faiss index above (`approximate` forces either; see
     `neighbour_search`)."""
+    from .mining_corpus import resolve_shard_size  # it imports this module
+
     similarity = model.config.similarity
     check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
+    source = resolve_corpus(source)
+    encode["shard_size"] = resolve_shard_size(embeddings_dir, encode.get("shard_size"))
     ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
     search = search or neighbour_search(vectors, embeddings_dir, similarity, approximate)
     pairs = similar_pairs(vectors, threshold=threshold, top_k=top_k, similarity=similarity, search=search)
@@ -157,12 +184,17 @@ def find_clusters(
     """Groups of near-duplicates or topics of `source`: rows `{cluster, size, id, text}`, largest group first.
 
     With `threshold`: communities (or connected components, `method="components"`) of the pairs at or above it, as
-    `similar.cluster`. With `k`: k-means into `k` groups (faiss), every text in one. Exactly one of the two."""
+    `similar.cluster`. With `k`: k-means into `k` groups (faiss), every text in one. Exactly one of the two. The
+    corpus is read and embedded as in `find_similar`."""
+    from .mining_corpus import resolve_shard_size  # it imports this module
+
     if (threshold is None) == (k is None):
         raise ValueError("give either threshold= (groups above a similarity) or k= (k-means into k groups), not both")
     similarity = model.config.similarity
     if threshold is not None:
         check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
+    source = resolve_corpus(source)
+    encode["shard_size"] = resolve_shard_size(embeddings_dir, encode.get("shard_size"))
     ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
     if k is not None:
         labels = kmeans(np.asarray(vectors), k, seed=seed, similarity=similarity)

@@ -1,12 +1,9 @@
 """The input checks and small parts the vector index and the corpus-scale index share: texts, ids, top_k and dtype
-checks, whether faiss is installed, unit rows, and moving a finished folder into place."""
+checks, whether faiss is installed, unit rows (moving a finished folder into place lives in `hf_siamese.storage`)."""
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -76,21 +73,3 @@ def faiss_available() -> bool:
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (zero rows stay zero)."""
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-
-def move_into_place(staging: Path, output: Path) -> None:
-    """Rename the finished folder to `output`; what was there is moved aside first and deleted only afterwards."""
-    aside = None
-    if output.is_dir() and not any(output.iterdir()):
-        output.rmdir()
-    elif output.exists():
-        aside = output.with_name(f".{output.name}.replaced-{uuid.uuid4().hex[:8]}")
-        output.rename(aside)
-    try:
-        staging.rename(output)
-    except BaseException:
-        if aside is not None:
-            aside.rename(output)
-        raise
-    if aside is not None:
-        shutil.rmtree(aside) if aside.is_dir() else aside.unlink()

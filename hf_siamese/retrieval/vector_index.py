@@ -1,18 +1,22 @@
-"""A persistent vector index: embed a corpus once with `build_index`, then search it as often as needed.
+"""The vector index: embed a corpus of any size once with `build_index`, then search it as often as needed. One
+format at every size: the corpus is streamed, never held, and a small corpus is the same folder searched exactly.
 
 An index folder holds:
 
-    index.json               format and version, the model (name, fingerprint, embedding config), the settings the
-                             corpus was embedded with, count, dim and backend
-    corpus/                  a `datasets.Dataset` (`save_to_disk`) with columns `id` and `text`; row i <-> vector i
-    embeddings.safetensors   tensor "embeddings", (count, dim) float32 (unit vectors when the similarity is cosine)
-    faiss.index              backend "faiss" only: the index `datasets` builds and saves (`save_faiss_index`)
+    index.json     format and version, the model (name, fingerprint, embedding config), the settings the corpus was
+                   embedded with, count, dim, id type, backend ("exact" or "approximate") and, when approximate, what
+                   the build measured (nprobe, recall@10, on which queries)
+    texts.arrow    ids and texts (Arrow IPC stream, memory-mapped by `datasets.Dataset.from_file`); row i <-> vector i
+    embeddings/    the `encode_corpus` folder: Parquet shards, corpus.json, and the stacked vectors.npy (float32, as
+                   `model.encode` returns them), memory-mapped for exact search and for re-scoring
+    embeddings/ann the approximate index (`ann_build.build_ann_index`), from `ann.EXACT_BELOW` documents on when faiss
+                   is installed and the similarity is one faiss serves
 
-With faiss installed (`pip install 'hf-siamese[index]'`) the vectors go into a faiss index (inner product for cosine and
-dot, L2 for euclidean); manhattan, `use_faiss=False`, or no faiss mean exact search (`hf_siamese.metrics.exact_search`).
-An index whose faiss file cannot be read here (faiss missing) falls back to exact search on the stored vectors.
-Searching checks the model against the recorded fingerprint, so queries are never embedded by a model other than the
-one that embedded the corpus.
+The build runs in `.NAME.building` beside the output (a fixed name: a stopped build resumes its finished shards when
+called again; one made with another model or other settings is started afresh) and is swapped into place at the end
+(`hf_siamese.storage`: a kill during the swap is mended by the next run). Memory: one shard, the approximate index's
+training sample and one part of its lists, whatever the corpus size. Searching checks the model against the recorded
+fingerprint, so queries are never embedded by a model other than the one that embedded the corpus.
 """
 
 from __future__ import annotations
@@ -21,49 +25,26 @@ import json
 import logging
 import os
 import shutil
-import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
+import pyarrow as pa
 import torch
 
+from ..storage import recover_output, replace_folder
+from .corpus import encode_corpus
+from .corpus_groups import corpus_matrix, neighbour_search
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
-from .index_parts import (
-    FAISS_METRICS,
-    check_ids,
-    check_texts,
-    check_top_k,
-    faiss_available,
-    move_into_place,
-    resolve_dtype,
-    unit_rows,
-)
+from .index_parts import FAISS_METRICS, check_ids, check_texts, check_top_k, faiss_available, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
 FORMAT_NAME = "hf-siamese-vector-index"
-FORMAT_VERSION = 1
-INDEX_FILE, CORPUS_DIR, EMBEDDINGS_FILE, FAISS_FILE = "index.json", "corpus", "embeddings.safetensors", "faiss.index"
-
-
-def choose_backend(use_faiss: bool | None, similarity: str) -> str:
-    if use_faiss is False:
-        return "exact"
-    if similarity not in FAISS_METRICS:
-        if use_faiss:
-            raise ValueError(
-                f"use_faiss=True: the {similarity!r} similarity has no faiss index here; "
-                f"faiss serves {', '.join(FAISS_METRICS)} (use_faiss=None searches {similarity} exactly)"
-            )
-        return "exact"
-    if not faiss_available():
-        if use_faiss:
-            raise ImportError("use_faiss=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
-        return "exact"
-    return "faiss"
+FORMAT_VERSION = 2
+INDEX_FILE, TEXTS_FILE, EMBEDDINGS_DIR = "index.json", "texts.arrow", "embeddings"
 
 
 def check_output(output: Path, overwrite: bool) -> None:
@@ -71,6 +52,151 @@ def check_output(output: Path, overwrite: bool) -> None:
     if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
         what = "an existing index" if _is_index(output) else "not empty and not an index"
         raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True (--overwrite) to replace it")
+
+
+def _is_index(path: Path) -> bool:
+    try:
+        return json.loads((path / INDEX_FILE).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class _TextTable:
+    """Writes the ids and texts of each shard, as `encode_corpus` reads them, to an Arrow stream file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.writer, self.rows = path, None, 0
+
+    def __call__(self, shard: int, ids: list, texts: list[str]) -> None:
+        id_type = pa.string() if isinstance(ids[0], str) else pa.int64()
+        table = pa.table({"id": pa.array(ids, id_type), "text": pa.array(texts, pa.string())})
+        self.writer = self.writer or pa.ipc.new_stream(str(self.path), table.schema)
+        self.writer.write_table(table)
+        self.rows += len(ids)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _source(corpus: Any, ids: Any, text_column: str, id_column: str | None) -> tuple[Any, str, str | None]:
+    """(source for `encode_corpus`, text column, id column): a list with `ids` becomes a two-column table."""
+    if ids is None:
+        return corpus, text_column, id_column
+    if not isinstance(corpus, list | tuple):
+        raise ValueError(
+            f"ids= applies to a list of texts; the corpus is a {type(corpus).__name__}: name its id column with "
+            "id_column= (--id-column)"
+        )
+    texts = check_texts(corpus)
+    return datasets.Dataset.from_dict({"id": check_ids(ids, len(texts)), "text": texts}), "text", "id"
+
+
+def _embed_queries(model: Any, queries: Iterable[str] | None, tokenizer: Any, batch_size: int) -> np.ndarray | None:
+    """The calibration queries embedded as queries are (the model's query prompt, if it has one)."""
+    if queries is None:
+        return None
+    from .evaluation import QUERY_PROMPT_NAMES, side_prompt
+
+    texts = [queries] if isinstance(queries, str) else list(queries)
+    if not texts or not all(isinstance(text, str) and text.strip() for text in texts):
+        raise ValueError("calibration_queries: expected a non-empty list of non-empty query strings")
+    prompt = side_prompt(model, None, QUERY_PROMPT_NAMES)
+    return model.encode(texts, tokenizer=tokenizer, batch_size=batch_size, prompt=prompt, convert_to_numpy=True)
+
+
+def build_index(
+    model: Any,
+    corpus: Any,
+    output_dir: str | os.PathLike,
+    *,
+    ids: Sequence[str | int] | None = None,
+    text_column: str = "text",
+    id_column: str | None = None,
+    tokenizer: Any = None,
+    batch_size: int = 64,
+    shard_size: int = 10_000,
+    dtype: str | torch.dtype | None = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    approximate: bool | None = None,
+    calibration_queries: Iterable[str] | None = None,
+    show_progress_bar: bool = True,
+    overwrite: bool = False,
+) -> VectorIndex:
+    """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
+
+    Args:
+        model: a `SiameseBertModel`; its `config.similarity` decides how the index is searched.
+        corpus: any corpus `encode_corpus` reads: a list of str, a path or glob of .txt / .jsonl / .csv / .tsv /
+            .parquet files, a `datasets.Dataset` or `IterableDataset` (with `text_column`, optional `id_column`).
+        output_dir: the index folder (see the module docstring). An existing non-empty folder is replaced only with
+            `overwrite=True`, and only once the new index is complete.
+        ids: for a list of texts, one unique `str` or `int` per text (default: the positions 0..n-1).
+        tokenizer, batch_size, prompt_name, prompt: as in `model.encode` (the prompt is recorded in index.json).
+        shard_size: rows embedded and written at a time (what memory holds of the corpus).
+        dtype: `"bfloat16"` / `"float16"` (or the torch dtype) to embed under autocast; vectors are stored in float32.
+        approximate: None builds an approximate index from `ann.EXACT_BELOW` documents on (faiss installed and a
+            similarity it serves: cosine, dot, euclidean), True always (an error where it cannot), False never.
+        calibration_queries: texts like the queries the index will serve. The approximate index's nprobe is chosen
+            by the recall@10 measured on them (embedded with the model's query prompt); without them, on held-out
+            documents, which overstates the recall of queries unlike the documents (index.json says which).
+    """
+    output = Path(output_dir)
+    recover_output(output)  # first: a half-swapped old index is an existing index
+    check_output(output, overwrite)
+    source, text_column, id_column = _source(corpus, ids, text_column, id_column)
+    similarity = model.config.similarity
+    if approximate and similarity not in FAISS_METRICS:
+        raise ValueError(
+            f"approximate=True: the {similarity!r} similarity has no faiss index; faiss serves "
+            f"{', '.join(FAISS_METRICS)} (approximate=None searches {similarity} exactly)"
+        )
+    if approximate and not faiss_available():
+        raise ImportError("approximate=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
+    if approximate is None and not (similarity in FAISS_METRICS and faiss_available()):
+        approximate = False
+    calibration = _embed_queries(model, calibration_queries, tokenizer, batch_size)
+    staging = output.with_name(f".{output.name}.building")  # a fixed name: a stopped build resumes its shards
+    if staging.exists() and not (staging / EMBEDDINGS_DIR).is_dir():
+        shutil.rmtree(staging) if staging.is_dir() else staging.unlink()
+    staging.mkdir(parents=True, exist_ok=True)
+    embeddings = staging / EMBEDDINGS_DIR
+    texts = _TextTable(staging / f"{TEXTS_FILE}.tmp")
+    try:
+        encode_corpus(
+            model, source, embeddings, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
+            batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
+            show_progress_bar=show_progress_bar, on_shard=texts, restart_if_different=True,
+        )  # fmt: skip
+    except BaseException:
+        if not any(embeddings.glob("shard-*.parquet")):  # nothing worth resuming
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        texts.close()
+    row_ids, vectors = corpus_matrix(embeddings)
+    if texts.rows != len(vectors):
+        raise ValueError(f"the corpus gave {texts.rows} texts for {len(vectors)} vectors: it must not change")
+    os.replace(staging / f"{TEXTS_FILE}.tmp", staging / TEXTS_FILE)
+    search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
+    if calibration is not None and search is None:
+        logger.info("%s: exact search (%d documents): the calibration queries are not needed", output, len(vectors))
+    info = index_record(
+        model, model_fingerprint(model), model.resolve_prompt(prompt_name, prompt),
+        resolve_dtype(dtype, model.device)[0], vectors.shape, row_ids, "exact" if search is None else "approximate",
+    )  # fmt: skip
+    if search is not None:
+        ann = json.loads((embeddings / "ann" / "ann.json").read_text(encoding="utf-8"))
+        info["ann"] = {"factory": ann["factory"], "nprobe": ann["nprobe"], "recall": ann["recall"]}
+        logger.info(
+            "%s: approximate index %s, nprobe %s, recall@10 %s measured on %s", output, ann["factory"],
+            ann["nprobe"], ann["recall"]["value"], ann["recall"]["measured_on"],
+        )  # fmt: skip
+    del vectors, search
+    (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    replace_folder(staging, output)
+    return VectorIndex.load(output)
 
 
 def index_record(
@@ -82,8 +208,7 @@ def index_record(
     ids: Sequence[Any],
     backend: str,
 ) -> dict[str, Any]:
-    """The `index.json` of an index of `shape` (rows, dim) vectors with `ids`, made by `model` (every builder writes
-    this one record; `faiss` and backend-specific keys are added by the caller)."""
+    """The `index.json` of an index of `shape` (rows, dim) vectors with `ids`, made by `model`."""
     config = model.config
     return {
         "format": FORMAT_NAME,
@@ -102,143 +227,50 @@ def index_record(
         "dim": int(shape[1]),
         "id_type": type(ids[0]).__name__,
         "backend": backend,
-        "faiss": None,
+        "ann": None,
     }
-
-
-def _is_index(path: Path) -> bool:
-    try:
-        return json.loads((path / INDEX_FILE).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _what_else(path: Path) -> str:
-    """What a folder without index.json holds, when it is another hf-siamese folder that cannot be searched here."""
-    if (path / "corpus.json").is_file():
-        return (
-            ": it holds corpus embeddings (encode_corpus / 'hf-siamese embed': vectors and ids, not the texts); "
-            f"'hf-siamese search --corpus FILE --corpus-dir {os.fspath(path)}' searches them with the texts of FILE"
-        )
-    if (path / "ann.json").is_file():
-        return ": it is an ANN index (vectors only), opened by hf_siamese.retrieval.ann.load_ann_index"
-    return ""
-
-
-# ------------------------------------------------------------------------------------------------ build
-
-
-def build_index(
-    model: Any,
-    corpus: Sequence[str],
-    output_dir: str | os.PathLike,
-    *,
-    ids: Sequence[str | int] | None = None,
-    tokenizer: Any = None,
-    batch_size: int = 64,
-    dtype: str | torch.dtype | None = None,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
-    show_progress_bar: bool = True,
-    use_faiss: bool | None = None,
-    faiss_factory: str | None = None,
-    overwrite: bool = False,
-) -> VectorIndex:
-    """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
-
-    Args:
-        model: a `SiameseBertModel`; its `config.similarity` decides how the index is searched.
-        corpus: the texts (`str`), in order.
-        output_dir: the index folder. It is written in a temporary folder beside it and moved into place at the end,
-            so a failed build leaves nothing behind. An existing non-empty folder (an index or not) is replaced only
-            with `overwrite=True`.
-        ids: one unique `str` or `int` per text (default: the positions 0..n-1); hits carry them.
-        tokenizer, batch_size, prompt_name, prompt: as in `model.encode` (the prompt is recorded in index.json).
-        dtype: `"bfloat16"` / `"float16"` (or the torch dtype) to embed under autocast; vectors are stored in float32.
-        use_faiss: `None` uses faiss when it is installed and the similarity allows it, `True` requires it,
-            `False` always searches exactly.
-        faiss_factory: a faiss index factory string (e.g. `"HNSW32"`, implies `use_faiss=True`); default a flat
-            (exact) faiss index.
-    """
-    texts = check_texts(corpus)
-    ids = check_ids(ids, len(texts))
-    similarity = model.config.similarity
-    if faiss_factory is not None:
-        if use_faiss is False:
-            raise ValueError(f"faiss_factory={faiss_factory!r} asks for a faiss index, use_faiss=False for none")
-        use_faiss = True
-    backend = choose_backend(use_faiss, similarity)
-    dtype_name, compute = resolve_dtype(dtype, model.device)
-    output = Path(output_dir)
-    check_output(output, overwrite)
-    document_prompt = model.resolve_prompt(prompt_name, prompt)
-    fingerprint = model_fingerprint(model)
-    encode_args = {"tokenizer": tokenizer, "batch_size": batch_size, "dtype": compute, "prompt": document_prompt}
-    embeddings = model.encode(texts, show_progress_bar=show_progress_bar, convert_to_numpy=True, **encode_args)
-    if similarity == "cosine":
-        embeddings = unit_rows(embeddings)
-    info = index_record(model, fingerprint, document_prompt, dtype_name, embeddings.shape, ids, backend)
-    if backend == "faiss":
-        info["faiss"] = {"metric": FAISS_METRICS[similarity], "factory": faiss_factory or "Flat"}
-
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = output.with_name(f".{output.name}.building-{uuid.uuid4().hex[:8]}")
-    staging.mkdir()  # beside output (same file system: the final rename is atomic), with the usual permissions
-    quiet = not show_progress_bar and not datasets.utils.are_progress_bars_disabled()
-    if quiet:  # the "Saving the dataset" and faiss bars
-        datasets.utils.disable_progress_bars()
-    try:
-        table = datasets.Dataset.from_dict({"id": ids, "text": texts})
-        table.save_to_disk(str(staging / CORPUS_DIR))
-        from safetensors.numpy import save_file
-
-        save_file({"embeddings": np.ascontiguousarray(embeddings)}, str(staging / EMBEDDINGS_FILE))
-        os.chmod(staging / EMBEDDINGS_FILE, staging.stat().st_mode & 0o666)  # safetensors writes it 0600
-        if backend == "faiss":
-            import faiss
-
-            metric = faiss.METRIC_INNER_PRODUCT if info["faiss"]["metric"] == "inner_product" else faiss.METRIC_L2
-            train_size = len(embeddings) if faiss_factory else None  # IVF-like factories need training
-            table.add_faiss_index_from_external_arrays(
-                embeddings, "embeddings", metric_type=metric, string_factory=faiss_factory, train_size=train_size
-            )
-            table.save_faiss_index("embeddings", str(staging / FAISS_FILE))
-            table.drop_index("embeddings")
-        (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        move_into_place(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    finally:
-        if quiet:
-            datasets.utils.enable_progress_bars()
-    return VectorIndex.load(output)
 
 
 # ------------------------------------------------------------------------------------------------ load + search
 
 
+def _open_failure(path: Path) -> str:
+    """Why `path` is not an index folder of this version, in one line that says what to do."""
+    where = os.fspath(path)
+    if not path.exists():
+        return f"vector index not found: {where!r}; build one with build_index() or 'hf-siamese index'"
+    if not (path / INDEX_FILE).is_file():
+        if (path / "corpus.json").is_file():
+            return (
+                f"{where!r} holds corpus embeddings (encode_corpus / 'hf-siamese embed': vectors and ids, not the "
+                f"texts), not an index; 'hf-siamese search --corpus FILE --embeddings-dir {where}' searches them with "
+                "the texts of FILE, 'hf-siamese index FILE -o DIR' makes an index"
+            )
+        if (path / "ann.json").is_file():
+            return f"{where!r} is an ANN index (vectors only), opened by hf_siamese.retrieval.ann.load_ann_index"
+        return f"{where!r} is not a vector index (no {INDEX_FILE}); build one with build_index() or 'hf-siamese index'"
+    return ""
+
+
 class VectorIndex:
     """A loaded index folder (see the module docstring); make one with `build_index` or `VectorIndex.load`."""
 
-    def __init__(self, path: Path, info: dict[str, Any], corpus: datasets.Dataset, backend: str) -> None:
-        self.path, self.info, self.corpus, self.backend = path, info, corpus, backend
+    def __init__(self, path: Path, info: dict[str, Any], corpus: Any, vectors: np.ndarray, ann: Any) -> None:
+        self.path, self.info, self.corpus, self.ann = path, info, corpus, ann
+        self.backend = "approximate" if ann is not None else "exact"
         self.dim, self.settings, self.model_name = info["dim"], info["settings"], info["model"]["name_or_path"]
         self.similarity = info["settings"]["similarity"]
-        self._embeddings: np.ndarray | None = None
+        self.embeddings = vectors  # (count, dim) float32, memory-mapped
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> VectorIndex:
-        """Open an index folder. A faiss index is used when faiss is importable, else exact search (a warning)."""
+        """Open an index folder: texts and vectors memory-mapped, the approximate index (if any) too; without faiss
+        an approximate index is searched exactly (a warning)."""
         path = Path(path)
         where = os.fspath(path)
-        if not (path / INDEX_FILE).is_file():
-            if path.is_dir():
-                what = f"{where!r} is not a vector index (no {INDEX_FILE}){_what_else(path)}"
-            else:
-                what = f"vector index not found: {where!r}"
-            hint = "build one with build_index() or 'hf-siamese index'"
-            raise FileNotFoundError(2, f"{what}; {hint}", where)
+        problem = _open_failure(path)
+        if problem:
+            raise FileNotFoundError(2, problem, where)
         try:
             info = json.loads((path / INDEX_FILE).read_text(encoding="utf-8"))
         except (UnicodeDecodeError, ValueError) as err:
@@ -248,43 +280,36 @@ class VectorIndex:
             raise ValueError(f"{where!r}: {INDEX_FILE} has format {found!r}, expected {FORMAT_NAME!r}")
         if info.get("format_version") != FORMAT_VERSION:
             raise ValueError(
-                f"vector index {where!r} has format version {info.get('format_version')!r}; this hf-siamese reads "
-                f"version {FORMAT_VERSION}: rebuild the index"
+                f"vector index {where!r} has format version {info.get('format_version')!r} (an older hf-siamese); "
+                f"this one reads version {FORMAT_VERSION}: rebuild it with 'hf-siamese index CORPUS -o {where} "
+                "--overwrite' (or build_index(..., overwrite=True))"
             )
-        if info.get("backend") == "shards":  # corpus_index imports this module: it opens its own folders
-            raise ValueError(
-                f"{where!r} is a streamed index ('hf-siamese index --streamed', build_corpus_index): open it with "
-                "hf_siamese.load_index (hf_siamese.retrieval.corpus_index.load_index)"
-            )
-        missing = [key for key in ("model", "settings", "count", "dim", "backend") if key not in info]
-        files = (CORPUS_DIR, EMBEDDINGS_FILE) + ((FAISS_FILE,) if info.get("backend") == "faiss" else ())
-        missing += [name for name in files if not (path / name).exists()]
+        approximate = info.get("backend") == "approximate"
+        wanted = [path / TEXTS_FILE, path / EMBEDDINGS_DIR / "corpus.json"]
+        wanted += [path / EMBEDDINGS_DIR / "ann" / "ann.json"] if approximate else []
+        missing = [os.fspath(p.relative_to(path)) for p in wanted if not p.is_file()]
+        missing += [key for key in ("model", "settings", "count", "dim", "backend") if key not in info]
         if missing:
             raise ValueError(f"corrupt vector index {where!r}: {', '.join(missing)} missing; rebuild the index")
         try:
-            corpus = datasets.load_from_disk(str(path / CORPUS_DIR))
-            from safetensors import safe_open
-
-            with safe_open(str(path / EMBEDDINGS_FILE), framework="numpy") as file:
-                shape = tuple(file.get_slice("embeddings").get_shape())
+            corpus = datasets.Dataset.from_file(str(path / TEXTS_FILE))
+            _, vectors = corpus_matrix(path / EMBEDDINGS_DIR)
         except Exception as err:
             raise ValueError(f"corrupt vector index {where!r}: {type(err).__name__}: {err}") from None
         expected = (info["count"], info["dim"])
-        if len(corpus) != info["count"] or shape != expected or corpus.column_names != ["id", "text"]:
+        if len(corpus) != info["count"] or vectors.shape != expected or corpus.column_names != ["id", "text"]:
             raise ValueError(
-                f"corrupt vector index {where!r}: {INDEX_FILE} says {expected[0]} x {expected[1]}, the corpus has "
-                f"{len(corpus)} rows ({corpus.column_names}), the embeddings are {shape}"
+                f"corrupt vector index {where!r}: {INDEX_FILE} says {expected[0]} x {expected[1]}, the texts have "
+                f"{len(corpus)} rows ({corpus.column_names}), the embeddings are {vectors.shape}"
             )
-        backend = info["backend"]
-        if backend == "faiss" and not faiss_available():
+        ann = None
+        if approximate and faiss_available():
+            from .ann import load_ann_index
+
+            ann = load_ann_index(path / EMBEDDINGS_DIR / "ann")
+        elif approximate:
             logger.warning("faiss is not installed: searching %s exactly (pip install 'hf-siamese[index]')", where)
-            backend = "exact"
-        if backend == "faiss":
-            try:
-                corpus.load_faiss_index("embeddings", str(path / FAISS_FILE))
-            except Exception as err:  # faiss raises RuntimeError for an unreadable file
-                raise ValueError(f"corrupt vector index {where!r}: {FAISS_FILE}: {err}") from None
-        return cls(path, info, corpus, backend)
+        return cls(path, info, corpus, vectors, ann)
 
     def __len__(self) -> int:
         return self.info["count"]
@@ -294,15 +319,6 @@ class VectorIndex:
             f"VectorIndex({os.fspath(self.path)!r}, count={len(self)}, dim={self.dim}, "
             f"similarity={self.similarity!r}, backend={self.backend!r})"
         )
-
-    @property
-    def embeddings(self) -> np.ndarray:
-        """The stored (count, dim) float32 vectors, read on first use."""
-        if self._embeddings is None:
-            from safetensors.numpy import load_file
-
-            self._embeddings = load_file(str(self.path / EMBEDDINGS_FILE))["embeddings"]
-        return self._embeddings
 
     def check_model(self, model: Any) -> None:
         """Raise `ValueError` unless `model` has the fingerprint of the model that embedded the corpus."""
@@ -363,22 +379,17 @@ class VectorIndex:
         ]
 
     def _top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, indices), each (n, k), best first; ties -> lower corpus index first (as exact search)."""
-        if self.backend != "faiss":
-            from ..metrics import exact_search
+        """(scores, row indices), each (n, k), best first; ties -> lower row first (as exact search)."""
+        if self.ann is not None:
+            return self.ann.search(queries, k)
+        from ..metrics import exact_search
 
-            return exact_search(queries, self.embeddings, k, similarity=self.similarity)
-        if self.similarity == "cosine":
-            queries = unit_rows(queries)
-        scores, indices = self.corpus.search_batch("embeddings", np.ascontiguousarray(queries), k=k)
-        scores, indices = np.asarray(scores, dtype=np.float32), np.asarray(indices, dtype=np.int64)
-        if self.info["faiss"]["metric"] == "l2":  # faiss gives squared distances; the similarity is -distance
-            scores = -np.sqrt(np.maximum(scores, 0.0))
-        scores = np.where(indices >= 0, scores, -np.inf)
-        order = np.lexsort((np.where(indices >= 0, indices, np.iinfo(np.int64).max), -scores), axis=1)
-        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(indices, order, axis=1)
+        return exact_search(queries, self.embeddings, k, similarity=self.similarity)
 
 
 def load_index(path: str | os.PathLike) -> VectorIndex:
     """Open an index folder written by `build_index` (same as `VectorIndex.load`)."""
     return VectorIndex.load(path)
+
+
+__all__ = ["VectorIndex", "build_index", "check_output", "index_record", "load_index"]

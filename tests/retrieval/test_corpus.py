@@ -355,11 +355,16 @@ def test_duplicate_ids(tmp_path: Path, model, tiny_tokenizer) -> None:
     table = datasets.Dataset.from_dict({"doc": ids, "text": CORPUS[:7]})
     with pytest.raises(ValueError, match=r"duplicate id 'b' \(rows 1 and 3, both in shard-00000.parquet\)"):
         encode_corpus(model, table, tmp_path / "within", **run)
-    # across shards ("a" in shards 0 and 1): found by reading the ids back, which keeps only the ids seen
-    result = encode_corpus(model, table.select([0, 1, 2, 4, 5, 6]), tmp_path / "across", **run)
-    assert result.done and len(list(read_corpus_shards(tmp_path / "across"))) == 2
-    with pytest.raises(ValueError, match="duplicate id 'a' in shard-00000.parquet and shard-00001.parquet"):
-        list(read_corpus_shards(tmp_path / "across", check_ids=True))
+    # across shards ("a" in shards 0 and 1): refused before the folder is marked done, both rows named
+    across = r"duplicate id 'a': rows 0 and 5 of the corpus \(shard-00000.parquet and shard-00001.parquet"
+    with pytest.raises(ValueError, match=across):
+        encode_corpus(model, table.select([0, 1, 2, 4, 5, 6]), tmp_path / "across", **run)
+    with pytest.raises(ValueError, match="unfinished"):
+        read_corpus_shards(tmp_path / "across")
+    # int ids too (hash(1) == 1: the keys are the ids themselves)
+    numbered = datasets.Dataset.from_dict({"doc": [1, 2, 3, 4, 5, 2], "text": CORPUS[:6]})
+    with pytest.raises(ValueError, match=r"duplicate id 2: rows 1 and 5"):
+        encode_corpus(model, numbered, tmp_path / "numbered", **run)
     mixed = _write(tmp_path / "mixed.jsonl", '{"doc": "a", "text": "x"}\n{"doc": 1, "text": "y"}\n')
     with pytest.raises(DataFormatError, match=r"mixed.jsonl, line 2: the id \(column 'doc'\) is int .*all str or all"):
         encode_corpus(model, mixed, tmp_path / "m", **run)

@@ -1,5 +1,6 @@
-"""The persistent vector index: build once, search many times, exact and faiss backends agreeing with the model's own
-similarity; the model fingerprint refusing another model; reloads; bad input; `hf-siamese index` / `search --index`."""
+"""The vector index: build once (streamed, at every size), search many times, exact and approximate backends agreeing
+with the model's own similarity; the model fingerprint refusing another model; reloads; failed and killed builds; bad
+input; `hf-siamese index` / `search --index`."""
 
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ from hf_siamese.retrieval.vector_index import VectorIndex, build_index, load_ind
 _rng = random.Random(0)
 CORPUS = [" ".join(_rng.choice(WORDS[:60]) for _ in range(_rng.randint(3, 9))) for _ in range(30)]
 QUERIES = ["a dog in the park", "music", CORPUS[7], "the stock market fell today ."]
-BACKENDS = ["exact", "faiss"]
+BACKENDS = ["exact", "approximate"]
 
 
-def _needs(backend: str) -> bool | None:
-    if backend == "faiss":
+def _needs(backend: str) -> bool:
+    if backend == "approximate":
         pytest.importorskip("faiss")
         return True
     return False
@@ -70,15 +71,17 @@ def _assert_hits_match(hits, reference: torch.Tensor, top_k: int, corpus=CORPUS,
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean", "manhattan"])
 def test_search_equals_exact_search(tmp_path: Path, tiny_tokenizer, backend: str, similarity: str) -> None:
-    use_faiss = _needs(backend)
+    approximate = _needs(backend)
     model = make_tiny_model(similarity=similarity, normalize=similarity == "dot")
-    if similarity == "manhattan" and use_faiss:
+    if similarity == "manhattan" and approximate:
         with pytest.raises(ValueError, match="manhattan"):
-            build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, use_faiss=True)
-        use_faiss = None  # the default: exact search for manhattan even with faiss installed
-    index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, use_faiss=use_faiss)
-    assert index.backend == ("faiss" if use_faiss else "exact") and len(index) == len(CORPUS) and index.dim == 32
-    assert (tmp_path / "idx" / "faiss.index").exists() == (index.backend == "faiss")
+            build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, approximate=True)
+        approximate = None  # the default: exact search for manhattan even with faiss installed
+    index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, approximate=approximate)
+    assert (
+        index.backend == ("approximate" if approximate else "exact") and len(index) == len(CORPUS) and index.dim == 32
+    )
+    assert (tmp_path / "idx" / "embeddings" / "ann").exists() == (index.backend == "approximate")
     reference = _reference(model, tiny_tokenizer, QUERIES, CORPUS)
     hits = index.search(model, QUERIES, top_k=5, tokenizer=tiny_tokenizer)
     _assert_hits_match(hits, reference, 5)
@@ -95,34 +98,28 @@ def test_search_equals_exact_search(tmp_path: Path, tiny_tokenizer, backend: str
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "dot", "euclidean"])
-def test_faiss_and_exact_agree_on_the_same_vectors(tmp_path: Path, tiny_tokenizer, similarity: str) -> None:
+def test_approximate_and_exact_agree_on_the_same_vectors(tmp_path: Path, tiny_tokenizer, similarity: str) -> None:
     pytest.importorskip("faiss")
     model = make_tiny_model(similarity=similarity)
-    exact = build_index(model, CORPUS, tmp_path / "exact", tokenizer=tiny_tokenizer, use_faiss=False)
-    fast = build_index(model, CORPUS, tmp_path / "faiss", tokenizer=tiny_tokenizer, use_faiss=True)
+    exact = build_index(model, CORPUS, tmp_path / "exact", tokenizer=tiny_tokenizer, approximate=False)
+    fast = build_index(model, CORPUS, tmp_path / "faiss", tokenizer=tiny_tokenizer, approximate=True)
     np.testing.assert_array_equal(exact.embeddings, fast.embeddings)
     queries = np.random.default_rng(0).normal(size=(6, 32)).astype(np.float32)
     queries = np.concatenate([queries, exact.embeddings[:3] * 2.0])
     for a, b in zip(exact.search_embeddings(queries, 8), fast.search_embeddings(queries, 8), strict=True):
         np.testing.assert_allclose([h["score"] for h in a], [h["score"] for h in b], atol=2e-3, rtol=1e-4)
         assert [h["id"] for h in a][:3] == [h["id"] for h in b][:3]
-    # an approximate faiss index through a factory string
-    hnsw = build_index(model, CORPUS, tmp_path / "hnsw", tokenizer=tiny_tokenizer, faiss_factory="HNSW16")
-    assert hnsw.info["faiss"]["factory"] == "HNSW16" and len(hnsw.search_embeddings(queries, 3)[0]) == 3
+    assert fast.info["ann"]["recall"]["measured_on"] == "held-out corpus rows"
 
 
 def test_ids_reload_layout_and_exports(tmp_path: Path, tiny_tokenizer) -> None:
     model = make_tiny_model()
     ids = np.array([f"doc-{i}" for i in range(len(CORPUS))])  # numpy strings become Python ones
     built = build_index(model, CORPUS, tmp_path / "idx", ids=ids, tokenizer=tiny_tokenizer, show_progress_bar=False)
-    assert sorted(p.name for p in (tmp_path / "idx").iterdir() if p.name != "faiss.index") == [
-        "corpus",
-        "embeddings.safetensors",
-        "index.json",
-    ]
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["embeddings", "index.json", "texts.arrow"]
     assert [p.name for p in tmp_path.iterdir()] == ["idx"]  # no staging folder left behind
     info = json.loads((tmp_path / "idx" / "index.json").read_text())
-    assert info["format"] == "hf-siamese-vector-index" and info["format_version"] == 1
+    assert info["format"] == "hf-siamese-vector-index" and info["format_version"] == 2 and info["ann"] is None
     assert info["count"] == len(CORPUS) and info["dim"] == 32 and info["id_type"] == "str"
     assert info["settings"] == {
         "pooling": "mean",
@@ -134,7 +131,11 @@ def test_ids_reload_layout_and_exports(tmp_path: Path, tiny_tokenizer) -> None:
         "dtype": "float32",
     }
     assert len(info["model"]["fingerprint"]) == 64 and info["model"]["config"]["pooling"] == "mean"
-    np.testing.assert_allclose(np.linalg.norm(built.embeddings, axis=1), 1.0, atol=1e-5)  # cosine: unit vectors
+    # the vectors model.encode gives, memory-mapped
+    assert isinstance(built.embeddings, np.memmap)
+    np.testing.assert_array_equal(
+        built.embeddings, model.encode(CORPUS, tokenizer=tiny_tokenizer, convert_to_numpy=True)
+    )
 
     hits = built.search(model, QUERIES, top_k=3, tokenizer=tiny_tokenizer)
     assert hits[2][0] == {"id": "doc-7", "text": CORPUS[7], "score": pytest.approx(1.0, abs=1e-5), "rank": 1}
@@ -149,7 +150,7 @@ def test_ids_reload_layout_and_exports(tmp_path: Path, tiny_tokenizer) -> None:
 def test_faiss_index_opens_without_faiss(tmp_path: Path, tiny_tokenizer, monkeypatch, caplog) -> None:
     pytest.importorskip("faiss")
     model = make_tiny_model()
-    built = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer)
+    built = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, approximate=True)
     hits = built.search(model, QUERIES, top_k=4, tokenizer=tiny_tokenizer)
     monkeypatch.setattr(vector_index, "faiss_available", lambda: False)
     fallback = load_index(tmp_path / "idx")
@@ -159,7 +160,7 @@ def test_faiss_index_opens_without_faiss(tmp_path: Path, tiny_tokenizer, monkeyp
         assert [h["id"] for h in a] == [h["id"] for h in b]
         np.testing.assert_allclose([h["score"] for h in a], [h["score"] for h in b], atol=1e-5)
     with pytest.raises(ImportError, match="hf-siamese\\[index\\]"):
-        build_index(model, CORPUS, tmp_path / "other", tokenizer=tiny_tokenizer, use_faiss=True)
+        build_index(model, CORPUS, tmp_path / "other", tokenizer=tiny_tokenizer, approximate=True)
 
 
 def test_the_index_refuses_another_model(tmp_path: Path, tiny_tokenizer) -> None:
@@ -189,9 +190,8 @@ def test_the_index_refuses_another_model(tmp_path: Path, tiny_tokenizer) -> None
 
 def test_bfloat16_build_and_prompts(tmp_path: Path, tiny_tokenizer) -> None:
     model = make_tiny_model(prompts={"query": "someone : ", "passage": "the : "})
-    index = build_index(model, CORPUS, tmp_path / "bf16", tokenizer=tiny_tokenizer, dtype="bfloat16", use_faiss=False)
+    index = build_index(model, CORPUS, tmp_path / "bf16", tokenizer=tiny_tokenizer, dtype="bfloat16", approximate=False)
     full = model.encode(CORPUS, tokenizer=tiny_tokenizer, convert_to_numpy=True)
-    full /= np.linalg.norm(full, axis=1, keepdims=True)
     assert index.settings["dtype"] == "bfloat16" and index.embeddings.dtype == np.float32
     np.testing.assert_allclose(index.embeddings, full, atol=5e-2)
 
@@ -204,8 +204,11 @@ def test_bfloat16_build_and_prompts(tmp_path: Path, tiny_tokenizer) -> None:
 
 BAD_BUILDS = [
     (dict(corpus=[]), "corpus is empty"),
-    (dict(corpus="just one text"), "list of strings, got str"),
-    (dict(corpus=["fine", None]), r"corpus\[1\] is NoneType"),
+    (dict(corpus="just one text"), "corpus 'just one text' is not a local file or glob"),
+    (dict(corpus=["fine", None]), r"row 1: the text is NoneType"),
+    (dict(corpus=["fine", None], ids=["a", "b"]), r"corpus\[1\] is NoneType"),
+    (dict(corpus=iter(["a"]), ids=["a"]), "ids= applies to a list of texts"),
+    (dict(corpus=["a"], calibration_queries=[""]), "calibration_queries: expected a non-empty list"),
     (dict(corpus=["a", "b"], ids=[1]), "ids has 1 entries but corpus has 2 texts"),
     (dict(corpus=["a", "b", "c"], ids=["x", "y", "x"]), r"duplicate id 'x' \(ids\[0\] and ids\[2\]\)"),
     (dict(corpus=["a", "b"], ids=["x", 2]), r"ids\[1\] is int .* all str or all int"),
@@ -217,7 +220,7 @@ BAD_BUILDS = [
 @pytest.mark.parametrize(("kwargs", "message"), BAD_BUILDS, ids=[m[:24] for _, m in BAD_BUILDS])
 def test_bad_build_input(tmp_path: Path, tiny_tokenizer, kwargs: dict, message: str) -> None:
     corpus = kwargs.pop("corpus")
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ValueError, RuntimeError), match=message):  # DatasetLoadError: a RuntimeError
         build_index(make_tiny_model(), corpus, tmp_path / "idx", tokenizer=tiny_tokenizer, **kwargs)
     assert list(tmp_path.iterdir()) == []
 
@@ -239,16 +242,72 @@ def test_output_folder_rules_and_failed_builds(tmp_path: Path, tiny_tokenizer, m
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(vector_index, "move_into_place", broken)
+    monkeypatch.setattr(vector_index, "replace_folder", broken)
     with pytest.raises(RuntimeError, match="disk full"):
-        build_index(model, CORPUS, tmp_path / "empty", tokenizer=tiny_tokenizer, overwrite=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy", "empty"]  # no half-written folder
+        build_index(model, CORPUS[:5], tmp_path / "empty", tokenizer=tiny_tokenizer, overwrite=True)
+    # no half-written folder: the staging folder is kept, and the next build resumes from it
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".empty.building", "busy", "empty"]
     assert len(load_index(tmp_path / "empty")) == 30  # the previous index is untouched
+    monkeypatch.undo()
+    assert len(build_index(model, CORPUS[:5], tmp_path / "empty", tokenizer=tiny_tokenizer, overwrite=True)) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy", "empty"]
+
+
+def test_a_failed_build_never_blocks_the_next(tmp_path: Path, tiny_tokenizer) -> None:
+    """A bad line 12 with --overwrite left a staging folder that refused every later build (issue 32)."""
+    model = make_tiny_model()
+    rows = [json.dumps({"doc": f"d{i}", "text": text}) for i, text in enumerate(CORPUS[:20])]
+    good, broken = tmp_path / "docs.jsonl", tmp_path / "broken.jsonl"
+    good.write_text("\n".join(rows) + "\n")
+    broken.write_text("\n".join(rows[:11] + ["{not json"] + rows[12:]) + "\n")
+    run = dict(tokenizer=tiny_tokenizer, id_column="doc", shard_size=4, show_progress_bar=False)
+    build_index(model, good, tmp_path / "idx", **run)
+    fixed = tmp_path / "fixed.jsonl"
+    fixed.write_text("\n".join(rows[:11] + [json.dumps({"doc": "d11", "text": "a fixed line"})] + rows[12:]) + "\n")
+    # the same settings resume the staging folder's shards; others (shard size, another model) start afresh
+    for settings in ({}, {"shard_size": 3}, {"model": make_tiny_model(seed=4)}):
+        built_with = settings.get("model", model)
+        options = {**run, **{k: v for k, v in settings.items() if k != "model"}}
+        with pytest.raises(ValueError, match="broken.jsonl, line 12"):
+            build_index(built_with, broken, tmp_path / "idx", overwrite=True, **options)
+        assert len(load_index(tmp_path / "idx")) == 20  # the old index is intact
+        index = build_index(built_with, fixed, tmp_path / "idx", overwrite=True, **options)
+        assert len(index) == 20 and index.search_embeddings(index.embeddings[11], 1)[0][0]["text"] == "a fixed line"
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_duplicate_ids_and_the_swap_window(tmp_path: Path, tiny_tokenizer) -> None:
+    model = make_tiny_model()
+    rows = [json.dumps({"doc": f"d{i % 7}", "text": text}) for i, text in enumerate(CORPUS[:9])]
+    (tmp_path / "dups.jsonl").write_text("\n".join(rows) + "\n")
+    with pytest.raises(ValueError, match=r"duplicate id 'd0': rows 0 and 7 of the corpus"):
+        build_index(
+            model, tmp_path / "dups.jsonl", tmp_path / "idx", tokenizer=tiny_tokenizer, id_column="doc", shard_size=4
+        )
+    assert not (tmp_path / "idx").exists()
+    # killed between the two renames of the swap: the output is missing, the old copy renamed aside
+    build_index(model, CORPUS[:4], tmp_path / "idx", tokenizer=tiny_tokenizer)
+    (tmp_path / "idx").rename(tmp_path / ".idx.replaced")
+    build_index(model, CORPUS[:6], tmp_path / "other", tokenizer=tiny_tokenizer)  # another output: untouched
+    assert (tmp_path / ".idx.replaced").is_dir()
+    with pytest.raises(ValueError, match="is an existing index"):  # the old index is back, and refuses
+        build_index(model, CORPUS[:6], tmp_path / "idx", tokenizer=tiny_tokenizer)
+    assert len(load_index(tmp_path / "idx")) == 4 and not (tmp_path / ".idx.replaced").exists()
+    assert len(build_index(model, CORPUS[:6], tmp_path / "idx", tokenizer=tiny_tokenizer, overwrite=True)) == 6
+
+
+def test_an_index_of_the_old_format_is_named_with_the_command_that_rebuilds_it(tmp_path: Path) -> None:
+    folder = tmp_path / "old"
+    (folder / "corpus").mkdir(parents=True)
+    (folder / "embeddings.safetensors").write_bytes(b"")
+    (folder / "index.json").write_text(json.dumps({"format": "hf-siamese-vector-index", "format_version": 1}))
+    with pytest.raises(ValueError, match=r"format version 1 \(an older hf-siamese\).*hf-siamese index CORPUS -o "):
+        load_index(folder)
 
 
 def test_bad_search_and_load_input(tmp_path: Path, tiny_tokenizer) -> None:
     model = make_tiny_model()
-    index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, use_faiss=False)
+    index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, approximate=False)
     for top_k in (0, -3, True, 2.5):
         with pytest.raises(ValueError, match=f"top_k={top_k!r}: expected a positive int"):
             index.search(model, QUERIES, top_k=top_k, tokenizer=tiny_tokenizer)
@@ -266,20 +325,20 @@ def test_bad_search_and_load_input(tmp_path: Path, tiny_tokenizer) -> None:
     info = json.loads(info_file.read_text())
     for text, message in [
         ("{not json", "index.json is not valid JSON"),
-        (json.dumps({**info, "format_version": 99}), "format version 99; this hf-siamese reads version 1"),
+        (json.dumps({**info, "format_version": 99}), "format version 99 .* reads version 2"),
         (json.dumps({**info, "format": "other"}), "has format 'other', expected 'hf-siamese-vector-index'"),
-        (json.dumps({**info, "count": 31}), "index.json says 31 x 32, the corpus has 30 rows"),
+        (json.dumps({**info, "count": 31}), "index.json says 31 x 32, the texts have 30 rows"),
         (json.dumps({k: v for k, v in info.items() if k != "dim"}), "dim missing"),
     ]:
         info_file.write_text(text)
         with pytest.raises(ValueError, match=message):
             load_index(tmp_path / "idx")
     info_file.write_text(json.dumps(info))
-    (tmp_path / "idx" / "embeddings.safetensors").write_bytes(b"garbage")
+    (tmp_path / "idx" / "texts.arrow").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="corrupt vector index"):
         load_index(tmp_path / "idx")
-    (tmp_path / "idx" / "embeddings.safetensors").unlink()
-    with pytest.raises(ValueError, match="embeddings.safetensors missing"):
+    (tmp_path / "idx" / "texts.arrow").unlink()
+    with pytest.raises(ValueError, match="texts.arrow missing"):
         load_index(tmp_path / "idx")
 
 
