@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SENTENCES, make_tiny_model
+from datasets import Dataset
 
 from hf_siamese.cli import main
 from hf_siamese.retrieval.corpus_groups import corpus_matrix, find_clusters, find_similar, write_rows
@@ -111,3 +112,27 @@ def test_approximate_neighbours_through_a_faiss_index(corpus: Path, tmp_path: Pa
     assert {(r["id_1"], r["id_2"]) for r in rows} == REPEATS
     info = json.loads((tmp_path / "emb" / "ann" / "ann.json").read_text(encoding="utf-8"))
     assert info["count"] == len(LINES)
+
+
+def test_the_folders_own_shard_size_and_a_hub_id(corpus: Path, tmp_path: Path, tiny_tokenizer, monkeypatch) -> None:
+    model = make_tiny_model()
+    find_similar(model, str(corpus), tmp_path / "emb", threshold=0.9999, tokenizer=tiny_tokenizer, shard_size=3)
+    stamps = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "emb").glob("shard-*.parquet")}
+    assert len(stamps) == 3
+    # without shard_size: the folder's own (3, not 10,000), so it is reused, not refused
+    rows = find_clusters(model, str(corpus), tmp_path / "emb", threshold=0.9999, tokenizer=tiny_tokenizer)
+    assert [row["id"] for row in rows] == [0, 2, 5, 1, 4]
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "emb").glob("shard-*.parquet")} == stamps
+    with pytest.raises(ValueError, match=r"shard_size"):
+        find_similar(model, str(corpus), tmp_path / "emb", threshold=0.9999, tokenizer=tiny_tokenizer, shard_size=4)
+    # a Hub dataset id: opened once, though the corpus is read twice (embedding, then the texts of the pairs)
+    calls = []
+
+    def load_dataset(path, name=None, split=None, streaming=False):
+        calls.append((path, name, split, streaming))
+        return Dataset.from_dict({"text": LINES}).to_iterable_dataset()
+
+    monkeypatch.setattr("datasets.load_dataset", load_dataset)
+    rows = find_similar(model, "someone/news", tmp_path / "hub", threshold=0.9999, top_k=3, tokenizer=tiny_tokenizer)
+    assert {(r["id_1"], r["id_2"]) for r in rows} == REPEATS and rows[0]["text_1"] in LINES
+    assert calls == [("someone/news", None, "train", True)]
