@@ -37,6 +37,7 @@ REMOTE_CODE = (
     "modeling_siamese",
     "pooling",
     "checkpoints",
+    "weight_files",
     "encoding",
     "batching",
     "devices",

@@ -23,6 +23,7 @@ from safetensors.torch import load_file
 from transformers.utils import cached_file
 
 from ..modeling.encoding import ENCODER_FOLDER
+from ..modeling.weight_files import naming_damaged_weights
 
 logger = logging.getLogger(__name__)
 
@@ -254,7 +255,8 @@ def _read_dense(source: str, path: str, hub_kwargs: dict[str, Any], layout: Sent
             else "has no model.safetensors"
         )
         raise SentenceTransformersFormatError(f"{source}/{path}: the Dense layer {detail}.")
-    state = load_file(weights)
+    with naming_damaged_weights(os.path.dirname(weights)):
+        state = load_file(weights)
     index = len(layout.settings.setdefault("projections", []))
     layout.settings["projections"].append(
         {

@@ -2,9 +2,9 @@
 head]), `encode`, packed (padding-free) execution, short-text attention, int8 quantization and encoding across
 processes.
 
-configuration_siamese, modeling_siamese, pooling, checkpoints, encoding, batching, devices, packing and short_attention
-are the flat set that `save_pretrained` copies next to the weights as remote code (transformers copies the model's
-file and, transitively, every sibling it imports relatively): they import only each other (relatively) and public
-libraries. The only references to the rest of hf_siamese are three optional hooks in checkpoints (reading and writing
-the sentence-transformers layout, the Hub push with a model card), each behind `except ImportError`.
+configuration_siamese, modeling_siamese, pooling, checkpoints, weight_files, encoding, batching, devices, packing and
+short_attention are the flat set that `save_pretrained` copies next to the weights as remote code (transformers copies
+the model's file and, transitively, every sibling it imports relatively): they import only each other (relatively) and
+public libraries. The only references to the rest of hf_siamese are three optional hooks in checkpoints (reading and
+writing the sentence-transformers layout, the Hub push with a model card), each behind `except ImportError`.
 """

@@ -18,6 +18,7 @@ import torch
 from transformers import AutoModel
 
 from .configuration_siamese import SiameseBertConfig
+from .weight_files import HUB_KEYS, naming_damaged_weights
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,15 @@ def check_model_source(source: str) -> str:
 
 
 class SiameseCheckpointMixin:
-    """`from_encoder`, `save_pretrained` and `push_to_hub` of `SiameseBertModel`."""
+    """`from_encoder`, `from_pretrained`, `save_pretrained` and `push_to_hub` of `SiameseBertModel`."""
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike | None, *args: Any, **kwargs: Any) -> Any:
+        """`PreTrainedModel.from_pretrained`, with a truncated or corrupt weights file named (`DamagedWeightsError`)
+        instead of safetensors' bare error."""
+        hub_kwargs = {k: kwargs[k] for k in HUB_KEYS if k in kwargs}
+        with naming_damaged_weights(pretrained_model_name_or_path, **hub_kwargs):
+            return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     @classmethod
     def from_encoder(
@@ -72,24 +81,22 @@ class SiameseCheckpointMixin:
         settings: dict[str, Any] = {}
         projection_state: dict[str, torch.Tensor] = {}
         encoder_kwargs: dict[str, Any] = {}
+        hub_kwargs = {k: from_pretrained_kwargs[k] for k in HUB_KEYS if k in from_pretrained_kwargs}
         try:
             from hf_siamese.formats.sentence_transformers_read import read_layout
         except ImportError:  # running as remote code without hf-siamese: a plain encoder checkpoint
             read_layout = None
         if read_layout is not None:
-            hub_kwargs = {
-                k: from_pretrained_kwargs[k]
-                for k in ("revision", "token", "cache_dir", "local_files_only")
-                if k in from_pretrained_kwargs
-            }
-            layout = read_layout(source, **hub_kwargs)
+            layout = read_layout(source, **{k: v for k, v in hub_kwargs.items() if k != "subfolder"})
             if layout is not None:
                 settings, projection_state, encoder_kwargs = (
                     layout.settings,
                     layout.projection_state,
                     layout.encoder_kwargs,
                 )
-        encoder = AutoModel.from_pretrained(source, **{**encoder_kwargs, **from_pretrained_kwargs})
+        loading = {**encoder_kwargs, **from_pretrained_kwargs}
+        with naming_damaged_weights(source, **{k: loading[k] for k in HUB_KEYS if k in loading}):
+            encoder = AutoModel.from_pretrained(source, **loading)
         if isinstance(encoder, SiameseCheckpointMixin):  # a SiameseBertModel's folder: its encoder
             encoder = encoder.encoder
         explicit = {

@@ -6,13 +6,19 @@ the encoder's."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
 from conftest import SENTENCES, make_tiny_model
+from helpers import BLOCKED_IMPORT, minilm_path, run_isolated
+from transformers import AutoModel
 
 from hf_siamese import SiameseBertModel
 from hf_siamese.formats.export import export_model
+from hf_siamese.formats.loading import load_model
 from hf_siamese.formats.sentence_transformers_read import SentenceTransformersFormatError
 
 DENSE = [{"in_features": 32, "out_features": 24, "bias": True, "activation": "tanh"}]
@@ -49,3 +55,60 @@ def test_a_pooling_width_that_is_not_the_encoders_is_refused(saved: Path, tmp_pa
 def test_the_matching_pooling_width_loads(saved: Path) -> None:
     model = SiameseBertModel.from_encoder(saved)
     assert model.encode(SENTENCES).shape == (len(SENTENCES), 24)
+
+
+def _truncate(path: Path, size: int = 1000) -> str:
+    """Keep the first `size` bytes of `path` (a download or copy cut short); a pattern matching the file named in
+    an error that says so."""
+    path.write_bytes(path.read_bytes()[:size])
+    return rf"{re.escape(str(path))}: .*truncated"
+
+
+@pytest.mark.parametrize("damaged", ["0_Transformer/model.safetensors", "siamese_head.safetensors"])
+def test_truncated_weights_of_a_saved_model_name_the_file(saved: Path, damaged: str) -> None:
+    pattern = _truncate(saved / damaged)
+    for load in (SiameseBertModel.from_pretrained, AutoModel.from_pretrained, lambda path: load_model(str(path))):
+        with pytest.raises(OSError, match=pattern):
+            load(saved)
+
+
+@pytest.mark.parametrize("damaged", ["0_Transformer/model.safetensors", "2_Dense/model.safetensors"])
+def test_truncated_weights_read_by_from_encoder_name_the_file(saved: Path, damaged: str) -> None:
+    pattern = _truncate(saved / damaged)
+    with pytest.raises(OSError, match=pattern):
+        SiameseBertModel.from_encoder(saved)
+
+
+def test_truncated_weights_name_the_file_in_remote_code(saved: Path, tmp_path: Path) -> None:
+    """Without hf_siamese (AutoModel with trust_remote_code), the copied modeling code names the file too."""
+    _truncate(saved / "0_Transformer" / "model.safetensors")
+    script = BLOCKED_IMPORT + textwrap.dedent(
+        f"""
+        from transformers import AutoModel
+        try:
+            AutoModel.from_pretrained({str(saved)!r}, trust_remote_code=True)
+        except OSError as error:
+            print("ERROR", error)
+        """
+    )
+    out = run_isolated(script, tmp_path)
+    assert f"ERROR {saved}/0_Transformer/model.safetensors: " in out and "truncated" in out, out
+
+
+@pytest.mark.slow
+def test_real_minilm_truncated_or_with_another_pooling_width(tmp_path: Path) -> None:
+    source = Path(minilm_path())
+    folder = tmp_path / "minilm"
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    with open(source / "model.safetensors", "rb") as weights:
+        (folder / "model.safetensors").write_bytes(weights.read(1000))
+    pattern = rf"{re.escape(str(folder / 'model.safetensors'))}: .*truncated"
+    for load in (SiameseBertModel.from_encoder, lambda path: load_model(str(path))):
+        with pytest.raises(OSError, match=pattern):
+            load(folder)
+
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").symlink_to(source / "model.safetensors")
+    path = _set_pooling_width(folder, 768)
+    with pytest.raises(SentenceTransformersFormatError, match=rf"{path}: word_embedding_dimension=768, .* is 384"):
+        SiameseBertModel.from_encoder(folder)
