@@ -5,10 +5,15 @@ Subcommands:
 * `train`  fine-tune a sentence encoder (local CSV/TSV/JSONL/STSb file or Hub dataset; built-in demo set by default)
 * `eval`   STS Spearman/Pearson of a model on scored pairs, with optional scatter plot and similarity heatmap
 * `encode` embed a text file (one text per line) into .npy or .safetensors
-* `index`  embed a corpus once into a vector index folder (texts, ids, embeddings, faiss index when installed)
-* `search` top-k semantic search of queries over a corpus file or an index folder
+* `index`  embed a corpus once into a vector index folder (texts, ids, vectors; an approximate index when large)
+* `search` top-k semantic search of queries over a corpus or an index folder
 * `export` write a model for serving: sentence-transformers layout (TEI), ONNX or OpenVINO, float32 or int8
 * `embed`  embed a corpus of any size into resumable Parquet shards (one share per process under accelerate launch)
+* `similar`, `cluster` near-duplicate pairs and groups of a corpus; `mine` hard negatives for (anchor, positive) rows
+
+Every command that takes a corpus (index, embed, search --corpus, mine --corpus, similar, cluster) reads it through
+`hf_siamese.data.open_corpus` with the same options (--text-column, --id-column, and --split / --dataset-config for a
+Hub dataset id), and keeps the embedded corpus in `--embeddings-dir` (the folder `embed -o` writes) where it has one.
 
 The package only parses arguments and calls the library. Every bad input ends in one line on stderr
 (`hf-siamese: error: ...`) and a non-zero exit status, never a traceback (set HF_SIAMESE_TRACEBACK=1 to see one).

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any
 
-from .common import DTYPES, LOSS_NAMES, POOLING_NAMES
+from .common import DTYPES, LOSS_NAMES, POOLING_NAMES, PROG
 
 
 def positive_int(text: str) -> int:
@@ -87,32 +89,66 @@ def add_data_arguments(parser: argparse.ArgumentParser, prefix: str, split: str)
     parser.add_argument(f"{flag}dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
 
 
-def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `encode_corpus` options of `embed`, `similar` and `cluster` (columns, Hub split, sizes, dtype)."""
-    parser.add_argument("--text-column", metavar="NAME", default="text", help="column of the texts (default: text)")
+CORPUS_HELP = (
+    "a .txt file (one text per line; ids: the positions of the non-blank lines), a .jsonl / .csv / .tsv / .parquet "
+    "file, a quoted glob of them ('docs/*.jsonl', read in sorted order), or a Hub dataset id (streamed)"
+)
+
+
+class DeprecatedOption(argparse.Action):
+    """A hidden old spelling of an option: prints a deprecation note on stderr, then stores what the new option
+    would (its value, or `const` for a flag without one), or nothing when `dest` is `argparse.SUPPRESS`."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, instead: str, nargs: Any = None, **kwargs: Any):
+        kwargs.setdefault("default", argparse.SUPPRESS)  # the new option's default stands
+        super().__init__(option_strings, dest, nargs=nargs, help=argparse.SUPPRESS, **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        print(f"{PROG}: warning: {option_string} is deprecated; {self.instead}", file=sys.stderr)
+        if self.dest != argparse.SUPPRESS:
+            setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def add_corpus_arguments(
+    parser: argparse.ArgumentParser, split_flag: str = "--split", config_flag: str = "--dataset-config"
+) -> None:
+    """How a corpus is read (`open_corpus`), the same on every command that takes one: its columns, and the split /
+    config of a Hub dataset id (`args.corpus_split`, `args.corpus_config`)."""
+    parser.add_argument(
+        "--text-column", metavar="NAME", default="text",
+        help="column of the texts in a table file or dataset (default: text; a .txt file has no columns)",
+    )  # fmt: skip
     parser.add_argument("--id-column", metavar="NAME", help="column of unique ids (default: the row positions)")
-    parser.add_argument("--split", default="train", help="split of a Hub dataset (default: train)")
-    parser.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
+    parser.add_argument(split_flag, dest="corpus_split", metavar="NAME", help="split of a Hub dataset (default: train)")
+    parser.add_argument(config_flag, dest="corpus_config", metavar="NAME", help="configuration of a Hub dataset")
+
+
+def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `encode_corpus` sizes and dtype, the same on every command that embeds a corpus."""
     parser.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
-    parser.add_argument("--shard-size", type=positive_int, default=10_000, help="rows per shard (default: 10000)")
+    parser.add_argument(
+        "--shard-size", type=positive_int,
+        help="rows per shard (default: the embeddings folder's own when it was started, else 10000)",
+    )  # fmt: skip
     parser.add_argument(
         "--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder (vectors are kept in float32)"
     )
 
 
-def add_corpus_dir_arguments(parser: argparse.ArgumentParser) -> None:
-    """How `search --corpus` and `mine --corpus` stream the corpus: shards (as 'embed') in a kept or temporary
-    folder."""
+def add_embeddings_dir_arguments(
+    parser: argparse.ArgumentParser, default: str, approximate: str, deprecated_alias: bool = False
+) -> None:
+    """`--embeddings-dir`: the embedded corpus kept on disk and reused (the folder 'hf-siamese embed -o DIR' writes),
+    with `--approximate`; `deprecated_alias` adds the hidden old name `--corpus-dir`."""
     parser.add_argument(
-        "--corpus-dir", metavar="DIR",
-        help="shard folder for --corpus (as 'embed'; kept, and reused by a later run with the same model and corpus; "
-        "default: a temporary folder)",
+        "--embeddings-dir", metavar="DIR",
+        help="the embedded corpus (the folder 'hf-siamese embed -o DIR' writes), kept and reused by a later run with "
+        f"the same model, corpus and settings; default: {default}",
     )  # fmt: skip
-    parser.add_argument(
-        "--shard-size", type=positive_int, help="rows per shard (default: --corpus-dir's own, else 10000)"
-    )
-    parser.add_argument(
-        "--approximate", action=argparse.BooleanOptionalAction,
-        help="candidates from an approximate faiss index (default: from 100,000 texts on, when faiss is installed; "
-        "for search, only with --corpus-dir, where the index is kept)",
-    )  # fmt: skip
+    if deprecated_alias:
+        parser.add_argument(
+            "--corpus-dir", dest="embeddings_dir", metavar="DIR", action=DeprecatedOption,
+            instead="use --embeddings-dir DIR (the same folder)",
+        )  # fmt: skip
+    parser.add_argument("--approximate", action=argparse.BooleanOptionalAction, help=approximate)

@@ -135,6 +135,28 @@ def load_data(
     return load_pairs(source, split=split, columns=columns, **kwargs)
 
 
+def corpus_source(corpus: str, args: Any) -> Any:
+    """A corpus argument as `open_corpus` reads it: a local file or glob as given, a Hub dataset id opened once
+    (streamed) with the command's split and config (`add_corpus_arguments`)."""
+    from ..data.corpus_stream import resolve_corpus
+
+    return resolve_corpus(corpus, split=args.corpus_split, config=args.corpus_config)
+
+
+def shard_options(args: Any, tokenizer: Any) -> dict[str, Any]:
+    """The `encode_corpus` keywords of `add_corpus_arguments` and `add_shard_arguments`; `shard_size` None means the
+    folder's own, else 10,000 (`mining_corpus.resolve_shard_size`, applied where the folder is known)."""
+    return dict(
+        tokenizer=tokenizer,
+        text_column=args.text_column,
+        id_column=args.id_column,
+        batch_size=args.batch_size,
+        shard_size=args.shard_size,
+        dtype=args.dtype,
+        show_progress_bar=True,
+    )
+
+
 def take(dataset: datasets.Dataset, limit: int | None, seed: int) -> datasets.Dataset:
     """At most `limit` rows, drawn at random (files are often sorted by source or label)."""
     if limit is None or limit >= len(dataset):

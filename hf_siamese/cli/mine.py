@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 
-from .common import load_data, load_inference_model, parse_columns
+from .common import corpus_source, load_data, load_inference_model, parse_columns
 
 OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv"}
+# The options of a --corpus read by `open_corpus` (with their defaults), which the default corpus and a BEIR folder's
+# do not take.
+_CORPUS_ONLY = {
+    "--text-column": ("text_column", "text"),
+    "--id-column": ("id_column", None),
+    "--corpus-split": ("corpus_split", None),
+    "--corpus-dataset-config": ("corpus_config", None),
+}
 
 
 def run_mine(args: argparse.Namespace) -> int:
     """Mine `--num-negatives` negatives per row with the model and write `anchor, positive, negative_1, ...`."""
     from ..data.beir import is_beir_folder, read_beir
-    from ..data.corpus_stream import TextLines
     from ..retrieval.mining import mine_hard_negatives
-    from ..retrieval.mining_corpus import work_folder
 
     output = Path(args.output)
     kind = OUTPUT_FORMATS.get(output.suffix.lower())
@@ -35,36 +40,26 @@ def run_mine(args: argparse.Namespace) -> int:
     else:
         rows = load_data(args.data, args.split, parse_columns(args.columns), None)
         default_corpus = None
+    if args.corpus is None or is_beir_folder(args.corpus):
+        given = [flag for flag, (name, default) in _CORPUS_ONLY.items() if getattr(args, name) != default]
+        if given:
+            raise ValueError(f"{', '.join(given)} describe(s) a --corpus file or Hub dataset; give one with --corpus")
     if args.corpus is None:
         corpus = default_corpus
     elif is_beir_folder(args.corpus):
         corpus = list(read_beir(args.corpus, split=args.split).corpus.values())
     else:
-        corpus = TextLines(args.corpus)  # streamed into shards, never a list
+        corpus = corpus_source(args.corpus, args)  # streamed into shards, never a list
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
-    # A corpus file goes through shards (in --corpus-dir, else a temporary folder); an in-memory one only with
-    # --corpus-dir.
-    streamed = args.corpus_dir is not None or isinstance(corpus, TextLines)
-    with work_folder(args.corpus_dir) if streamed else contextlib.nullcontext() as folder:
-        mined = mine_hard_negatives(
-            rows,
-            model,
-            corpus,
-            num_negatives=args.num_negatives,
-            range_min=args.range_min,
-            range_max=args.range_max,
-            margin=args.margin,
-            max_score=args.max_score,
-            sampling=args.sampling,
-            tokenizer=tokenizer,
-            batch_size=args.batch_size,
-            seed=args.seed,
-            corpus_dir=folder,
-            shard_size=args.shard_size,
-            approximate=args.approximate,
-        )
+    # Every corpus is embedded into shards: in --embeddings-dir (kept, reused by a later run) or a temporary folder.
+    mined = mine_hard_negatives(
+        rows, model, corpus, num_negatives=args.num_negatives, range_min=args.range_min, range_max=args.range_max,
+        margin=args.margin, max_score=args.max_score, sampling=args.sampling, tokenizer=tokenizer,
+        batch_size=args.batch_size, seed=args.seed, embeddings_dir=args.embeddings_dir, text_column=args.text_column,
+        id_column=args.id_column, shard_size=args.shard_size, approximate=args.approximate, dtype=args.dtype,
+    )  # fmt: skip
     output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(output.name + ".partial")
     if kind == "json":

@@ -7,12 +7,14 @@ import argparse
 from typing import Any
 
 from .arguments import (
-    add_corpus_dir_arguments,
+    CORPUS_HELP,
+    DeprecatedOption,
+    add_corpus_arguments,
+    add_embeddings_dir_arguments,
     add_model_arguments,
     add_shard_arguments,
     positive_int,
 )
-from .common import DTYPES
 from .embed import run_embed
 from .export import EXPORT_FORMATS, EXPORT_QUANTIZATION, run_export
 from .index import run_index
@@ -26,37 +28,35 @@ def add_corpus_commands(commands: Any) -> None:
     index = commands.add_parser(
         "index",
         help="embed a corpus once into a vector index folder for 'search --index'",
-        description="Embed every document of a corpus once and save texts, ids, embeddings and (when faiss is "
-        "installed) a faiss index in a folder, with the model's fingerprint; 'hf-siamese search --index DIR' then "
-        "embeds only the queries.",
+        description="Embed every document of a corpus once, streamed (one shard in memory at a time), into a folder "
+        "with its texts (memory-mapped), ids, vectors and the model's fingerprint; from 100,000 documents on (with "
+        "faiss installed) also an approximate index. 'hf-siamese search --index DIR' then embeds only the queries.",
     )
-    index.add_argument(
-        "corpus",
-        metavar="SOURCE",
-        help="NAME.txt (one document per line; ids are the positions of the non-blank lines), a CSV/TSV/JSONL/JSON "
-        "file or folder, or a Hub dataset id",
-    )
+    index.add_argument("corpus", metavar="CORPUS", help=CORPUS_HELP)
     index.add_argument("-o", "--output", required=True, metavar="DIR", help="the index folder to write")
     add_model_arguments(index, training=False)
-    index.add_argument("--text-column", metavar="NAME", help="column holding the documents (default: text)")
-    index.add_argument("--id-column", metavar="NAME", help="column of unique document ids (default: row positions)")
-    index.add_argument("--split", default="train", help="split of a Hub dataset or a local folder (default: train)")
-    index.add_argument("--dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
-    index.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
-    index.add_argument(
-        "--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder (vectors are kept in float32)"
-    )
+    add_corpus_arguments(index)
+    add_shard_arguments(index)
     index.add_argument("--prompt-name", metavar="NAME", help="model prompt for the documents (default: its default)")
-    index.add_argument("--no-faiss", action="store_true", help="exact search even when faiss is installed")
     index.add_argument(
-        "--streamed", action="store_true",
-        help="stream CORPUS (also a quoted glob, as 'embed') into resumable shards, searched memory-mapped, through "
-        "an approximate faiss index from 100,000 documents on: for corpora larger than memory",
+        "--approximate", action=argparse.BooleanOptionalAction,
+        help="search through an approximate faiss index (default: from 100,000 documents on, when faiss is "
+        "installed); --no-approximate: exact search",
     )  # fmt: skip
     index.add_argument(
-        "--shard-size", type=positive_int, default=10_000, help="with --streamed: rows per shard (default: 10000)"
-    )
+        "--calibration-queries", metavar="FILE",
+        help="queries like the ones you will search with (.txt one per line, or a file with a text column), on "
+        "which the approximate index measures its recall (default: held-out documents)",
+    )  # fmt: skip
     index.add_argument("--overwrite", action="store_true", help="replace DIR if it exists and is not empty")
+    index.add_argument(
+        "--no-faiss", dest="approximate", action=DeprecatedOption, nargs=0, const=False,
+        instead="use --no-approximate",
+    )  # fmt: skip
+    index.add_argument(
+        "--streamed", dest=argparse.SUPPRESS, action=DeprecatedOption, nargs=0,
+        instead="it does nothing: every index streams its corpus",
+    )  # fmt: skip
     index.set_defaults(handler=run_index)
 
     embed = commands.add_parser(
@@ -65,20 +65,18 @@ def add_corpus_commands(commands: Any) -> None:
         description="Embed every text of a corpus into Parquet shards (columns id, embedding) in DIR, reading the "
         "corpus as a stream and holding one shard at a time. Run it again with the same arguments to resume a "
         "stopped run (finished shards are checked and kept); under accelerate launch / torchrun each process embeds "
-        "its share of the shards on its own device. DIR/corpus.json records the model and settings.",
+        "its share of the shards on its own device. DIR/corpus.json records the model and settings. DIR is what "
+        "--embeddings-dir of search, mine, similar and cluster reuses.",
     )
-    embed.add_argument(
-        "corpus",
-        metavar="CORPUS",
-        help="NAME.txt (one text per line; ids are the positions of the non-blank lines), a .jsonl/.csv/.tsv/.parquet "
-        "file, a quoted glob of them ('docs/*.jsonl', read in sorted order), or a Hub dataset id (streamed)",
-    )
+    embed.add_argument("corpus", metavar="CORPUS", help=CORPUS_HELP)
     embed.add_argument("-o", "--output", required=True, metavar="DIR", help="the shard folder to write or resume")
     add_model_arguments(embed, training=False)
+    add_corpus_arguments(embed)
     add_shard_arguments(embed)
     embed.add_argument("--prompt-name", metavar="NAME", help="model prompt for the texts (default: its default)")
     embed.set_defaults(handler=run_embed)
 
+    approximate = "neighbours from an approximate faiss index (default: from 100,000 texts on, when faiss is installed)"
     for name, handler, summary in (
         ("similar", run_similar, "every pair of near-duplicate texts of a corpus above a similarity threshold"),
         ("cluster", run_cluster, "group a corpus into communities above a threshold, or --k k-means topics"),
@@ -90,17 +88,14 @@ def add_corpus_commands(commands: Any) -> None:
             "corpus is embedded first into resumable shards (as 'embed'; --embeddings-dir, default OUTPUT.embeddings, "
             "is reused by a later run). Writes CSV, TSV or JSONL (by the -o name) with ids and texts.",
         )
-        command.add_argument("corpus", metavar="CORPUS", help="as for 'embed': a file, a quoted glob, or a Hub id")
+        command.add_argument("corpus", metavar="CORPUS", help=CORPUS_HELP)
         command.add_argument("-o", "--output", required=True, help="NAME.csv, NAME.tsv or NAME.jsonl")
         add_model_arguments(command, training=False)
         command.add_argument("--threshold", type=float, default=0.85, help="least similarity (default: 0.85)")
         command.add_argument("--top-k", type=positive_int, default=10, help="neighbours per text (default: 10)")
-        command.add_argument("--embeddings-dir", metavar="DIR", help="shard folder (default: OUTPUT.embeddings)")
+        add_corpus_arguments(command)
         add_shard_arguments(command)
-        command.add_argument(
-            "--approximate", action=argparse.BooleanOptionalAction,
-            help="neighbours from an approximate faiss index (default: from 100,000 texts on, when faiss is installed)",
-        )  # fmt: skip
+        add_embeddings_dir_arguments(command, "OUTPUT.embeddings", approximate)
         if name == "cluster":
             command.add_argument("--k", type=positive_int, help="k-means into K groups instead of a threshold")
             command.add_argument("--min-size", type=positive_int, default=2, help="smallest group kept (default 2)")
@@ -115,38 +110,44 @@ def add_corpus_commands(commands: Any) -> None:
         help="add hard negatives mined by a model to (anchor, positive) rows",
         description="For every (anchor, positive) row, rank the corpus with the model and add the best-ranked "
         "documents that are not a positive of the anchor (within --range-min..--range-max, below --max-score, "
-        "and at least --margin below the positive's score) as negative_1 ... negative_N.",
+        "and at least --margin below the positive's score) as negative_1 ... negative_N. The corpus is embedded "
+        "into shards first (as 'embed'), in --embeddings-dir when given (kept and reused).",
     )
     mine.add_argument(
         "data", metavar="SOURCE", help="(anchor, positive) rows: file, folder or Hub dataset id, or a BEIR folder"
     )
     mine.add_argument("-o", "--output", required=True, help="output rows: NAME.jsonl, NAME.tsv or NAME.csv")
     mine.add_argument(
-        "--corpus", metavar="FILE", help="documents to mine from: text file (one per line; streamed, as 'embed') or "
-        "BEIR folder (default: the positives, or a BEIR folder's corpus)",
+        "--corpus", metavar="CORPUS",
+        help=f"documents to mine from: {CORPUS_HELP}; or a BEIR folder (default: the positives, or a BEIR folder's "
+        "corpus)",
     )  # fmt: skip
-    add_corpus_dir_arguments(mine)
     add_model_arguments(mine, training=False)
     mine.add_argument("--columns", metavar="ROLE=NAME,...", help="e.g. anchor=question,positive=answer")
-    mine.add_argument("--split", default="train", help="split of a Hub dataset or a folder (default: train)")
+    mine.add_argument("--split", default="train", help="split of SOURCE: Hub dataset or folder (default: train)")
+    add_corpus_arguments(mine, "--corpus-split", "--corpus-dataset-config")
     mine.add_argument("--num-negatives", type=positive_int, default=3, help="negatives per row (default: 3)")
     mine.add_argument("--range-min", type=int, default=0, help="skip the best RANGE_MIN ranks (default: 0)")
     mine.add_argument("--range-max", type=positive_int, help="consider ranks below this (default: min + 100)")
     mine.add_argument("--margin", type=float, help="drop candidates scoring above the positive's score - MARGIN")
     mine.add_argument("--max-score", type=float, help="drop candidates scoring above MAX_SCORE")
     mine.add_argument("--sampling", choices=("top", "random"), default="top", help="default: top")
-    mine.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
     mine.add_argument("--seed", type=int, default=42, help="for --sampling random (default: 42)")
+    add_shard_arguments(mine)
+    add_embeddings_dir_arguments(
+        mine, "a temporary folder", approximate.replace("neighbours", "candidates"), deprecated_alias=True
+    )
     mine.set_defaults(handler=run_mine)
 
     search = commands.add_parser(
         "search",
-        help="top-k semantic search of queries over a corpus file or a vector index",
-        description="Rank the lines of a corpus file (embedded on every call), or the documents of an index built "
-        "by 'hf-siamese index' (embedded once), by similarity to each query.",
+        help="top-k semantic search of queries over a corpus or a vector index",
+        description="Rank the documents of a corpus (embedded on every call, or once into --embeddings-dir), or "
+        "of an index built by 'hf-siamese index' (embedded once), by similarity to each query; prints "
+        "'rank. score  [id] text' per hit.",
     )
     source = search.add_mutually_exclusive_group(required=True)
-    source.add_argument("--corpus", metavar="FILE", help="text file, one document per line (streamed, as 'embed')")
+    source.add_argument("--corpus", metavar="CORPUS", help=CORPUS_HELP)
     source.add_argument(
         "--index", metavar="DIR", help="index folder from 'hf-siamese index' (--model defaults to its model)"
     )
@@ -154,9 +155,15 @@ def add_corpus_commands(commands: Any) -> None:
     search.add_argument("--queries", metavar="FILE", help="text file, one query per line")
     search.add_argument("--top-k", type=int, default=5, help="matches per query (default: 5)")
     add_model_arguments(search, training=False)
-    search.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
     search.add_argument("--prompt-name", metavar="NAME", help="model prompt for the queries (default: its default)")
-    add_corpus_dir_arguments(search)
+    add_corpus_arguments(search)
+    add_shard_arguments(search)
+    add_embeddings_dir_arguments(
+        search, "a temporary folder",
+        "candidates from an approximate faiss index (default: from 100,000 texts on, when faiss is installed, and "
+        "only with --embeddings-dir, where the index is kept)",
+        deprecated_alias=True,
+    )  # fmt: skip
     search.set_defaults(handler=run_search)
 
     export = commands.add_parser(

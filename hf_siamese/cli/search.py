@@ -1,17 +1,30 @@
-"""`hf-siamese search`: top-k semantic search of queries over a corpus file, streamed into shards as `hf-siamese embed`
-does (kept and reused with --corpus-dir), or over an index built by `hf-siamese index` (no re-embedding of the
-corpus)."""
+"""`hf-siamese search`: top-k semantic search of queries over a corpus (any source `open_corpus` reads), embedded into
+shards as `hf-siamese embed` does (kept and reused with --embeddings-dir), or over an index built by `hf-siamese index`
+(no re-embedding of the corpus). Both print the hits the same way: `rank. score  [id] text`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from .common import load_inference_model
+from .common import corpus_source, load_inference_model, shard_options
+
+# What only a --corpus search reads (its columns, its Hub split, its embeddings folder), with their defaults.
+_CORPUS_ONLY = {
+    "--text-column": ("text_column", "text"),
+    "--id-column": ("id_column", None),
+    "--split": ("corpus_split", None),
+    "--dataset-config": ("corpus_config", None),
+    "--embeddings-dir": ("embeddings_dir", None),
+    "--shard-size": ("shard_size", None),
+    "--dtype": ("dtype", "float32"),
+    "--approximate": ("approximate", None),
+}
 
 
 def run_search(args: argparse.Namespace) -> int:
-    """Print the top-k corpus lines for every query, with their similarity."""
+    """Print the top-k corpus documents for every query, with their similarity and id."""
     from ..data.readers import read_text_lines
 
     if args.top_k < 1:
@@ -23,30 +36,38 @@ def run_search(args: argparse.Namespace) -> int:
     if not queries or not all(queries):
         raise ValueError("give at least one non-empty --query TEXT or a --queries FILE")
     if args.index:
-        return _search_index(args, queries)
-    return _search_corpus(args, queries)
+        given = [flag for flag, (name, default) in _CORPUS_ONLY.items() if getattr(args, name) != default]
+        if given:
+            raise ValueError(f"{', '.join(given)} describe(s) a --corpus to embed; an --index is already embedded")
+        results = _search_index(args, queries)
+    else:
+        results = _search_corpus(args, queries)
+    for query, hits in zip(queries, results, strict=True):
+        print(f"\nQuery: {query}")
+        for hit in hits:
+            print(f"  {hit['rank']:>2}. {hit['score']:.4f}  [{hit['id']}] {hit['text']}")
+    return 0
 
 
-def _search_corpus(args: argparse.Namespace, queries: list[str]) -> int:
-    """Stream the corpus file into shards (in --corpus-dir, reused when it holds them, else a temporary folder), then
+def _search_corpus(args: argparse.Namespace, queries: list[str]) -> list[list[dict[str, Any]]]:
+    """Embed the corpus into shards (in --embeddings-dir, reused when it holds them, else a temporary folder), then
     search the memory-mapped vectors: exactly, or through a kept approximate index (see `corpus_search`)."""
-    from ..data.corpus_stream import TextLines
     from ..retrieval.corpus import encode_corpus
     from ..retrieval.corpus_groups import _texts_of, corpus_matrix
     from ..retrieval.mining_corpus import corpus_search, resolve_shard_size, work_folder
 
-    source = TextLines(args.corpus)
+    source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
-    # An approximate index pays off only when it is kept for later searches (--corpus-dir) or asked for.
-    approximate = args.approximate if args.approximate is not None or args.corpus_dir else False
-    with work_folder(args.corpus_dir) as folder:
-        encode_corpus(
-            model, source, folder, tokenizer=tokenizer, batch_size=args.batch_size,
-            shard_size=resolve_shard_size(folder, args.shard_size), show_progress_bar=sys.stderr.isatty(),
-        )  # fmt: skip
-        _, vectors = corpus_matrix(folder)
+    # An approximate index pays off only when it is kept for later searches (--embeddings-dir) or asked for.
+    approximate = args.approximate if args.approximate is not None or args.embeddings_dir else False
+    options = shard_options(args, tokenizer)
+    options["show_progress_bar"] = sys.stderr.isatty()
+    with work_folder(args.embeddings_dir) as folder:
+        options["shard_size"] = resolve_shard_size(folder, args.shard_size)
+        encode_corpus(model, source, folder, **options)
+        ids, vectors = corpus_matrix(folder)
         search = corpus_search(vectors, folder, model.config.similarity, approximate)
         query_vectors = model.encode(
             queries, tokenizer=tokenizer, batch_size=args.batch_size, prompt_name=args.prompt_name,
@@ -54,18 +75,22 @@ def _search_corpus(args: argparse.Namespace, queries: list[str]) -> int:
         )  # fmt: skip
         scores, rows = search(query_vectors, min(args.top_k, len(vectors)))
         del vectors, search
-    texts = _texts_of(source, {row for row in rows.ravel().tolist() if row >= 0}, "text", None)
-    for index, query in enumerate(queries):
-        print(f"\nQuery: {query}")
-        hits = zip(scores[index].tolist(), rows[index].tolist(), strict=True)
-        for rank, (score, row) in enumerate(((s, r) for s, r in hits if r >= 0), start=1):  # -1: no hit
-            print(f"  {rank:>2}. {score:.4f}  {texts[row]}")
-    return 0
+    texts = _texts_of(source, {row for row in rows.ravel().tolist() if row >= 0}, args.text_column, args.id_column)
+    results = []
+    for found_scores, found_rows in zip(scores.tolist(), rows.tolist(), strict=True):
+        hits = [(score, row) for score, row in zip(found_scores, found_rows, strict=True) if row >= 0]  # -1: no hit
+        results.append(
+            [
+                {"rank": rank, "score": score, "id": ids[row], "text": texts[row]}
+                for rank, (score, row) in enumerate(hits, start=1)
+            ]
+        )
+    return results
 
 
-def _search_index(args: argparse.Namespace, queries: list[str]) -> int:
+def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dict[str, Any]]]:
     """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
-    from ..retrieval.corpus_index import load_index  # any index folder, streamed ones too
+    from ..retrieval.vector_index import load_index
 
     index = load_index(args.index)
     model_path = args.model or index.model_name
@@ -75,11 +100,6 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> int:
     model, tokenizer = load_inference_model(
         model_path, args.pooling, args.normalize, max_seq_length, device=args.device
     )
-    results = index.search(
+    return index.search(
         model, queries, top_k=args.top_k, tokenizer=tokenizer, prompt_name=args.prompt_name, batch_size=args.batch_size
     )
-    for query, hits in zip(queries, results, strict=True):
-        print(f"\nQuery: {query}")
-        for hit in hits:
-            print(f"  {hit['rank']:>2}. {hit['score']:.4f}  [{hit['id']}] {hit['text']}")
-    return 0

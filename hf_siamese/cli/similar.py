@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from .common import load_inference_model
-from .embed import corpus_source, shard_options
+from .common import corpus_source, load_inference_model, shard_options
 
 
 def _embeddings_dir(args: argparse.Namespace) -> str:
+    """--embeddings-dir, else OUTPUT.embeddings: kept beside the output, so that a later run reuses it."""
     return args.embeddings_dir or f"{args.output}.embeddings"
 
 
@@ -18,7 +18,7 @@ def run_similar(args: argparse.Namespace) -> int:
     from ..retrieval.corpus_groups import check_output, find_similar, write_rows
 
     check_output(args.output)
-    source = corpus_source(args.corpus, args.split, args.dataset_config)
+    source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
@@ -36,7 +36,7 @@ def run_cluster(args: argparse.Namespace) -> int:
     from ..retrieval.corpus_groups import check_output, find_clusters, write_rows
 
     check_output(args.output)
-    source = corpus_source(args.corpus, args.split, args.dataset_config)
+    source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )

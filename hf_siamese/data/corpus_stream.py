@@ -241,22 +241,4 @@ def open_corpus(
     return (rows.check("the corpus", text, None, row=row) for row, text in enumerate(source))
 
 
-class TextLines:
-    """The non-blank lines of a UTF-8 text file, stripped (as `read_text_lines`), read anew on every iteration and
-    never held: what `hf-siamese search --corpus` and `mine --corpus` stream into shards. Missing, a folder, or
-    without a line of text is an error here."""
-
-    def __init__(self, path: str) -> None:
-        self.path = Path(path)
-        if not self.path.exists():
-            raise FileNotFoundError(2, f"text file not found: {path!r}", path)
-        if self.path.is_dir():
-            raise DataFormatError(path, "is a directory", expected="a text file with one text per line")
-        if next(text_lines(self.path), None) is None:
-            raise DataFormatError(path, "has no text", expected="one text per line")
-
-    def __iter__(self) -> Any:
-        return (line for _, line in text_lines(self.path))
-
-
-__all__ = ["SUFFIXES", "TextLines", "is_local_source", "open_corpus", "resolve_corpus"]
+__all__ = ["SUFFIXES", "is_local_source", "open_corpus", "resolve_corpus"]

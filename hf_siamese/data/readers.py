@@ -51,7 +51,6 @@ __all__ = [
     "DatasetLoadError",
     "load_demo_dataset",
     "load_pairs",
-    "read_corpus",
     "read_text_lines",
     "read_nli_csv",
     "read_pairs_file",
@@ -352,29 +351,6 @@ def read_text_lines(path: str) -> list[str]:
     if not texts:
         raise DataFormatError(path, "has no text", expected="one text per line")
     return texts
-
-
-def read_corpus(
-    source: PathLike,
-    *,
-    text_column: str | None = None,
-    id_column: str | None = None,
-    split: str | None = None,
-    subset: str | None = None,
-) -> tuple[list[Any], list[Any] | None]:
-    """(texts, ids or None) of a corpus: a .txt file (one document per line, blank lines skipped, ids = positions)
-    or a CSV/TSV/JSONL/JSON file, folder or Hub dataset (`text_column`, default `text`, and optional `id_column`)."""
-    source = os.fspath(source)
-    if Path(source).suffix.lower() == ".txt":
-        if text_column or id_column:
-            raise ValueError(
-                f"--text-column/--id-column apply to table files and datasets; {source!r} is a text file with one "
-                "document per line (its ids are the line positions 0, 1, ... among non-blank lines)"
-            )
-        return read_text_lines(source), None
-    columns = {"text": text_column or "text", **({"id": id_column} if id_column else {})}
-    data = load_pairs(source, split=split, columns=columns, **({"name": subset} if subset else {}))
-    return list(data["text"]), list(data["id"]) if id_column else None
 
 
 _DEMO_SPLITS = ("train", "dev")

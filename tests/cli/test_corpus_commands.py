@@ -1,5 +1,6 @@
-"""`search --corpus` and `mine --corpus` stream the corpus into shards (kept with --corpus-dir): the output of
-`search` is what the in-memory search printed, `mine` gives the library's rows, and the folder is reused."""
+"""`search --corpus` and `mine --corpus` stream the corpus into shards (kept with --embeddings-dir): `search` ranks as
+an in-memory search over the whole file does and prints `rank. score  [id] text` as `search --index`, `mine` gives
+the library's rows, and the folder is reused."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def _run(argv: list[str], capsys) -> tuple[int, str, str]:
 
 
 def _in_memory_search(w: Path, queries: list[str], top_k: int) -> str:
-    """What `search --corpus` printed before it streamed: the whole file embedded as one list, torch.topk."""
+    """The whole file embedded as one list, torch.topk; the hits printed as `search --index` prints them (the id of
+    a line of a .txt is its position among the non-blank lines)."""
     model, tokenizer = load_inference_model(str(w / "model"), None, None, None, device="cpu")
     corpus = [line.strip() for line in (w / "corpus.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
     scores = model.similarity(
@@ -53,7 +55,7 @@ def _in_memory_search(w: Path, queries: list[str], top_k: int) -> str:
     for index, query in enumerate(queries):
         lines.append(f"\nQuery: {query}")
         for rank, (score, position) in enumerate(zip(top.values[index], top.indices[index], strict=True), start=1):
-            lines.append(f"  {rank:>2}. {score.item():.4f}  {corpus[int(position)]}")
+            lines.append(f"  {rank:>2}. {score.item():.4f}  [{int(position)}] {corpus[int(position)]}")
     return "\n".join(lines) + "\n"
 
 
@@ -70,7 +72,7 @@ def _same_output(out: str, expected: str) -> bool:
     return True
 
 
-def test_search_corpus_prints_what_it_printed_before(files: Path, capsys) -> None:
+def test_search_corpus_ranks_as_an_in_memory_search(files: Path, capsys) -> None:
     w = files
     queries = (w / "queries.txt").read_text(encoding="utf-8").splitlines()
     expected = _in_memory_search(w, queries, 5)
@@ -80,13 +82,13 @@ def test_search_corpus_prints_what_it_printed_before(files: Path, capsys) -> Non
     assert code == 0, err
     assert _same_output(out, expected)
     assert out.split(f"Query: {queries[0]}\n")[1].startswith("   1. 1.0000  ")  # a corpus line finds itself
-    # --corpus-dir keeps the shards; a second run reuses them (no shard rewritten) and prints the same
-    kept = [*base, "--corpus-dir", str(w / "shards"), "--shard-size", "8"]
+    # --embeddings-dir keeps the shards; a second run reuses them (no shard rewritten) and prints the same
+    kept = [*base, "--embeddings-dir", str(w / "shards"), "--shard-size", "8"]
     assert _run(kept, capsys)[1] == out
     shards = sorted((w / "shards").glob("shard-*.parquet"))
     assert len(shards) == 5
     stamps = [path.stat().st_mtime_ns for path in shards]
-    assert _run([*base, "--corpus-dir", str(w / "shards")], capsys)[1] == out  # its shard size is the folder's
+    assert _run([*base, "--embeddings-dir", str(w / "shards")], capsys)[1] == out  # its shard size is the folder's
     assert [path.stat().st_mtime_ns for path in shards] == stamps
     # top-k larger than the corpus: every line once
     code, out, _ = _run([*base, "--top-k", "99"], capsys)
@@ -98,7 +100,7 @@ def test_search_corpus_through_an_approximate_index(files: Path, capsys) -> None
     w = files
     base = ["search", "--model", str(w / "model"), "--corpus", str(w / "corpus.txt"), "--query", "music"]
     expected = _run(base, capsys)[1]
-    code, out, err = _run([*base, "--corpus-dir", str(w / "shards"), "--approximate"], capsys)
+    code, out, err = _run([*base, "--embeddings-dir", str(w / "shards"), "--approximate"], capsys)
     assert code == 0 and out == expected, err
     assert (w / "shards" / "ann" / "ann.json").is_file()
 
@@ -110,7 +112,7 @@ def test_mine_corpus_file_streams_and_reuses_its_folder(files: Path, tiny_tokeni
     assert code == 0, err
     mined = [json.loads(line) for line in (w / "mined.jsonl").read_text(encoding="utf-8").splitlines()]
     assert f"mined {len(mined)} of 15 rows" in out and len(mined) >= 5
-    # the rows of the library's in-memory path, with the model as the command loads it
+    # the library's rows, with the model as the command loads it
     model, _ = load_inference_model(str(w / "model"), None, None, None, device="cpu")
     from datasets import Dataset
 
@@ -118,8 +120,8 @@ def test_mine_corpus_file_streams_and_reuses_its_folder(files: Path, tiny_tokeni
     corpus = [line.strip() for line in (w / "corpus.txt").read_text(encoding="utf-8").splitlines() if line.strip()]
     expected = mine_hard_negatives(pairs, model, corpus, num_negatives=2, margin=0.0, tokenizer=tiny_tokenizer)
     assert mined == expected.to_list()
-    # --corpus-dir: kept, reused by the next run (shards untouched), the same rows
-    kept = [*base, "--num-negatives", "2", "--margin", "0", "--corpus-dir", str(w / "shards"), "--shard-size", "16"]
+    # --embeddings-dir: kept, reused by the next run (shards untouched), the same rows
+    kept = [*base, "--num-negatives", "2", "--margin", "0", "--embeddings-dir", str(w / "shards"), "--shard-size", "16"]
     assert _run([*kept, "-o", str(w / "a.jsonl")], capsys)[0] == 0
     stamps = [path.stat().st_mtime_ns for path in sorted((w / "shards").glob("shard-*.parquet"))]
     assert len(stamps) == 3
@@ -132,17 +134,17 @@ def test_mine_corpus_file_streams_and_reuses_its_folder(files: Path, tiny_tokeni
     ("argv", "fragment"),
     [
         # a shard folder made with another model: the difference named, in one line
-        (["search", "--model", "{w}/other", "--corpus", "{w}/corpus.txt", "--query", "a", "--corpus-dir", "{w}/s"],
+        (["search", "--model", "{w}/other", "--corpus", "{w}/corpus.txt", "--query", "a", "--embeddings-dir", "{w}/s"],
          "made differently: model (same config, different weights)"),
         (["mine", "{w}/pairs.jsonl", "--model", "{w}/other", "--corpus", "{w}/corpus.txt", "-o", "{w}/m.jsonl",
-          "--corpus-dir", "{w}/s"], "made differently: model (same config, different weights)"),
+          "--embeddings-dir", "{w}/s"], "made differently: model (same config, different weights)"),
         # more negatives than the corpus holds; an empty corpus; a missing one
         (["mine", "{w}/pairs.jsonl", "--model", "{w}/model", "--corpus", "{w}/corpus.txt", "-o", "{w}/m.jsonl",
           "--num-negatives", "40"], "num_negatives=40 but the corpus has only 40 distinct documents; at most 39"),
         (["mine", "{w}/pairs.jsonl", "--model", "{w}/model", "--corpus", "{w}/blank.txt", "-o", "{w}/m.jsonl"],
-         "has no text"),
-        (["search", "--model", "{w}/model", "--corpus", "{w}/blank.txt", "--query", "a"], "has no text"),
-        (["search", "--model", "{w}/model", "--corpus", "{w}/missing.txt", "--query", "a"], "text file not found"),
+         "blank.txt: has no rows"),
+        (["search", "--model", "{w}/model", "--corpus", "{w}/blank.txt", "--query", "a"], "blank.txt: has no rows"),
+        (["search", "--model", "{w}/model", "--corpus", "{w}/missing.txt", "--query", "a"], "corpus file not found"),
         # an embeddings folder is not an index: said, with what searches it
         (["search", "--index", "{w}/s", "--query", "a"], "holds corpus embeddings"),
     ],
