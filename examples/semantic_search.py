@@ -19,6 +19,7 @@ from accelerate import PartialState
 from transformers import AutoTokenizer
 
 from hf_siamese import SiameseBertModel, distributed, load_pairs
+from hf_siamese.data import open_corpus
 
 DEFAULT_QUERIES = ["A man is playing a musical instrument.", "Someone is cooking.", "Stock prices went down."]
 
@@ -33,11 +34,11 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def read_corpus(source: str) -> list[str]:
-    """One sentence per line of a .txt file, else the unique sentences of a pair dataset (file or Hub id)."""
+def corpus_sentences(source: str) -> list[str]:
+    """One sentence per line of a .txt file (read by hf_siamese's corpus reader), else the unique sentences of a pair
+    dataset (file or Hub id)."""
     if source.endswith(".txt") and os.path.isfile(source):
-        with open(source, encoding="utf-8") as handle:
-            return [line.strip() for line in handle if line.strip()]
+        return [text for _, text in open_corpus(source)]
     pairs = load_pairs(source, split="test")
     return list(dict.fromkeys([*pairs["sentence1"], *pairs["sentence2"]]))  # unique, in order
 
@@ -45,7 +46,7 @@ def read_corpus(source: str) -> list[str]:
 def main() -> None:
     args = parse_args()
     state = PartialState()  # the device to use, also under accelerate launch (where every process searches)
-    corpus = read_corpus(args.corpus)[: args.max_corpus]
+    corpus = corpus_sentences(args.corpus)[: args.max_corpus]
     queries = args.query or DEFAULT_QUERIES
 
     # A plain encoder is wrapped with mean pooling; a saved hf-siamese model could be loaded with AutoModel.
