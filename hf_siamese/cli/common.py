@@ -145,7 +145,7 @@ def corpus_source(corpus: str, args: Any) -> Any:
 
 def shard_options(args: Any, tokenizer: Any) -> dict[str, Any]:
     """The `encode_corpus` keywords of `add_corpus_arguments` and `add_shard_arguments`; `shard_size` None means the
-    folder's own, else 10,000 (`mining_corpus.resolve_shard_size`, applied where the folder is known)."""
+    folder's own, else 10,000 (`encode_corpus` applies it)."""
     return dict(
         tokenizer=tokenizer,
         text_column=args.text_column,

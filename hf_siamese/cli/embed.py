@@ -12,15 +12,12 @@ from .common import corpus_source, load_inference_model, shard_options
 def run_embed(args: argparse.Namespace) -> int:
     """Embed the corpus into shards in the output folder (resuming one started with the same arguments)."""
     from ..retrieval.corpus import encode_corpus
-    from ..retrieval.mining_corpus import resolve_shard_size
 
     source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
-    options = shard_options(args, tokenizer)
-    options["shard_size"] = resolve_shard_size(args.output, args.shard_size)
-    result = encode_corpus(model, source, args.output, **options, prompt_name=args.prompt_name)
+    result = encode_corpus(model, source, args.output, **shard_options(args, tokenizer), prompt_name=args.prompt_name)
     state = "" if result.done else " (other processes are still running; the last one marks the folder done)"
     shards = f"{result.num_shards} shard{'s' if result.num_shards != 1 else ''}"
     print(

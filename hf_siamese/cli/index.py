@@ -19,7 +19,6 @@ def read_calibration_queries(path: str) -> list[str]:
 
 def run_index(args: argparse.Namespace) -> int:
     """Embed the corpus with the model and write the index folder."""
-    from ..retrieval.mining_corpus import DEFAULT_SHARD_SIZE
     from ..retrieval.vector_index import build_index
 
     source = corpus_source(args.corpus, args)
@@ -29,7 +28,7 @@ def run_index(args: argparse.Namespace) -> int:
     )
     index = build_index(
         model, source, args.output, text_column=args.text_column, id_column=args.id_column, tokenizer=tokenizer,
-        batch_size=args.batch_size, shard_size=args.shard_size or DEFAULT_SHARD_SIZE, dtype=args.dtype,
+        batch_size=args.batch_size, shard_size=args.shard_size, dtype=args.dtype,
         prompt_name=args.prompt_name, approximate=args.approximate, calibration_queries=queries,
         show_progress_bar=sys.stderr.isatty(), overwrite=args.overwrite,
     )  # fmt: skip

@@ -54,7 +54,7 @@ def _search_corpus(args: argparse.Namespace, queries: list[str]) -> list[list[di
     search the memory-mapped vectors: exactly, or through a kept approximate index (see `corpus_search`)."""
     from ..retrieval.corpus import encode_corpus
     from ..retrieval.corpus_groups import _texts_of, corpus_matrix
-    from ..retrieval.mining_corpus import corpus_search, resolve_shard_size, work_folder
+    from ..retrieval.mining_corpus import corpus_search, work_folder
 
     source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
@@ -65,7 +65,6 @@ def _search_corpus(args: argparse.Namespace, queries: list[str]) -> list[list[di
     options = shard_options(args, tokenizer)
     options["show_progress_bar"] = sys.stderr.isatty()
     with work_folder(args.embeddings_dir) as folder:
-        options["shard_size"] = resolve_shard_size(folder, args.shard_size)
         encode_corpus(model, source, folder, **options)
         ids, vectors = corpus_matrix(folder)
         search = corpus_search(vectors, folder, model.config.similarity, approximate)

@@ -50,6 +50,7 @@ MANIFEST = "corpus.json"
 SHARD_GLOB = "shard-*.parquet"
 ROWS_HASH_KEY = b"hf_siamese.rows_sha256"  # Parquet metadata of a shard: sha256 of its ids and texts
 logger = logging.getLogger(__name__)
+DEFAULT_SHARD_SIZE = 10_000
 MANIFEST_WAIT_S = 600.0  # how long processes > 0 wait for process 0's manifest (it may still be loading a model)
 
 
@@ -208,7 +209,7 @@ def encode_corpus(
     text_column: str = "text",
     id_column: str | None = None,
     batch_size: int = 64,
-    shard_size: int = 10_000,
+    shard_size: int | None = None,
     dtype: str | torch.dtype | None = None,
     prompt_name: str | None = None,
     prompt: str | None = None,
@@ -227,6 +228,8 @@ def encode_corpus(
             of `str`, or a path or glob (`docs/*.jsonl`: the matches in sorted order) of `.txt` (one text per line,
             blank lines skipped), `.jsonl`, `.csv` / `.tsv` (with a header) or `.parquet` files. Without
             `id_column` the ids are the positions 0, 1, ... of the rows over all files.
+        shard_size: rows per shard (default: the one `output_dir` was started with, so that it resumes, else
+            10,000).
         tokenizer, batch_size, prompt_name, prompt: as in `model.encode` (the resolved prompt is recorded).
         dtype: compute dtype (`"bfloat16"`, `"float16"` or the torch dtype); vectors are stored in float32.
         process_index, num_processes: this process's share (default: the torch.distributed rank and world size,
@@ -242,6 +245,9 @@ def encode_corpus(
         ValueError: the folder was started with another model or settings (the differences are named), or two rows
             rows of the corpus have the same id (both rows and the id named; the folder is not marked done).
     """
+    if shard_size is None:  # the folder's own (so that it resumes), else the default
+        recorded = _load_manifest(Path(output_dir)) if Path(output_dir).is_dir() else None
+        shard_size = (recorded or {}).get("settings", {}).get("shard_size") or DEFAULT_SHARD_SIZE
     for name, value in (("batch_size", batch_size), ("shard_size", shard_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}={value!r}: expected a positive int")

@@ -148,12 +148,9 @@ def find_similar(
     ..., and shard_size, default the folder's recorded one, else 10,000). The neighbours come from exact search below
     `ann.EXACT_BELOW` texts and from an approximate faiss index above (`approximate` forces either; see
     `neighbour_search`)."""
-    from .mining_corpus import resolve_shard_size  # it imports this module
-
     similarity = model.config.similarity
     check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
     source = resolve_corpus(source)
-    encode["shard_size"] = resolve_shard_size(embeddings_dir, encode.get("shard_size"))
     ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
     search = search or neighbour_search(vectors, embeddings_dir, similarity, approximate)
     pairs = similar_pairs(vectors, threshold=threshold, top_k=top_k, similarity=similarity, search=search)
@@ -186,15 +183,12 @@ def find_clusters(
     With `threshold`: communities (or connected components, `method="components"`) of the pairs at or above it, as
     `similar.cluster`. With `k`: k-means into `k` groups (faiss), every text in one. Exactly one of the two. The
     corpus is read and embedded as in `find_similar`."""
-    from .mining_corpus import resolve_shard_size  # it imports this module
-
     if (threshold is None) == (k is None):
         raise ValueError("give either threshold= (groups above a similarity) or k= (k-means into k groups), not both")
     similarity = model.config.similarity
     if threshold is not None:
         check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
     source = resolve_corpus(source)
-    encode["shard_size"] = resolve_shard_size(embeddings_dir, encode.get("shard_size"))
     ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
     if k is not None:
         labels = kmeans(np.asarray(vectors), k, seed=seed, similarity=similarity)

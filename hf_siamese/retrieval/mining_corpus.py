@@ -28,10 +28,9 @@ from typing import Any
 import numpy as np
 
 from ..data.corpus_stream import open_corpus, resolve_corpus
-from .corpus import MANIFEST, _load_manifest, encode_corpus
+from .corpus import MANIFEST, encode_corpus
 from .corpus_groups import _texts_of, corpus_matrix, neighbour_search
 
-DEFAULT_SHARD_SIZE = 10_000
 ROW_CHUNK = 2048  # dataset rows whose anchors are searched at a time: bounds the (anchors, k) result arrays
 WIDEST = 64  # a search asks for at most WIDEST x the rows wanted (repeated texts or empty slots make it ask for more)
 
@@ -62,16 +61,6 @@ def work_folder(embeddings_dir: str | os.PathLike | None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="hf-siamese-corpus-") as temporary:
         yield Path(temporary) / "corpus"
-
-
-def resolve_shard_size(folder: str | os.PathLike, shard_size: int | None) -> int:
-    """`shard_size`, else the one a folder started earlier recorded (so that it resumes), else 10,000: the rule of
-    every command and function that embeds into a kept folder."""
-    if shard_size is not None:
-        return shard_size
-    folder = Path(folder)
-    recorded = _load_manifest(folder) if folder.is_dir() else None
-    return (recorded or {}).get("settings", {}).get("shard_size") or DEFAULT_SHARD_SIZE
 
 
 def corpus_search(vectors: Any, folder: Path, similarity: str, approximate: bool | None) -> Search:
@@ -177,7 +166,7 @@ def mine_corpus(
     with work_folder(embeddings_dir) as folder:
         encode_corpus(
             model, source, folder, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
-            batch_size=batch_size, shard_size=resolve_shard_size(folder, shard_size), dtype=dtype,
+            batch_size=batch_size, shard_size=shard_size, dtype=dtype,
             prompt=document_prompt, show_progress_bar=show_progress_bar,
         )  # fmt: skip
         _, vectors = corpus_matrix(folder)
@@ -220,4 +209,4 @@ def mine_corpus(
     return kept, [[texts[r] for r in rows] for rows in chosen], distinct
 
 
-__all__ = ["DEFAULT_SHARD_SIZE", "corpus_search", "mine_corpus", "resolve_shard_size", "work_folder"]
+__all__ = ["corpus_search", "mine_corpus", "work_folder"]

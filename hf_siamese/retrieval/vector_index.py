@@ -115,7 +115,7 @@ def build_index(
     id_column: str | None = None,
     tokenizer: Any = None,
     batch_size: int = 64,
-    shard_size: int = 10_000,
+    shard_size: int | None = None,
     dtype: str | torch.dtype | None = None,
     prompt_name: str | None = None,
     prompt: str | None = None,
@@ -134,7 +134,8 @@ def build_index(
             `overwrite=True`, and only once the new index is complete.
         ids: for a list of texts, one unique `str` or `int` per text (default: the positions 0..n-1).
         tokenizer, batch_size, prompt_name, prompt: as in `model.encode` (the prompt is recorded in index.json).
-        shard_size: rows embedded and written at a time (what memory holds of the corpus).
+        shard_size: rows embedded and written at a time (what memory holds of the corpus; default 10,000, or what
+            a stopped build of the same output used, so that it resumes).
         dtype: `"bfloat16"` / `"float16"` (or the torch dtype) to embed under autocast; vectors are stored in float32.
         approximate: None builds an approximate index from `ann.EXACT_BELOW` documents on (faiss installed and a
             similarity it serves: cosine, dot, euclidean), True always (an error where it cannot), False never.

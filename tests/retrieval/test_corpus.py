@@ -500,3 +500,10 @@ def test_two_real_processes(cli_files: Path, launch: str) -> None:
     ids, vectors = _read(w / "two")
     assert ids == list(range(10))
     np.testing.assert_allclose(vectors, saved.encode(CORPUS[:10], convert_to_numpy=True), atol=1e-5)
+
+
+def test_shard_size_defaults_to_the_folders_own(tmp_path: Path, model, tiny_tokenizer) -> None:
+    first = encode_corpus(model, CORPUS, tmp_path / "emb", tokenizer=tiny_tokenizer, shard_size=SHARD)
+    again = encode_corpus(model, CORPUS, tmp_path / "emb", tokenizer=tiny_tokenizer)  # shard_size=None: resumes
+    assert first.num_shards == again.num_shards == 5 and again.shards_reused == 5 and again.shards_computed == 0
+    assert encode_corpus(model, CORPUS[:3], tmp_path / "new", tokenizer=tiny_tokenizer).num_shards == 1  # 10,000

@@ -213,8 +213,6 @@ def test_bad_corpus_inputs(data, model, tiny_tokenizer, tmp_path: Path) -> None:
 
 
 def test_small_helpers(tmp_path: Path) -> None:
-    assert mining_corpus.resolve_shard_size(tmp_path / "new", None) == mining_corpus.DEFAULT_SHARD_SIZE
-    assert mining_corpus.resolve_shard_size(tmp_path / "new", 7) == 7
     with mining_corpus.work_folder(None) as folder:
         assert not folder.exists() and folder.parent.is_dir()
     assert not folder.parent.exists()

@@ -382,7 +382,7 @@ def test_cli_index_then_search(cli_files: Path, capsys) -> None:
     _, by_index, _ = _run(["search", "--index", str(w / "idx"), "--query", "music", "--top-k", "5"], capsys)
     by_corpus, by_index = by_corpus.splitlines()[2:], by_index.splitlines()[2:]
     assert len(by_corpus) == len(by_index) == 5
-    assert [line.split(maxsplit=2)[2] for line in by_corpus] == [line.split("] ", 1)[1] for line in by_index]
+    assert [line.split("] ", 1)[1] for line in by_corpus] == [line.split("] ", 1)[1] for line in by_index]
     for a, b in zip(by_corpus, by_index, strict=True):
         assert abs(float(a.split()[1]) - float(b.split()[1])) <= 1e-4
     # a table corpus with its own ids, exact search, and --overwrite
