@@ -97,7 +97,11 @@ def test_ivf_reaches_the_recall_it_records(ivf) -> None:
     assert len(calls) == 2  # two passes over the chunks: sample, then add
     info = index.info
     assert (info["count"], info["dim"], info["factory"], info["similarity"]) == (20_000, DIM, "IVF64,Flat", "cosine")
-    assert info["train_size"] == TRAIN_PER_CENTROID * 64 and info["recall"]["queries"] == 1000 and info["build_seconds"] > 0
+    assert (
+        info["train_size"] == TRAIN_PER_CENTROID * 64
+        and info["recall"]["queries"] == 1000
+        and info["build_seconds"] > 0
+    )
     curve = info["recall"]["by_nprobe"]
     assert [p for p, _ in curve] == [2**i for i in range(len(curve))]  # 1, 2, 4, ... up to the first that reaches
     assert all(r < 0.95 for _, r in curve[:-1]) and curve[-1][1] >= 0.95 and len(curve) > 1
