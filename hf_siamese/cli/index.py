@@ -30,7 +30,7 @@ def run_index(args: argparse.Namespace) -> int:
         model, source, args.output, text_column=args.text_column, id_column=args.id_column, tokenizer=tokenizer,
         batch_size=args.batch_size, shard_size=args.shard_size, dtype=args.dtype,
         prompt_name=args.prompt_name, approximate=args.approximate, calibration_queries=queries,
-        show_progress_bar=sys.stderr.isatty(), overwrite=args.overwrite,
+        embeddings_dir=args.embeddings_dir, show_progress_bar=sys.stderr.isatty(), overwrite=args.overwrite,
     )  # fmt: skip
     print(
         f"indexed {len(index)} documents of {args.corpus} ({index.dim}-dim, {index.similarity} similarity, "

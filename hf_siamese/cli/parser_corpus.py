@@ -48,6 +48,11 @@ def add_corpus_commands(commands: Any) -> None:
         help="queries like the ones you will search with (.txt one per line, or a file with a text column), on "
         "which the approximate index measures its recall (default: held-out documents)",
     )  # fmt: skip
+    index.add_argument(
+        "--embeddings-dir", metavar="DIR",
+        help="the embedded corpus to reuse (the folder 'hf-siamese embed -o DIR' writes, e.g. on N GPUs; embedded "
+        "or resumed there first), hard-linked into the index; default: embedded inside the index",
+    )  # fmt: skip
     index.add_argument("--overwrite", action="store_true", help="replace DIR if it exists and is not empty")
     index.add_argument(
         "--no-faiss", dest="approximate", action=DeprecatedOption, nargs=0, const=False,

@@ -61,6 +61,18 @@ def _is_index(path: Path) -> bool:
         return False
 
 
+def _link_folder(source: Path, target: Path) -> None:
+    """`target` made anew with hard links to the files of `source` (copies where the file system refuses links)."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir()
+    for file in source.iterdir():
+        if file.is_file() and not file.name.endswith(".tmp"):
+            try:
+                os.link(file, target / file.name)
+            except OSError:
+                shutil.copy2(file, target / file.name)
+
+
 class _TextTable:
     """Writes the ids and texts of each shard, as `encode_corpus` reads them, to an Arrow stream file."""
 
@@ -121,6 +133,7 @@ def build_index(
     prompt: str | None = None,
     approximate: bool | None = None,
     calibration_queries: Iterable[str] | None = None,
+    embeddings_dir: str | os.PathLike | None = None,
     show_progress_bar: bool = True,
     overwrite: bool = False,
 ) -> VectorIndex:
@@ -142,6 +155,9 @@ def build_index(
         calibration_queries: texts like the queries the index will serve. The approximate index's nprobe is chosen
             by the recall@10 measured on them (embedded with the model's query prompt); without them, on held-out
             documents, which overstates the recall of queries unlike the documents (index.json says which).
+        embeddings_dir: an embeddings folder of this corpus to reuse (what `encode_corpus` / 'hf-siamese embed'
+            wrote, e.g. on N GPUs): embedded into or resumed as `encode_corpus` does (another model or setting is
+            refused), then hard-linked into the index (copied where links cannot be made).
     """
     output = Path(output_dir)
     recover_output(output)  # first: a half-swapped old index is an existing index
@@ -166,10 +182,13 @@ def build_index(
     texts = _TextTable(staging / f"{TEXTS_FILE}.tmp")
     try:
         encode_corpus(
-            model, source, embeddings, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
-            batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
-            show_progress_bar=show_progress_bar, on_shard=texts, restart_if_different=True,
+            model, source, embeddings if embeddings_dir is None else embeddings_dir, tokenizer=tokenizer,
+            text_column=text_column, id_column=id_column, batch_size=batch_size, shard_size=shard_size, dtype=dtype,
+            prompt_name=prompt_name, prompt=prompt, show_progress_bar=show_progress_bar, on_shard=texts,
+            restart_if_different=embeddings_dir is None,
         )  # fmt: skip
+        if embeddings_dir is not None:
+            _link_folder(Path(embeddings_dir), embeddings)
     except BaseException:
         if not any(embeddings.glob("shard-*.parquet")):  # nothing worth resuming
             shutil.rmtree(staging, ignore_errors=True)

@@ -117,3 +117,21 @@ def test_bad_folders(tmp_path: Path, tiny_tokenizer) -> None:
     build_ann_index(np.eye(4, dtype=np.float32), tmp_path / "ann", recall_queries=0)
     with pytest.raises(FileNotFoundError, match=r"is an ANN index .*load_ann_index"):
         load_index(tmp_path / "ann")
+
+
+def test_an_embeddings_folder_is_reused_by_the_index(tmp_path: Path, tiny_tokenizer) -> None:
+    """The folder 'hf-siamese embed -o DIR' writes (e.g. on N GPUs) becomes the index's vectors without re-embedding."""
+    model = make_tiny_model()
+    encode_corpus(model, CORPUS, tmp_path / "emb", tokenizer=tiny_tokenizer, shard_size=8)
+    shards = sorted((tmp_path / "emb").glob("shard-*.parquet"))
+    inodes = [path.stat().st_ino for path in shards]
+    index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, embeddings_dir=tmp_path / "emb")
+    linked = sorted((tmp_path / "idx" / "embeddings").glob("shard-*.parquet"))
+    assert [path.stat().st_ino for path in linked] == inodes  # the same files: hard links, nothing embedded again
+    reference = build_index(model, CORPUS, tmp_path / "ref", tokenizer=tiny_tokenizer)
+    assert _hits(index, model, tiny_tokenizer) == _hits(reference, model, tiny_tokenizer)
+    # another model is refused, as every command that reuses an embeddings folder refuses it
+    with pytest.raises(ValueError, match="holds corpus embeddings made differently"):
+        build_index(make_tiny_model(seed=9), CORPUS, tmp_path / "other", tokenizer=tiny_tokenizer,
+                    embeddings_dir=tmp_path / "emb")  # fmt: skip
+    assert [path.stat().st_ino for path in sorted((tmp_path / "emb").glob("shard-*.parquet"))] == inodes
