@@ -321,11 +321,13 @@ def encode_corpus(
 
 
 def _check_unique_ids(output: Path, id_keys: array.array, shard_size: int) -> None:
-    """ValueError naming the first id that two rows share (rows whose id hashes agree are checked in their shards)."""
+    """ValueError naming the first repeated id in row order (the earliest row whose id an earlier row has; rows whose
+    id hashes agree are checked in their shards), whatever the hashes' order."""
     keys = np.frombuffer(id_keys, dtype=np.int64)
     order = np.argsort(keys, kind="stable")
     same = np.flatnonzero(keys[order][1:] == keys[order][:-1])
-    for first, second in zip(order[same].tolist(), order[same + 1].tolist(), strict=True):
+    pairs = sorted(zip(order[same].tolist(), order[same + 1].tolist(), strict=True), key=lambda pair: pair[1])
+    for first, second in pairs:
         found = []
         for row in (first, second):
             path = output / shard_name(row // shard_size)
