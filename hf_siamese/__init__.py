@@ -60,6 +60,7 @@ _LAZY = {
     **dict.fromkeys(("similar_pairs", "cluster"), "retrieval.similar"),
     "export_model": "formats.export",
     "ExportedEncoder": "formats.runtime",
+    "CrossEncoder": "cross_encoder.model",
 }
 
 
@@ -72,6 +73,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "CrossEncoder",
     "DataFormatError",
     "DatasetLoadError",
     "load_demo_dataset",

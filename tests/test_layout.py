@@ -22,8 +22,20 @@ ALLOWED = {
     "formats": {"modeling", "storage"},
     "retrieval": {"modeling", "data", "metrics", "storage"},
     "training": {"modeling", "losses", "data", "metrics", "retrieval", "formats", "storage"},
+    "cross_encoder": {"modeling", "losses", "data", "metrics", "retrieval", "formats", "training", "storage"},
     "plots": set(),
-    "cli": {"modeling", "losses", "data", "metrics", "retrieval", "formats", "training", "plots", "storage"},
+    "cli": {
+        "modeling",
+        "losses",
+        "data",
+        "metrics",
+        "retrieval",
+        "formats",
+        "training",
+        "cross_encoder",
+        "plots",
+        "storage",
+    },
 }
 # Remote code's optional hooks: the model's checkpoint methods reach the formats only inside `try: ... except
 # ImportError`, so a saved folder still loads (and saves, and pushes) where hf_siamese is not installed.

@@ -57,6 +57,13 @@ def load_model(
             "(--device cpu), or bfloat16 / float16 on a GPU (--dtype)."
         )
     config = AutoConfig.from_pretrained(path)
+    architectures = getattr(config, "architectures", None) or []
+    heads = [name for name in architectures if name.endswith("ForSequenceClassification")]
+    if heads:
+        raise ValueError(
+            f"{path!r} is a cross-encoder ({heads[0]}: it scores (query, document) pairs), not a bi-encoder: load "
+            "it with hf_siamese.CrossEncoder.from_pretrained, or pass a sentence-embedding model here"
+        )
     if isinstance(config, SiameseBertConfig):
         given = [name for name, value in (("pooling", pooling), ("normalize", normalize)) if value is not None]
         if given:

@@ -111,8 +111,9 @@ def low_precision_copy(model: Any, dtype: torch.dtype) -> Any:
     for tensor in (*model.parameters(), *model.buffers()):
         cast = tensor.detach().to(dtype) if tensor.is_floating_point() else tensor.detach().clone()
         memo[id(tensor)] = nn.Parameter(cast, requires_grad=False) if isinstance(tensor, nn.Parameter) else cast
-    tokenizer = model.tokenizer
-    memo[id(tokenizer)] = tokenizer  # not a module: shared, not copied
+    tokenizer = getattr(model, "tokenizer", None)  # a transformers model has none
+    if tokenizer is not None:
+        memo[id(tokenizer)] = tokenizer  # not a module: shared, not copied
     return copy.deepcopy(model, memo).eval()
 
 

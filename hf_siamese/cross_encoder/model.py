@@ -1,0 +1,406 @@
+"""`CrossEncoder`: a transformers `AutoModelForSequenceClassification` over (query, document) pairs, with the habits of
+our `encode()` around it.
+
+The model is the ecosystem's own class, so what `save_pretrained` writes loads without remote code in transformers
+(`AutoModelForSequenceClassification`), in sentence-transformers' `CrossEncoder` (its v5.4+ files beside the weights,
+the activation recorded in `config_sentence_transformers.json`) and in text-embeddings-inference's `/rerank` (root
+`config.json` naming a `...ForSequenceClassification` with `id2label` / `label2id`, `tokenizer.json`,
+`model.safetensors`). Scoring (`predict`, `rank`): each distinct pair once, tokenized once with the document cut
+before the query (tokenization.py), batches sorted by length, bfloat16 on CPUs that run it natively, the classifier
+head in float32 so that scores keep their order (bfloat16 logits tie, sentence-transformers #3894).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+from ..modeling.devices import resolve_device
+from ..modeling.encoding import SiameseEncodingMixin, cached_low_precision_copy, cpu_dtype, native_low_precision
+from ..modeling.weight_files import naming_damaged_weights
+from ..storage import replace_folder, staging_folder
+from .source import encoder_folder, is_ours, model_kind
+from .tokenization import check_pair_texts, tokenize_pairs
+
+logger = logging.getLogger(__name__)
+
+# activation name -> the torch class sentence-transformers records (and instantiates) for it
+ACTIVATIONS = {"sigmoid": "torch.nn.modules.activation.Sigmoid", "identity": "torch.nn.modules.linear.Identity"}
+# Heads run in float32 over the low-precision states: BERT's (pooler in the base model, then a linear classifier) and
+# RoBERTa / ELECTRA's (a classifier module that reads the sequence's first state).
+POOLER_HEADS = frozenset({"bert"})
+SEQUENCE_HEADS = frozenset({"roberta", "xlm-roberta", "camembert", "electra"})
+ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def _activation_name(value: Any, num_labels: int) -> str:
+    if value is None:
+        return "sigmoid" if num_labels == 1 else "identity"
+    if value in ACTIVATIONS:
+        return value
+    for name, path in ACTIVATIONS.items():
+        if value == path or value == path.rsplit(".", 1)[-1]:
+            return name
+    raise ValueError(f"activation={value!r}: expected one of {sorted(ACTIVATIONS)} (or None: the model's default)")
+
+
+def _recorded_activation(folder: Path, config: Any) -> str | None:
+    """The activation sentence-transformers recorded: `config_sentence_transformers.json` (v5.4+) or the
+    `sentence_transformers` entry of config.json (v4-v5.3), or None."""
+    path = folder / "config_sentence_transformers.json"
+    if path.exists():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8")).get("activation_fn")
+        except (OSError, ValueError):
+            recorded = None
+        if recorded:
+            return recorded
+    old = getattr(config, "sentence_transformers", None)
+    if isinstance(old, dict) and old.get("activation_fn"):
+        return old["activation_fn"]
+    return getattr(config, "sbert_ce_default_activation_function", None)
+
+
+class CrossEncoder:
+    """A reranker or pair classifier: `model` (an `AutoModelForSequenceClassification`) with its tokenizer.
+
+    Args:
+        model: a `...ForSequenceClassification` with `num_labels` outputs (1: a relevance / similarity score).
+        tokenizer: its tokenizer.
+        max_length: tokens per pair (query and document together); defaults to the tokenizer's limit, at most 512.
+        activation: `"sigmoid"` (the default for one output: scores in (0, 1)) or `"identity"` (raw logits; the
+            default for several outputs).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, max_length: int | None = None, activation: str | None = None):
+        if not isinstance(model, nn.Module) or not hasattr(model.config, "num_labels"):
+            raise ValueError(f"model: expected a transformers ...ForSequenceClassification, got {type(model).__name__}")
+        self.model = model
+        self.tokenizer = tokenizer
+        limit = getattr(tokenizer, "model_max_length", 512)
+        self.max_length = int(max_length or min(limit if isinstance(limit, int) and limit < 100_000 else 512, 512))
+        self.activation = _activation_name(activation, self.num_labels)
+
+    # ------------------------------------------------------------------------------------------------ loading
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_name_or_path: str | os.PathLike,
+        max_length: int | None = None,
+        activation: str | None = None,
+        device: str | torch.device | None = None,
+        **kwargs: Any,
+    ) -> CrossEncoder:
+        """Load a saved cross-encoder (ours, sentence-transformers', or any `...ForSequenceClassification` on the Hub
+        or on disk). A bi-encoder folder is refused, naming `from_encoder` to start a cross-encoder from its weights.
+        `kwargs` go to transformers' `from_pretrained` (`revision`, `token`, ...)."""
+        source = os.fspath(model_name_or_path)
+        kind = model_kind(source)
+        if kind == "bi-encoder":
+            raise ValueError(
+                f"{source!r} is a bi-encoder (a sentence-embedding model), not a cross-encoder: load it with "
+                "SiameseBertModel.from_pretrained, or start a cross-encoder from its weights with "
+                f"CrossEncoder.from_encoder({source!r}, num_labels=1) (a new, untrained classifier head)."
+            )
+        if kind == "encoder":
+            raise ValueError(
+                f"{source!r} is an encoder without a classification head (its config.json names no "
+                f"...ForSequenceClassification): start a cross-encoder with CrossEncoder.from_encoder({source!r})."
+            )
+        config = AutoConfig.from_pretrained(source, **kwargs)
+        with naming_damaged_weights(source):
+            model = AutoModelForSequenceClassification.from_pretrained(source, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        if activation is None and Path(source).is_dir():
+            recorded = _recorded_activation(Path(source), config)
+            activation = _activation_name(recorded, config.num_labels) if recorded else None
+        if max_length is None and Path(source, "sentence_bert_config.json").exists():
+            saved = json.loads(Path(source, "sentence_bert_config.json").read_text(encoding="utf-8"))
+            max_length = saved.get("max_seq_length")
+        encoder = cls(model.eval(), tokenizer, max_length=max_length, activation=activation)
+        return encoder.to(device) if device is not None else encoder
+
+    @classmethod
+    def from_encoder(
+        cls,
+        model_name_or_path: str | os.PathLike,
+        num_labels: int = 1,
+        max_length: int | None = None,
+        activation: str | None = None,
+        label2id: dict[str, int] | None = None,
+        **kwargs: Any,
+    ) -> CrossEncoder:
+        """Start a cross-encoder from an encoder's weights with a new classifier head of `num_labels` outputs: a plain
+        encoder (`bert-base-uncased`), a sentence-transformers embedding model, or our bi-encoder (its encoder)."""
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+            raise ValueError(f"num_labels={num_labels!r}: expected a positive int (1 for a relevance score)")
+        if label2id is not None and len(label2id) != num_labels:
+            raise ValueError(f"label2id has {len(label2id)} labels, num_labels={num_labels}")
+        labels = {"num_labels": num_labels}
+        if label2id is not None:
+            labels.update(label2id=dict(label2id), id2label={index: name for name, index in label2id.items()})
+        source = os.fspath(model_name_or_path)
+        if model_kind(source) == "bi-encoder" and Path(source, "config.json").exists() and is_ours(source):
+            model = _from_our_bi_encoder(source, labels)
+            tokenizer = AutoTokenizer.from_pretrained(encoder_folder(source), **kwargs)
+        else:
+            config = AutoConfig.from_pretrained(source, **labels, **kwargs)
+            with naming_damaged_weights(source):
+                model = AutoModelForSequenceClassification.from_pretrained(source, config=config, **kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        return cls(model, tokenizer, max_length=max_length, activation=activation)
+
+    # ------------------------------------------------------------------------------------------------ saving
+
+    def save_pretrained(self, output: str | os.PathLike, overwrite: bool = True) -> Path:
+        """Write the model where transformers, sentence-transformers' `CrossEncoder` and TEI's `/rerank` all load it:
+        `config.json` + `model.safetensors` + the tokenizer (`tokenizer.json`) at the root, and sentence-transformers'
+        `modules.json`, `sentence_bert_config.json`, `config_sentence_transformers.json` (the activation). Written in
+        a staging folder and swapped in whole."""
+        output = Path(output)
+        if output.exists() and not overwrite and (not output.is_dir() or any(output.iterdir())):
+            raise FileExistsError(f"{os.fspath(output)!r} exists; pass overwrite=True to replace it")
+        staging = staging_folder(output, "save")
+        try:
+            self.model.save_pretrained(staging, safe_serialization=True)
+            self.tokenizer.save_pretrained(staging)
+            if not (staging / "tokenizer.json").exists():
+                logger.warning("%s: no tokenizer.json (a slow tokenizer): TEI needs one to serve it", output)
+            self._write_sentence_transformers_files(staging)
+            replace_folder(staging, output)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return output
+
+    def _write_sentence_transformers_files(self, folder: Path) -> None:
+        import transformers
+
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.transformer.Transformer"}
+        ]
+        module_config = {
+            "transformer_task": "sequence-classification",
+            "modality_config": {"text": {"method": "forward", "method_output_name": "logits"}},
+            "module_output_name": "scores",
+            "max_seq_length": self.max_length,
+        }
+        st_config = {
+            "__version__": {"pytorch": torch.__version__, "transformers": transformers.__version__},
+            "activation_fn": ACTIVATIONS[self.activation],
+            "model_type": "CrossEncoder",
+            "prompts": {},
+            "default_prompt_name": None,
+        }
+        for name, value in zip(ST_FILES, (modules, module_config, st_config), strict=True):
+            (folder / name).write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+
+    # ------------------------------------------------------------------------------------------------ state
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @property
+    def num_labels(self) -> int:
+        return int(self.model.config.num_labels)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def to(self, device: str | torch.device) -> CrossEncoder:
+        self.model.to(resolve_device(device))
+        return self
+
+    # ------------------------------------------------------------------------------------------------ scoring
+
+    @torch.inference_mode()
+    def predict(
+        self,
+        pairs: Sequence[Sequence[str]],
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        activation: bool | str = True,
+        convert_to_numpy: bool = True,
+        dtype: torch.dtype | str | None = "auto",
+        device: str | torch.device | None = None,
+        max_length: int | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """Score (query, document) pairs.
+
+        Args:
+            pairs: `(query, document)` string pairs (lists or tuples); a single pair gives a single score row.
+            batch_size: pairs per forward pass (batches are sorted by length, so each pads only to its longest).
+            activation: True: the model's activation (`self.activation`); False: raw logits; or a name.
+            dtype: `"auto"` (bfloat16 on a CPU or GPU that runs it natively, else float32), None / float32, or
+                `torch.bfloat16` / `torch.float16`. The classifier head always runs in float32.
+            device: where to run (the model moves there and stays); defaults to the model's device.
+            max_length: tokens per pair; defaults to `self.max_length`. Longer pairs lose document tokens first.
+
+        Returns:
+            float32 scores `(len(pairs),)` for one output, `(len(pairs), num_labels)` for several; in input order.
+        """
+        single = isinstance(pairs, tuple) and len(pairs) == 2 and all(isinstance(text, str) for text in pairs)
+        pairs = [pairs] if single else pairs
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
+        rows = []
+        for row, pair in enumerate(pairs):
+            if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise ValueError(f"pairs[{row}] is {pair!r}: expected a (query, document) pair of strings")
+            rows.append((pair[0], pair[1]))
+        check_pair_texts([q for q, _ in rows], [d for _, d in rows], "predict()")
+        scoring = activation if isinstance(activation, str) else (self.activation if activation else "identity")
+        scoring = _activation_name(scoring, self.num_labels)
+        if device is not None:
+            self.to(device)
+        device = self.device
+        width = () if self.num_labels == 1 else (self.num_labels,)
+        if not rows:
+            empty = torch.empty((0, *width))
+            return empty.numpy() if convert_to_numpy else empty
+
+        unique = list(dict.fromkeys(rows))  # each distinct pair once
+        tokens = tokenize_pairs(
+            self.tokenizer, [q for q, _ in unique], [d for _, d in unique], max_length or self.max_length
+        )
+        lengths = np.fromiter((len(ids) for ids in tokens.input_ids), dtype=np.int64, count=len(unique))
+        order = np.argsort(-lengths, kind="stable")
+        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        run_dtype = self._run_dtype(dtype, device)
+        runner = self.model
+        if run_dtype not in (None, torch.float32):
+            runner = cached_low_precision_copy(self.model, run_dtype)
+        head = self.model  # float32 weights of the classifier head
+
+        def score(index: np.ndarray) -> torch.Tensor:
+            batch = self.tokenizer.pad(tokens.features(index.tolist()), return_tensors="pt")
+            batch = {key: value.to(device) for key, value in batch.items()}
+            with torch.no_grad():
+                return _logits(runner, head, batch).float()
+
+        progress = None
+        if show_progress_bar:
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(batches), desc="Scoring pairs", unit="batch")
+        threads = torch.get_num_threads()
+        workers = min(threads, len(batches)) if device.type == "cpu" else 1
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            items = [(torch.from_numpy(index), index) for index in batches]
+            positions, chunks = SiameseEncodingMixin._run_batches(lambda index: score(index), items, workers, progress)
+        finally:
+            torch.set_num_threads(threads)
+            self.model.train(was_training)
+            if progress is not None:
+                progress.close()
+        logits = torch.empty((len(unique), self.num_labels), dtype=torch.float32)
+        logits[torch.cat(positions)] = torch.cat([chunk.cpu() for chunk in chunks])
+        scores = torch.sigmoid(logits) if scoring == "sigmoid" else logits
+        where = {pair: position for position, pair in enumerate(unique)}
+        scores = scores[torch.tensor([where[pair] for pair in rows])]
+        scores = scores[:, 0] if self.num_labels == 1 else scores
+        scores = scores[0] if single else scores
+        return scores.numpy() if convert_to_numpy else scores
+
+    def rank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_k: int | None = None,
+        return_documents: bool = False,
+        **predict_kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """Rank `documents` for `query`: `[{"corpus_id": position in documents, "score": float[, "text"]}]`, best
+        first, the first `top_k` (all by default). Needs a one-output model."""
+        if self.num_labels != 1:
+            raise ValueError(f"rank() needs a one-output (relevance) model; this one has {self.num_labels} outputs")
+        if not isinstance(query, str):
+            raise ValueError(f"query is {type(query).__name__} {query!r}; expected str")
+        if isinstance(documents, str) or not isinstance(documents, Sequence):
+            raise ValueError(f"documents: expected a list of strings, got {type(documents).__name__}")
+        if len(documents) == 0:
+            raise ValueError(f"rank(): the query {query[:80]!r} has no candidate documents to rank")
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+            raise ValueError(f"top_k={top_k!r}: expected a positive int or None (all)")
+        scores = self.predict([(query, document) for document in documents], **predict_kwargs)
+        order = np.argsort(-scores, kind="stable")[: top_k or len(documents)]
+        ranked = []
+        for position in order.tolist():
+            hit = {"corpus_id": position, "score": float(scores[position])}
+            if return_documents:
+                hit["text"] = documents[position]
+            ranked.append(hit)
+        return ranked
+
+    @staticmethod
+    def _run_dtype(dtype: Any, device: torch.device) -> torch.dtype | None:
+        if dtype == "auto":
+            if device.type == "cpu":
+                return torch.bfloat16 if native_low_precision(torch.bfloat16) else torch.float32
+            return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype.removeprefix("torch."), None)
+        if dtype not in (None, torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"dtype={dtype!r}: expected 'auto', None, torch.float32, torch.bfloat16 or torch.float16")
+        return cpu_dtype(dtype, device)
+
+
+def _from_our_bi_encoder(source: str, labels: dict[str, Any]) -> Any:
+    """A `...ForSequenceClassification` whose base model takes the encoder weights of our bi-encoder at `source`
+    (the pooler and the classifier head new)."""
+    from ..modeling.modeling_siamese import SiameseBertModel
+
+    bi_encoder = SiameseBertModel.from_pretrained(source)
+    config = copy.deepcopy(bi_encoder.encoder.config)
+    for key, value in labels.items():
+        setattr(config, key, value)
+    config.architectures = None
+    model = AutoModelForSequenceClassification.from_config(config)
+    base = getattr(model, model.base_model_prefix)
+    missing, unexpected = base.load_state_dict(bi_encoder.encoder.state_dict(), strict=False)
+    missing = [key for key in missing if not key.startswith("pooler.")]
+    if missing or unexpected:
+        raise ValueError(
+            f"{source!r}: its encoder does not fit {type(model).__name__}: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+    return model
+
+
+def _logits(runner: Any, head: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """`(batch, num_labels)` logits of `runner` (the model, or its low-precision copy) with the classifier head of
+    `head` (the float32 model) run in float32 on the final states: BERT-style heads (pooler in the base model, a
+    linear classifier) and RoBERTa/ELECTRA-style heads (a classifier module over the sequence). Other architectures
+    run whole."""
+    model_type = getattr(head.config, "model_type", None)
+    if runner is head or model_type not in POOLER_HEADS | SEQUENCE_HEADS:
+        return runner(**batch).logits
+    base = getattr(runner, runner.base_model_prefix, None)
+    classifier = getattr(head, "classifier", None)
+    if base is None or classifier is None:
+        return runner(**batch).logits
+    states = base(**batch).last_hidden_state
+    pooler = getattr(base, "pooler", None)
+    autocast_off = torch.autocast(device_type=states.device.type, enabled=False)
+    with autocast_off if states.device.type in ("cpu", "cuda") else contextlib.nullcontext():
+        if model_type in POOLER_HEADS:  # dropout (a no-op in eval) then a linear layer over the pooled CLS state
+            return classifier((pooler(states) if pooler is not None else states[:, 0]).float())
+        return classifier(states.float())
