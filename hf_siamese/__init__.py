@@ -61,6 +61,7 @@ _LAZY = {
     "export_model": "formats.export",
     "ExportedEncoder": "formats.runtime",
     "CrossEncoder": "cross_encoder.model",
+    "CrossEncoderTrainer": "cross_encoder.trainer",
 }
 
 
@@ -74,6 +75,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "CrossEncoder",
+    "CrossEncoderTrainer",
     "DataFormatError",
     "DatasetLoadError",
     "load_demo_dataset",
