@@ -6,7 +6,8 @@ Subcommands:
 * `eval`   STS Spearman/Pearson of a model on scored pairs, with optional scatter plot and similarity heatmap
 * `encode` embed a text file (one text per line) into .npy or .safetensors
 * `index`  embed a corpus once into a vector index folder (texts, ids, vectors; an approximate index when large)
-* `search` top-k semantic search of queries over a corpus or an index folder
+* `search` top-k semantic search of queries over a corpus or an index folder (`--rerank CE_DIR`: then a reranker)
+* `rerank` rank each query's candidate documents (a JSONL file) with a cross-encoder
 * `export` write a model for serving: sentence-transformers layout (TEI), ONNX or OpenVINO, float32 or int8
 * `embed`  embed a corpus of any size into resumable Parquet shards (one share per process under accelerate launch)
 * `similar`, `cluster` near-duplicate pairs and groups of a corpus; `mine` hard negatives for (anchor, positive) rows
@@ -20,9 +21,9 @@ The package only parses arguments and calls the library. Every bad input ends in
 
 Layout: `common` (names, the model-loading call, error text), `arguments` (option groups and value parsers several
 commands share), `parser` (the argparse parser: train, eval, encode) with `parser_corpus` (the corpus and serving
-commands), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `mine`, `embed`,
-`similar` (also `cluster`), `export`. `main` lives here. A command reads its inputs (`hf_siamese.data`), loads its
-model (`hf_siamese.formats.loading.load_model`) and calls one library function.
+commands), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `rerank`, `mine`,
+`embed`, `similar` (also `cluster`), `export`. `main` lives here. A command reads its inputs (`hf_siamese.data`), loads
+its model (`hf_siamese.formats.loading.load_model`) and calls one library function.
 """
 
 from __future__ import annotations

@@ -152,3 +152,15 @@ def add_embeddings_dir_arguments(
             instead="use --embeddings-dir DIR (the same folder)",
         )  # fmt: skip
     parser.add_argument("--approximate", action=argparse.BooleanOptionalAction, help=approximate)
+
+
+def add_rerank_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--rerank CE_DIR` / `--rerank-top N`: the second stage of a search or of a retrieval evaluation."""
+    parser.add_argument(
+        "--rerank", metavar="CE_DIR",
+        help="a cross-encoder (folder or Hub id) that re-scores each query's first-stage hits (retrieve, then rerank)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rerank-top", type=positive_int, metavar="N",
+        help="first-stage hits per query that --rerank re-scores (default: 100; all documents if fewer)",
+    )  # fmt: skip

@@ -205,6 +205,22 @@ def load_inference_model(
         )
 
 
+def load_cross_encoder(path: str, device: str | None = None, option: str = "--rerank") -> Any:
+    """`CrossEncoder.from_pretrained` on a cross-encoder folder or Hub id given with `option`, without transformers'
+    loading bars; a bi-encoder (or plain encoder) there is refused by `from_pretrained` in one line naming which is
+    which."""
+    from ..cross_encoder import CrossEncoder
+
+    text = os.fspath(path)
+    if not os.path.exists(text) and (os.path.isabs(text) or text.startswith(".") or text.count("/") > 1):
+        raise ValueError(f"{option} {text}: no such folder (expected a cross-encoder folder or a Hub id)")
+    try:
+        with quiet_progress_bars():
+            return CrossEncoder.from_pretrained(path, device=device)
+    except ValueError as error:
+        raise ValueError(f"{option} {path}: {_one_line(error)}") from None
+
+
 def shutdown_distributed() -> None:
     """Leave the process group cleanly (a barrier, then destroy) when the helper exists; a no-op otherwise."""
     from ..modeling import distributed

@@ -1,4 +1,5 @@
-"""`hf-siamese eval`: STS Spearman/Pearson of a model on scored pairs, with optional scatter plot and heatmap."""
+"""`hf-siamese eval`: STS Spearman/Pearson of a model on scored pairs, with optional scatter plot and heatmap; on a
+BEIR folder the IR table, and with --rerank CE_DIR the first stage's and the two stages' metrics side by side."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
     if args.data is not None and is_beir_folder(args.data):
         return run_retrieval_eval(args)
+    if args.rerank is not None or args.rerank_top is not None:
+        raise ValueError("--rerank/--rerank-top apply to a BEIR folder (retrieve, then rerank), not to scored pairs")
 
     if (args.sentences is None) != (args.heatmap is None):
         raise ValueError("--sentences and --heatmap go together: the heatmap shows the sentences of the file")
@@ -77,24 +80,36 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_retrieval_eval(args: argparse.Namespace) -> int:
-    """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split."""
+    """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split; with
+    --rerank, each metric@k of the first stage and of the two stages side by side."""
     from ..data.beir import beir_split, read_beir
     from ..retrieval.evaluation import evaluate_retrieval
+    from .search import rerank_options
 
     for option in ("columns", "score_range", "sentences", "plot"):
         if getattr(args, option, None):
             raise ValueError(f"--{option.replace('_', '-')} applies to scored pairs, not to a BEIR folder")
     split = beir_split(args.data, [args.split, "test", "dev"])
     data = read_beir(args.data, split=split)
+    reranker, rerank_top = rerank_options(args)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
     metrics = evaluate_retrieval(
-        model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True
-    )
+        model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
+        rerank=reranker, rerank_top=rerank_top,
+    )  # fmt: skip
     print(f"Retrieval evaluation of {args.model or default_model_path()}")
     print(f"on {args.data} ({split} split): {metrics['num_queries']} queries, {len(data.corpus)} documents")
     ks = list(data.k_values)
+    if reranker is not None:
+        print(f"reranked by {args.rerank}: the first stage's top {metrics['rerank_top']} per query")
+        print(f"{'metric':<14}{'first stage':>12}{'reranked':>10}{'change':>9}   (x100)")
+        for name in ("ndcg", "mrr", "recall", "map", "precision"):
+            for k in ks:
+                first, second = metrics[f"{name}@{k}"], metrics[f"rerank_{name}@{k}"]
+                print(f"{name + '@' + str(k):<14}{first:>12.2f}{second:>10.2f}{second - first:>+9.2f}")
+        return 0
     print(f"{'metric':<12}" + "".join(f"{'@' + str(k):>9}" for k in ks) + "   (x100)")
     for name in ("ndcg", "mrr", "recall", "map", "precision"):
         print(f"{name:<12}" + "".join(f"{metrics[f'{name}@{k}']:>9.2f}" for k in ks))

@@ -9,6 +9,7 @@ from typing import NoReturn
 from .arguments import (
     add_data_arguments,
     add_model_arguments,
+    add_rerank_arguments,
     interpolate_option,
     loss_option,
     positive_float,
@@ -145,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="STS Spearman/Pearson on scored pairs, or the IR table on a BEIR folder (default: the demo dev split)",
         description="Spearman and Pearson correlation (x100) of cosine, dot, euclidean and manhattan similarity "
         "with gold scores of sentence pairs; on a BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) nDCG, "
-        "MRR, Recall, MAP and Precision at 1, 3, 5, 10 and 100.",
+        "MRR, Recall, MAP and Precision at 1, 3, 5, 10 and 100; with --rerank CE_DIR, those of the first stage and "
+        "of the two stages (the cross-encoder reranking the first stage's --rerank-top) side by side.",
     )
     evaluate.add_argument(
         "data",
@@ -166,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--plot", metavar="PNG", help="write a scatter plot of cosine similarity vs gold score")
     evaluate.add_argument("--sentences", metavar="FILE", help="text file, one sentence per line, for --heatmap")
     evaluate.add_argument("--heatmap", metavar="PNG", help="write the similarity matrix of --sentences as a heatmap")
+    add_rerank_arguments(evaluate)
     evaluate.set_defaults(handler=run_eval)
 
     encode = commands.add_parser(

@@ -1,5 +1,5 @@
-"""The corpus and serving commands of the `hf-siamese` parser: index, embed, similar, cluster, mine, search, export
-(each one's handler lives in its own module)."""
+"""The corpus and serving commands of the `hf-siamese` parser: index, embed, similar, cluster, mine, search, rerank,
+export (each one's handler lives in its own module)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .arguments import (
     add_corpus_arguments,
     add_embeddings_dir_arguments,
     add_model_arguments,
+    add_rerank_arguments,
     add_shard_arguments,
     positive_int,
 )
@@ -19,6 +20,7 @@ from .embed import run_embed
 from .export import EXPORT_FORMATS, EXPORT_QUANTIZATION, run_export
 from .index import run_index
 from .mine import run_mine
+from .rerank import run_rerank
 from .search import run_search
 from .similar import run_cluster, run_similar
 
@@ -169,7 +171,26 @@ def add_corpus_commands(commands: Any) -> None:
         "only with --embeddings-dir, where the index is kept)",
         deprecated_alias=True,
     )  # fmt: skip
+    add_rerank_arguments(search)
     search.set_defaults(handler=run_search)
+
+    rerank = commands.add_parser(
+        "rerank",
+        help="rank each query's candidate documents with a cross-encoder",
+        description='Read a JSONL file of rows {"query": str, "documents": [str, ...]} (optionally "ids": one '
+        "per document) and rank each row's documents by a cross-encoder's score, all rows' pairs in one call; "
+        "prints 'rank. score  [id] text  (first stage: #position)' per document, or writes "
+        '{"query", "hits": [{"rank", "score", "id", "text", "first_stage_rank"}]} rows to --output.',
+    )
+    rerank.add_argument("candidates", metavar="CANDIDATES_FILE", help="JSONL: one query and its documents per line")
+    rerank.add_argument("--model", required=True, metavar="CE_DIR", help="the cross-encoder (folder or Hub id)")
+    rerank.add_argument("-o", "--output", metavar="OUT.jsonl", help="write the ranked rows here instead of printing")
+    rerank.add_argument("--top-k", type=positive_int, help="documents kept per query (default: all)")
+    rerank.add_argument("--batch-size", type=positive_int, default=32, help="pairs per forward pass (default: 32)")
+    rerank.add_argument(
+        "--device", default="auto", help="where the model runs: auto (default), cpu, cuda, cuda:N or mps"
+    )
+    rerank.set_defaults(handler=run_rerank)
 
     export = commands.add_parser(
         "export",

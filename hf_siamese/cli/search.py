@@ -1,6 +1,8 @@
 """`hf-siamese search`: top-k semantic search of queries over a corpus (any source `open_corpus` reads), embedded into
 shards as `hf-siamese embed` does (kept and reused with --embeddings-dir), or over an index built by `hf-siamese index`
-(no re-embedding of the corpus). Both print the hits the same way: `rank. score  [id] text`."""
+(no re-embedding of the corpus). Both print the hits the same way: `rank. score  [id] text`. With --rerank CE_DIR
+a cross-encoder re-scores each query's --rerank-top first-stage hits (`rerank_hits`) and each line ends with the
+hit's first-stage rank and score: `rank. score  [id] text  (first stage: #rank, score)`."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import corpus_source, load_inference_model, shard_options
+from .common import corpus_source, load_cross_encoder, load_inference_model, shard_options
 
 # What only a --corpus search reads (its columns, its Hub split, its embeddings folder), with their defaults.
 _CORPUS_ONLY = {
@@ -35,26 +37,55 @@ def run_search(args: argparse.Namespace) -> int:
     queries = [query.strip() for query in queries]
     if not queries or not all(queries):
         raise ValueError("give at least one non-empty --query TEXT or a --queries FILE")
+    reranker, rerank_top = rerank_options(args)
     if args.index:
         given = [flag for flag, (name, default) in _CORPUS_ONLY.items() if getattr(args, name) != default]
         if given:
             raise ValueError(f"{', '.join(given)} describe(s) a --corpus to embed; an --index is already embedded")
-        results = _search_index(args, queries)
+        results = _search_index(args, queries, reranker, rerank_top)
     else:
-        results = _search_corpus(args, queries)
-    for query, hits in zip(queries, results, strict=True):
-        print(f"\nQuery: {query}")
-        for hit in hits:
-            print(f"  {hit['rank']:>2}. {hit['score']:.4f}  [{hit['id']}] {hit['text']}")
+        results = _search_corpus(args, queries, reranker, rerank_top)
+    print_hits(queries, results)
     return 0
 
 
-def _search_corpus(args: argparse.Namespace, queries: list[str]) -> list[list[dict[str, Any]]]:
+def rerank_options(args: argparse.Namespace) -> tuple[Any, int]:
+    """(the --rerank cross-encoder or None, --rerank-top): loaded before any embedding, so a wrong folder fails fast."""
+    from ..retrieval.rerank import RERANK_TOP
+
+    if args.rerank is None:
+        if args.rerank_top is not None:
+            raise ValueError("--rerank-top applies with --rerank CE_DIR (the cross-encoder that reranks)")
+        return None, RERANK_TOP
+    rerank_top = RERANK_TOP if args.rerank_top is None else args.rerank_top
+    if rerank_top < getattr(args, "top_k", 1):
+        raise ValueError(f"--rerank-top {rerank_top} is below --top-k {args.top_k}: rerank at least the hits shown")
+    return load_cross_encoder(args.rerank, args.device), rerank_top
+
+
+def print_hits(queries: list[str], results: list[list[dict[str, Any]]]) -> None:
+    """`rank. score  [id] text` per hit under each query; reranked hits add `(first stage: #rank, score)`."""
+    for query, hits in zip(queries, results, strict=True):
+        print(f"\nQuery: {query}")
+        for hit in hits:
+            line = f"  {hit['rank']:>2}. {hit['score']:.4f}  [{hit['id']}] {hit['text']}"
+            if "first_stage_rank" in hit:
+                first = hit.get("first_stage_score")
+                line += f"  (first stage: #{hit['first_stage_rank']}" + ("" if first is None else f", {first:.4f}")
+                line += ")"
+            print(line)
+
+
+def _search_corpus(
+    args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
+) -> list[list[dict[str, Any]]]:
     """Embed the corpus into shards (in --embeddings-dir, reused when it holds them, else a temporary folder), then
-    search the memory-mapped vectors: exactly, or through a kept approximate index (see `corpus_search`)."""
+    search the memory-mapped vectors: exactly, or through a kept approximate index (see `corpus_search`); with a
+    reranker, its best `rerank_top` hits are reranked."""
     from ..retrieval.corpus import encode_corpus
     from ..retrieval.corpus_groups import _texts_of, corpus_matrix
     from ..retrieval.mining_corpus import corpus_search, work_folder
+    from ..retrieval.rerank import check_rerank, rerank_hits
 
     source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
@@ -72,7 +103,8 @@ def _search_corpus(args: argparse.Namespace, queries: list[str]) -> list[list[di
             queries, tokenizer=tokenizer, batch_size=args.batch_size, prompt_name=args.prompt_name,
             convert_to_numpy=True,
         )  # fmt: skip
-        scores, rows = search(query_vectors, min(args.top_k, len(vectors)))
+        depth = args.top_k if reranker is None else check_rerank(reranker, rerank_top, args.top_k, len(vectors))
+        scores, rows = search(query_vectors, min(depth, len(vectors)))
         del vectors, search
     texts = _texts_of(source, {row for row in rows.ravel().tolist() if row >= 0}, args.text_column, args.id_column)
     results = []
@@ -84,10 +116,14 @@ def _search_corpus(args: argparse.Namespace, queries: list[str]) -> list[list[di
                 for rank, (score, row) in enumerate(hits, start=1)
             ]
         )
-    return results
+    if reranker is None:
+        return results
+    return rerank_hits(reranker, queries, results, args.top_k, args.batch_size, show_progress_bar=sys.stderr.isatty())
 
 
-def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dict[str, Any]]]:
+def _search_index(
+    args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
+) -> list[list[dict[str, Any]]]:
     """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
     from ..retrieval.vector_index import load_index
 
@@ -100,5 +136,6 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dic
         model_path, args.pooling, args.normalize, max_seq_length, device=args.device
     )
     return index.search(
-        model, queries, top_k=args.top_k, tokenizer=tokenizer, prompt_name=args.prompt_name, batch_size=args.batch_size
-    )
+        model, queries, top_k=args.top_k, tokenizer=tokenizer, prompt_name=args.prompt_name,
+        batch_size=args.batch_size, rerank=reranker, rerank_top=rerank_top,
+    )  # fmt: skip

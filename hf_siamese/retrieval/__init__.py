@@ -1,4 +1,5 @@
 """Retrieval with an encoder: IR metrics of a model on a retrieval set, hard-negative mining, the persistent vector
-index and the model fingerprint it records, and corpus embedding into resumable Parquet shards (`corpus`). Imports
-modeling, data and metrics.
+index and the model fingerprint it records, corpus embedding into resumable Parquet shards (`corpus`), and the second
+stage of a search (`rerank`: any object with `predict(pairs)`, such as a cross-encoder, re-scores a first stage's
+hits). Imports modeling, data and metrics.
 """

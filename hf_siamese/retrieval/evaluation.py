@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..data.beir import RetrievalDataset
+from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
 # Prompt names tried, in order, for each side when a model has prompts (E5/BGE-style checkpoints).
 QUERY_PROMPT_NAMES = ("query",)
@@ -76,11 +77,23 @@ def evaluate_retrieval(
     process_index: int = 0,
     num_processes: int = 1,
     show_progress_bar: bool = False,
+    rerank: Any = None,
+    rerank_top: int = RERANK_TOP,
 ) -> dict[str, float]:
     """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of `model` on a retrieval set, ranking
-    the whole corpus by the model's similarity (exact search, in chunks)."""
-    from ..metrics import retrieval_metrics_from_embeddings
+    the whole corpus by the model's similarity (exact search, in chunks).
 
+    With `rerank` (a cross-encoder, or any object with `.predict(pairs)`: see `rerank.rerank_hits`), two stages: the
+    model's `rerank_top` best documents per query (all of the corpus if it is smaller, with a warning) are re-scored
+    on (query text, document text) pairs, without prompts, `batch_size` pairs at a time. The result then holds the
+    first stage's metrics as without `rerank` and, side by side, the two stages' under the same names prefixed
+    `rerank_` (`rerank_ndcg@10`, ...), plus `rerank_top` (the depth reranked). A relevant document the first stage did
+    not retrieve is NOT added to the candidates, so the reranked numbers are what a deployed two-stage search scores
+    (not a reranker's ceiling on ideal candidates). Below `rerank_top` (a k larger than it) the reranked ranking
+    goes on in the first stage's order. Under several processes each reranks every query (the same numbers)."""
+    from ..metrics import exact_search, retrieval_metrics, retrieval_metrics_from_embeddings
+
+    depth = None if rerank is None else check_rerank(rerank, rerank_top, 1, len(dataset.corpus))
     query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
         model,
         dataset,
@@ -90,16 +103,38 @@ def evaluate_retrieval(
         num_processes=num_processes,
         show_progress_bar=show_progress_bar,
     )
-    return retrieval_metrics_from_embeddings(
-        queries,
-        corpus,
-        query_ids,
-        corpus_ids,
-        dataset.qrels,
-        k_values=list(dataset.k_values),
-        similarity=model.config.similarity,
-        percent=percent,
+    ks = sorted(set(dataset.k_values))
+    if depth is None:
+        return retrieval_metrics_from_embeddings(
+            queries,
+            corpus,
+            query_ids,
+            corpus_ids,
+            dataset.qrels,
+            k_values=ks,
+            similarity=model.config.similarity,
+            percent=percent,
+        )
+    judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
+    row = {query_id: i for i, query_id in enumerate(query_ids)}
+    _, found = exact_search(
+        queries[[row[q] for q in judged]], corpus, max(depth, ks[-1]), similarity=model.config.similarity
     )
+    rankings = {q: [corpus_ids[j] for j in rows] for q, rows in zip(judged, found.tolist(), strict=True)}
+    candidates = [
+        [{"id": doc, "text": dataset.corpus[doc], "rank": rank} for rank, doc in enumerate(rankings[q][:depth], 1)]
+        for q in judged
+    ]
+    reranked = rerank_hits(
+        rerank, [dataset.queries[q] for q in judged], candidates, batch_size=batch_size,
+        show_progress_bar=show_progress_bar,
+    )  # fmt: skip
+    second = {q: [hit["id"] for hit in hits] + rankings[q][depth:] for q, hits in zip(judged, reranked, strict=True)}
+    metrics = retrieval_metrics(rankings, dataset.qrels, ks, percent=percent)
+    two_stage = retrieval_metrics(second, dataset.qrels, ks, percent=percent)
+    metrics.update({f"rerank_{name}": value for name, value in two_stage.items() if name != "num_queries"})
+    metrics["rerank_top"] = depth
+    return metrics
 
 
 __all__ = ["CORPUS_PROMPT_NAMES", "QUERY_PROMPT_NAMES", "embed_retrieval_set", "evaluate_retrieval", "side_prompt"]

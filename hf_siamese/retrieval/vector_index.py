@@ -39,6 +39,7 @@ from .corpus import encode_corpus
 from .corpus_groups import corpus_matrix, neighbour_search
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
 from .index_parts import FAISS_METRICS, check_ids, check_texts, check_top_k, faiss_available, resolve_dtype
+from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
 logger = logging.getLogger(__name__)
 
@@ -362,16 +363,24 @@ class VectorIndex:
         prompt_name: str | None = None,
         prompt: str | None = None,
         batch_size: int = 32,
+        rerank: Any = None,
+        rerank_top: int = RERANK_TOP,
     ) -> list[list[dict[str, Any]]]:
         """Embed `queries` with `model` (checked against the index) and return, per query, the `top_k` best hits
-        `{"id", "text", "score", "rank"}`, best first. `prompt_name` / `prompt` as in `model.encode`."""
+        `{"id", "text", "score", "rank"}`, best first. `prompt_name` / `prompt` as in `model.encode`. With `rerank`
+        (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index holds: all, with a
+        warning) best hits are re-scored on (query, text) pairs in one call, `batch_size` pairs at a time, and the
+        `top_k` best returned (`rerank.rerank_hits`): `"score"` / `"rank"` the reranker's, `"first_stage_score"` /
+        `"first_stage_rank"` the index's."""
         top_k = check_top_k(top_k)
+        depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(self))
         self.check_model(model)
         queries = [queries] if isinstance(queries, str) else list(queries)
         embeddings = model.encode(
             queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
         )
-        return self.search_embeddings(embeddings, top_k)
+        hits = self.search_embeddings(embeddings, depth)
+        return hits if rerank is None else rerank_hits(rerank, queries, hits, top_k, batch_size)
 
     def search_embeddings(self, query_embeddings: Any, top_k: int = 10) -> list[list[dict[str, Any]]]:
         """Hits for precomputed query vectors `(n, dim)` (numpy or torch; one `(dim,)` vector is one query)."""

@@ -1,0 +1,83 @@
+"""`hf-siamese rerank`: rank each query's candidate documents (a JSONL file of `{"query": str, "documents": [str, ...],
+"ids": [...]}` rows, "ids" optional) with a cross-encoder, every query's pairs in one `predict` call
+(`hf_siamese.retrieval.rerank.rerank_hits`); prints the hits as `search` does, or writes them to a JSONL file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import load_cross_encoder
+from .search import print_hits
+
+ROW_HELP = '{"query": str, "documents": [str, ...]} (optionally "ids": [one per document])'
+
+
+def read_candidates(path: str) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(query, candidate hits `{"id", "text", "rank"}`) per non-blank line of `path`; a bad line is named with its
+    number. A hit's id is its "ids" entry, else its 0-based position in "documents"; its rank, its position + 1."""
+    rows = []
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{os.fspath(path)}, line {number}"
+            try:
+                row = json.loads(line)
+            except ValueError as error:
+                raise ValueError(f"{where}: not valid JSON ({error}); expected {ROW_HELP}") from None
+            if not isinstance(row, dict) or "query" not in row or "documents" not in row:
+                found = sorted(row) if isinstance(row, dict) else type(row).__name__
+                raise ValueError(f"{where}: expected {ROW_HELP}, got {found}")
+            query, documents, ids = row["query"], row["documents"], row.get("ids")
+            if not isinstance(query, str) or not query.strip():
+                raise ValueError(f'{where}: "query" is {query!r:.60}; expected a non-empty string')
+            if not isinstance(documents, list):
+                raise ValueError(f'{where}: "documents" is {type(documents).__name__}; expected a list of strings')
+            if not documents:
+                raise ValueError(f"{where}: the query {query!r:.60} has no documents to rank")
+            bad = next((i for i, text in enumerate(documents) if not isinstance(text, str)), None)
+            if bad is not None:
+                raise ValueError(f"{where}: documents[{bad}] is {documents[bad]!r:.60}; expected a string")
+            if ids is not None and (not isinstance(ids, list) or len(ids) != len(documents)):
+                count = len(ids) if isinstance(ids, list) else type(ids).__name__
+                raise ValueError(f'{where}: "ids" has {count} entries for {len(documents)} documents; give one each')
+            ids = list(range(len(documents))) if ids is None else ids
+            pairs = enumerate(zip(ids, documents, strict=True), start=1)
+            rows.append((query, [{"id": i, "text": text, "rank": rank} for rank, (i, text) in pairs]))
+    if not rows:
+        raise ValueError(f"{os.fspath(path)}: no rows; expected one JSON object per line: {ROW_HELP}")
+    return rows
+
+
+def run_rerank(args: argparse.Namespace) -> int:
+    """Rank every row's documents by the cross-encoder's score; print them, or write `{"query", "hits": [{"rank",
+    "score", "id", "text", "first_stage_rank"}]}` per row to --output."""
+    from ..retrieval.rerank import rerank_hits
+
+    output = Path(args.output) if args.output else None
+    if output is not None and output.suffix.lower() != ".jsonl":
+        raise ValueError(f"--output {args.output!r}: the file name must end in .jsonl")
+    rows = read_candidates(args.candidates)
+    reranker = load_cross_encoder(args.model, args.device, option="--model")
+    queries = [query for query, _ in rows]
+    results = rerank_hits(
+        reranker, queries, [hits for _, hits in rows], args.top_k, args.batch_size,
+        show_progress_bar=sys.stderr.isatty(),
+    )  # fmt: skip
+    if output is None:
+        print_hits(queries, results)
+        return 0
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temporary = output.with_name(output.name + ".partial")
+    with open(temporary, "w", encoding="utf-8") as file:
+        for query, hits in zip(queries, results, strict=True):
+            file.write(json.dumps({"query": query, "hits": hits}, ensure_ascii=False) + "\n")
+    temporary.replace(output)  # a failed write never leaves a half-written output
+    pairs = sum(len(hits) for _, hits in rows)
+    print(f"reranked {len(rows)} queries ({pairs} pairs) with {args.model} -> {output}")
+    return 0
