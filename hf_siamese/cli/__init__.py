@@ -8,6 +8,7 @@ Subcommands:
 * `index`  embed a corpus once into a vector index folder (texts, ids, vectors; an approximate index when large)
 * `search` top-k semantic search of queries over a corpus or an index folder (`--rerank CE_DIR`: then a reranker)
 * `rerank` rank each query's candidate documents (a JSONL file) with a cross-encoder
+* `train-reranker` train a cross-encoder from a BEIR folder or pairs with mined negatives (`train_reranker`)
 * `export` write a model for serving: sentence-transformers layout (TEI), ONNX or OpenVINO, float32 or int8
 * `embed`  embed a corpus of any size into resumable Parquet shards (one share per process under accelerate launch)
 * `similar`, `cluster` near-duplicate pairs and groups of a corpus; `mine` hard negatives for (anchor, positive) rows

@@ -21,6 +21,7 @@ from .evaluate import run_eval
 from .parser_corpus import add_corpus_commands
 from .recipe import RECIPES
 from .train import run_train
+from .train_reranker import add_train_reranker_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -196,4 +197,5 @@ def build_parser() -> argparse.ArgumentParser:
     encode.set_defaults(handler=run_encode)
 
     add_corpus_commands(commands)
+    add_train_reranker_command(commands)
     return parser

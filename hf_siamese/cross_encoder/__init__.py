@@ -1,12 +1,27 @@
 """Cross-encoders: a transformers `AutoModelForSequenceClassification` over (query, document) pairs that reranks a
 first stage's candidates or classifies / scores pairs (`CrossEncoder`), with its tokenization rule (the document is
-cut, not the query), its collator, losses and trainer."""
+cut, not the query), its collator, losses and trainer, its evaluation (reranking a first stage's candidates, STS,
+accuracy) and its training rows (hard negatives mined by a bi-encoder plus random ones)."""
 
 from . import losses
 from .collator import CrossEncoderCollator
+from .data import reranker_training_rows
+from .evaluation import RerankingDataset, evaluate_classification, evaluate_reranking, evaluate_scores
 from .model import CrossEncoder
 from .source import model_kind
 from .tokenization import tokenize_pairs
 from .trainer import CrossEncoderTrainer
 
-__all__ = ["CrossEncoder", "CrossEncoderCollator", "CrossEncoderTrainer", "losses", "model_kind", "tokenize_pairs"]
+__all__ = [
+    "CrossEncoder",
+    "CrossEncoderCollator",
+    "CrossEncoderTrainer",
+    "RerankingDataset",
+    "evaluate_classification",
+    "evaluate_reranking",
+    "evaluate_scores",
+    "losses",
+    "model_kind",
+    "reranker_training_rows",
+    "tokenize_pairs",
+]

@@ -154,7 +154,12 @@ class CrossEncoder:
         source = os.fspath(model_name_or_path)
         if model_kind(source) == "bi-encoder" and Path(source, "config.json").exists() and is_ours(source):
             model = _from_our_bi_encoder(source, labels)
-            tokenizer = AutoTokenizer.from_pretrained(encoder_folder(source), **kwargs)
+            has_root_tokenizer = any(
+                Path(source, name).exists() for name in ("tokenizer.json", "tokenizer_config.json")
+            )
+            tokenizer = AutoTokenizer.from_pretrained(
+                source if has_root_tokenizer else encoder_folder(source), **kwargs
+            )
         else:
             config = AutoConfig.from_pretrained(source, **labels, **kwargs)
             with naming_damaged_weights(source):

@@ -15,6 +15,7 @@ from transformers import Trainer, TrainingArguments
 
 from ..training.streaming import first_rows, is_stream
 from .collator import MODEL_INPUTS, CrossEncoderCollator
+from .evaluation import RerankingDataset
 from .losses import (
     LISTS,
     LOSSES,
@@ -27,6 +28,7 @@ from .losses import (
     MultipleNegativesRankingLoss,
     get_loss,
 )
+from .trainer_evaluation import CrossEncoderEvaluationMixin
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ CHECK_CHUNK_ROWS = 1000
 HEAD_ATTRIBUTES = ("pre_classifier", "head", "classifier", "score")
 
 
-class CrossEncoderTrainer(Trainer):
+class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
     """Fine-tune a cross-encoder (a transformers `...ForSequenceClassification`) with a `cross_encoder.losses` loss.
 
     Args:
@@ -52,6 +54,10 @@ class CrossEncoderTrainer(Trainer):
         head_learning_rate: learning rate of the classification head (`model.classifier` for BERT, see
             `HEAD_ATTRIBUTES`); a freshly initialized head often wants a higher one than the encoder. None (default):
             `args.learning_rate`, like the rest.
+        eval_dataset: labelled pair rows (the loss, plus `spearman` / `pearson` for graded scores and `accuracy`
+            for classes or 0/1 labels), a `RerankingDataset` (reranking `ndcg@10`, `mrr@10`, the first stage's
+            `first_stage_ndcg@10`, ... and `ndcg@10_delta`; no loss), or a dict of them (names in the metric keys).
+            With `load_best_model_at_end=True, metric_for_best_model="ndcg@10"` the best reranking checkpoint is kept.
         Other arguments are the Trainer's.
 
     Every row of a map-style `train_dataset` is checked before training (texts, labels, and labels the loss cannot
@@ -71,7 +77,7 @@ class CrossEncoderTrainer(Trainer):
         head_learning_rate: float | None = None,
         **kwargs: Any,
     ) -> None:
-        max_length = None
+        max_length, activation = None, None
         if (
             model is not None
             and not isinstance(model, torch.nn.Module)
@@ -79,6 +85,7 @@ class CrossEncoderTrainer(Trainer):
         ):
             processing_class = processing_class or getattr(model, "tokenizer", None)
             max_length = getattr(model, "max_length", None)
+            activation = getattr(model, "activation", None)
             model = model.model
         if not isinstance(model, torch.nn.Module) or not hasattr(getattr(model, "config", None), "num_labels"):
             raise TypeError(
@@ -106,13 +113,15 @@ class CrossEncoderTrainer(Trainer):
                 f"CrossEncoderTrainer: head_learning_rate={head_learning_rate!r} must be positive or None."
             )
         self.head_learning_rate = head_learning_rate
+        self.activation = activation  # the scoring activation of the in-trainer evaluation (None: the model's default)
         self.loss = self._resolve_loss(loss, train_dataset, data_collator, num_labels)
         if isinstance(data_collator, CrossEncoderCollator) and train_dataset is not None:
             rows = first_rows(train_dataset, CHECK_CHUNK_ROWS) if is_stream(train_dataset) else train_dataset
             check_rows(rows, data_collator, self.loss, num_labels, "train_dataset")
         eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
         for name, dataset in eval_sets.items():
-            if isinstance(data_collator, CrossEncoderCollator) and dataset is not None and not is_stream(dataset):
+            checkable = dataset is not None and not is_stream(dataset) and not isinstance(dataset, RerankingDataset)
+            if isinstance(data_collator, CrossEncoderCollator) and checkable:
                 check_rows(dataset, data_collator, self.loss, num_labels, name)
         super().__init__(
             model=model,

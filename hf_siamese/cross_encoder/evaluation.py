@@ -1,0 +1,312 @@
+"""Evaluation of cross-encoders: reranking a first stage's candidates (nDCG@10, MRR@10 of the reranked lists and of
+the first stage, side by side), STS correlations of a regression cross-encoder, accuracy of a classifier.
+
+`CrossEncoderTrainer` reports these for its eval sets (`RerankingDataset`, or pair rows with labels); the functions
+also work on their own with any object that has `predict(pairs, batch_size=, show_progress_bar=)` (our
+`CrossEncoder`, sentence-transformers' `CrossEncoder`, a test stub). The metric definitions are the ones of
+`hf_siamese.metrics` (`retrieval_metrics`, `sts_correlations`), not written again here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data.beir import RetrievalDataset
+
+RERANK_K_VALUES = (10,)  # nDCG@10 / MRR@10: the BEIR headline numbers
+DEFAULT_RERANK_TOP = 100  # first-stage candidates per query
+
+
+@dataclass
+class RerankingDataset:
+    """Queries, the corpus, graded judgements and each query's first-stage candidates, best first.
+
+    Attributes:
+        queries: query id -> text.
+        corpus: document id -> text (at least every candidate).
+        qrels: query id -> {document id: relevance}; relevance > 0 is relevant. Only queries with a relevant
+            document count (as in `retrieval_metrics`).
+        candidates: query id -> document ids in the first stage's order (a bi-encoder's top N, BM25's, ...).
+        name: a label for messages.
+        k_values: the cut-offs reported (default 10).
+
+    Build one from a retrieval set and a bi-encoder with `RerankingDataset.from_first_stage`.
+    """
+
+    queries: dict[str, str]
+    corpus: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    candidates: dict[str, list[str]]
+    name: str = "reranking"
+    k_values: Sequence[int] = RERANK_K_VALUES
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"RerankingDataset {self.name!r}"
+        judged = [q for q, relevance in self.qrels.items() if any(value > 0 for value in relevance.values())]
+        if not judged:
+            raise ValueError(f"{where}: no query has a relevant document (qrels relevance > 0); nothing to evaluate.")
+        for query in judged:
+            if query not in self.queries:
+                raise ValueError(f"{where}: qrels name query {query!r}, which is not in queries.")
+            if not isinstance(self.queries[query], str):
+                raise ValueError(f"{where}: query {query!r} holds {self.queries[query]!r}; expected a string.")
+            found = self.candidates.get(query)
+            if found is None or isinstance(found, str) or len(found) == 0:
+                raise ValueError(
+                    f"{where}: query {query!r} has no first-stage candidates ({found!r}); every judged query needs "
+                    "at least one."
+                )
+            unknown = [doc for doc in found if doc not in self.corpus]
+            if unknown:
+                raise ValueError(
+                    f"{where}: candidates of query {query!r} name documents not in the corpus: {unknown[:3]}"
+                )
+            if len(set(found)) != len(found):
+                raise ValueError(f"{where}: candidates of query {query!r} hold a document twice.")
+        bad = next(((doc, text) for doc, text in self.corpus.items() if not isinstance(text, str)), None)
+        if bad is not None:
+            raise ValueError(f"{where}: document {bad[0]!r} holds {bad[1]!r}; expected a string.")
+        if not self.k_values or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in self.k_values):
+            raise ValueError(f"{where}: k_values={list(self.k_values)!r} must be positive ints.")
+
+    def __len__(self) -> int:
+        return len(self.judged_queries())
+
+    def judged_queries(self) -> list[str]:
+        """The ids of the queries evaluated (those with a relevant document), in qrels order."""
+        return [q for q, relevance in self.qrels.items() if any(value > 0 for value in relevance.values())]
+
+    @classmethod
+    def from_first_stage(
+        cls,
+        dataset: RetrievalDataset,
+        bi_encoder: Any,
+        top_k: int = DEFAULT_RERANK_TOP,
+        *,
+        tokenizer: Any = None,
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        k_values: Sequence[int] = RERANK_K_VALUES,
+    ) -> RerankingDataset:
+        """The candidates of a bi-encoder (`SiameseBertModel`): its exact top `top_k` documents per judged query of a
+        retrieval set (`hf_siamese.data.read_beir`), with the query / document prompts `evaluate_retrieval` uses."""
+        return cls(
+            queries=dict(dataset.queries),
+            corpus=dict(dataset.corpus),
+            qrels={q: dict(judged) for q, judged in dataset.qrels.items()},
+            candidates=first_stage_candidates(
+                bi_encoder,
+                dataset,
+                top_k,
+                tokenizer=tokenizer,
+                batch_size=batch_size,
+                show_progress_bar=show_progress_bar,
+            ),  # fmt: skip
+            name=dataset.name,
+            k_values=k_values,
+            metadata={"first_stage_top_k": top_k},
+        )
+
+
+def first_stage_candidates(
+    bi_encoder: Any,
+    dataset: RetrievalDataset,
+    top_k: int = DEFAULT_RERANK_TOP,
+    *,
+    tokenizer: Any = None,
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
+) -> dict[str, list[str]]:
+    """query id -> the bi-encoder's `top_k` best document ids (exact search; all documents if the corpus is smaller)
+    for every query of `dataset.qrels` with a relevant document."""
+    from ..metrics import exact_search
+    from ..retrieval.evaluation import embed_retrieval_set
+
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k={top_k!r}: expected a positive int (first-stage candidates per query)")
+    query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
+        bi_encoder, dataset, tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar
+    )
+    judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
+    row = {query_id: i for i, query_id in enumerate(query_ids)}
+    depth = min(top_k, len(corpus_ids))
+    _, found = exact_search(queries[[row[q] for q in judged]], corpus, depth, similarity=bi_encoder.config.similarity)
+    return {q: [corpus_ids[j] for j in rows] for q, rows in zip(judged, found.tolist(), strict=True)}
+
+
+def _check_scorer(model: Any) -> None:
+    if not callable(getattr(model, "predict", None)):
+        raise ValueError(
+            f"expected a cross-encoder (an object with .predict(pairs) -> scores), got {type(model).__name__}"
+        )
+
+
+def score_pairs(
+    model: Any,
+    pairs: Sequence[tuple[str, str]],
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
+    **predict_kwargs: Any,
+) -> np.ndarray:
+    """The model's scores of `pairs` in ONE `predict` call over the distinct pairs (a cross-encoder sorts its
+    batches by length across all of them); float32 `(len(pairs),)` or `(len(pairs), num_labels)`."""
+    _check_scorer(model)
+    unique = list(dict.fromkeys((query, document) for query, document in pairs))
+    if not unique:
+        return np.zeros(0, dtype=np.float32)
+    scores = np.asarray(
+        model.predict(unique, batch_size=batch_size, show_progress_bar=show_progress_bar, **predict_kwargs),
+        dtype=np.float32,
+    )
+    if len(scores) != len(unique):
+        raise ValueError(f"the cross-encoder gave {len(scores)} scores for {len(unique)} pairs; expected one per pair")
+    where = {pair: position for position, pair in enumerate(unique)}
+    return scores[[where[pair] for pair in pairs]]
+
+
+def evaluate_reranking(
+    model: Any,
+    dataset: RerankingDataset,
+    *,
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
+    **predict_kwargs: Any,
+) -> dict[str, float]:
+    """Rerank each query's first-stage candidates with the cross-encoder; the metrics of the reranked lists and of
+    the first stage side by side.
+
+    Every (query, candidate) pair goes to one `predict` call; a query's candidates are re-sorted by score (equal
+    scores keep the first-stage order). A relevant document the first stage did NOT retrieve is NOT added to the
+    candidates: the reranked numbers are what the deployed two-stage search scores (the realistic number), not the
+    reranker's score on ideal candidates, so the reranker is judged against the first stage it will sit on.
+
+    Returns (values in [0, 1], k in `dataset.k_values`, default 10):
+        `ndcg@k`, `mrr@k`: the reranked lists; `first_stage_ndcg@k`, `first_stage_mrr@k`: the candidates in
+        first-stage order; `ndcg@k_delta`, `mrr@k_delta`: reranked minus first stage (negative: the reranker
+        LOWERS the first stage); `candidate_recall`: the share of relevant documents among the candidates (the
+        ceiling of both); `num_queries`.
+    """
+    from ..metrics import retrieval_metrics
+
+    if not isinstance(dataset, RerankingDataset):
+        raise ValueError(
+            f"evaluate_reranking needs a RerankingDataset (build one with RerankingDataset.from_first_stage), got "
+            f"{type(dataset).__name__}"
+        )
+    if getattr(model, "num_labels", 1) != 1:
+        raise ValueError(f"reranking needs a one-output cross-encoder; this one has {model.num_labels} outputs")
+    judged = dataset.judged_queries()
+    pairs = [(dataset.queries[q], dataset.corpus[doc]) for q in judged for doc in dataset.candidates[q]]
+    scores = score_pairs(model, pairs, batch_size, show_progress_bar, **predict_kwargs)
+    if scores.ndim != 1:
+        raise ValueError(f"the cross-encoder gave scores of shape {scores.shape}; reranking needs one score per pair")
+    first, reranked, start = {}, {}, 0
+    for query in judged:
+        candidates = dataset.candidates[query]
+        mine = scores[start : start + len(candidates)]
+        start += len(candidates)
+        first[query] = list(candidates)
+        reranked[query] = [candidates[i] for i in np.argsort(-mine, kind="stable").tolist()]
+    ks = sorted(set(dataset.k_values))
+    before = retrieval_metrics(first, dataset.qrels, ks)
+    after = retrieval_metrics(reranked, dataset.qrels, ks)
+    metrics: dict[str, float] = {}
+    for name in ("ndcg", "mrr"):
+        for k in ks:
+            key = f"{name}@{k}"
+            metrics[key] = after[key]
+            metrics[f"first_stage_{key}"] = before[key]
+            metrics[f"{key}_delta"] = after[key] - before[key]
+    relevant = found = 0
+    for query in judged:
+        positives = {doc for doc, value in dataset.qrels[query].items() if value > 0}
+        relevant += len(positives)
+        found += len(positives.intersection(dataset.candidates[query]))
+    metrics["candidate_recall"] = found / relevant
+    metrics["num_queries"] = len(judged)
+    return metrics
+
+
+def _pairs_of(pairs: Any) -> list[tuple[str, str]]:
+    rows = []
+    for row, pair in enumerate(pairs):
+        if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise ValueError(f"pairs[{row}] is {pair!r:.80}: expected a (text, text) pair")
+        if not all(isinstance(text, str) for text in pair):
+            raise ValueError(f"pairs[{row}] is {pair!r:.80}: both texts must be strings")
+        rows.append((pair[0], pair[1]))
+    return rows
+
+
+def evaluate_scores(
+    model: Any,
+    pairs: Sequence[tuple[str, str]],
+    gold: Sequence[float],
+    *,
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
+    **predict_kwargs: Any,
+) -> dict[str, float]:
+    """STS metrics of a regression cross-encoder (one output): `spearman` and `pearson` (in [-1, 1]) between its
+    scores of `pairs` (after its activation) and the `gold` scores, by `hf_siamese.metrics.sts_correlations`."""
+    from ..metrics import sts_correlations
+
+    rows = _pairs_of(pairs)
+    if len(gold) != len(rows):
+        raise ValueError(f"gold has {len(gold)} scores for {len(rows)} pairs")
+    scores = score_pairs(model, rows, batch_size, show_progress_bar, **predict_kwargs)
+    if scores.ndim != 1:
+        raise ValueError(f"STS needs a one-output cross-encoder; its scores have shape {scores.shape}")
+    return sts_correlations(scores, np.asarray(gold, dtype=np.float64))
+
+
+def evaluate_classification(
+    model: Any,
+    pairs: Sequence[tuple[str, str]],
+    labels: Sequence[int | str],
+    *,
+    label2id: Mapping[str, int] | None = None,
+    threshold: float = 0.5,
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
+    **predict_kwargs: Any,
+) -> dict[str, float]:
+    """`accuracy` of a classifier cross-encoder on labelled pairs: the arg-max output of a several-output model
+    against class ids (or names, through `label2id`); for a one-output model, a score above `threshold` (after its
+    activation: 0.5 for sigmoid) against 0/1 labels."""
+    rows = _pairs_of(pairs)
+    if len(labels) != len(rows):
+        raise ValueError(f"labels has {len(labels)} entries for {len(rows)} pairs")
+    ids = []
+    for row, label in enumerate(labels):
+        if isinstance(label, str):
+            if not label2id or label not in label2id:
+                raise ValueError(f"labels[{row}] = {label!r} is not a known class name ({sorted(label2id or {})})")
+            label = label2id[label]
+        if isinstance(label, bool) or not float(label).is_integer():
+            raise ValueError(f"labels[{row}] = {label!r}: expected a class id (an int) or a class name")
+        ids.append(int(label))
+    scores = score_pairs(model, rows, batch_size, show_progress_bar, **predict_kwargs)
+    predicted = (scores > threshold).astype(np.int64) if scores.ndim == 1 else scores.argmax(axis=1)
+    width = 2 if scores.ndim == 1 else scores.shape[1]
+    bad = next(((row, label) for row, label in enumerate(ids) if not 0 <= label < width), None)
+    if bad is not None:
+        raise ValueError(f"labels[{bad[0]}] = {bad[1]} is outside the model's {width} classes")
+    return {"accuracy": float(np.mean(predicted == np.asarray(ids)))}
+
+
+__all__ = [
+    "DEFAULT_RERANK_TOP",
+    "RERANK_K_VALUES",
+    "RerankingDataset",
+    "evaluate_classification",
+    "evaluate_reranking",
+    "evaluate_scores",
+    "first_stage_candidates",
+    "score_pairs",
+]

@@ -1,0 +1,133 @@
+"""`hf-siamese train-reranker`: a tiny BEIR folder (train and dev qrels), tiny random models, 1-2 training steps; the
+dev reranking printed before and after, the saved cross-encoder loadable; pairs files; every bad input in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY, make_tiny_model
+from transformers import BertConfig, BertForSequenceClassification
+
+from hf_siamese.cli import main
+from hf_siamese.cross_encoder import CrossEncoder
+
+CORPUS = [
+    "a man plays the guitar",
+    "someone sings a song",
+    "the dog runs in the park",
+    "the stock market fell today",
+    "a woman cooks soup in the kitchen",
+    "two cats eat bread",
+    "the red car rides on the road",
+    "the team wins the game",
+    "it is cold and the rain fell",
+    "the computer runs new code",
+    "the bus is slow today",
+    "people walk in the sunny city",
+]
+QUERIES = {"q1": "music", "q2": "a dog in the park", "q3": "the market", "q4": "food", "q5": "a game", "q6": "rain"}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer) -> Path:
+    root = tmp_path_factory.mktemp("train-reranker")
+    make_tiny_model().save_pretrained(root / "bi")
+    tiny_tokenizer.save_pretrained(root / "bi")
+    torch.manual_seed(0)
+    config = BertConfig(**TINY, max_position_embeddings=64, num_labels=1)
+    CrossEncoder(BertForSequenceClassification(config).eval(), tiny_tokenizer).save_pretrained(root / "ce")
+    beir = root / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(CORPUS))
+    )
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in QUERIES.items()))
+    header = "query-id\tcorpus-id\tscore\n"
+    (beir / "qrels" / "train.tsv").write_text(header + "q1\td0\t1\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n")
+    (beir / "qrels" / "dev.tsv").write_text(header + "q4\td4\t1\nq5\td7\t1\nq6\td8\t1\n")
+    pairs = [{"query": "music", "positive": CORPUS[0]}, {"query": "food", "positive": CORPUS[4]}]
+    (root / "pairs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in pairs))
+    labelled = [
+        {"query": "music", "document": CORPUS[0], "label": 3.0},
+        {"query": "food", "document": CORPUS[1], "label": 0.0},
+    ]
+    (root / "labelled.jsonl").write_text("".join(json.dumps(row) + "\n" for row in labelled))
+    (root / "no-config").mkdir()
+    return root
+
+
+def _run(argv: list, capsys) -> tuple[int, str, str]:
+    code = main([str(part) for part in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+TRAIN = ["--negatives", "2", "--random-negatives", "1", "--batch-size", "8", "--lr", "1e-3", "--max-length", "48"]
+
+
+def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, capsys, tiny_tokenizer):
+    out = tmp_path / "reranker"
+    code, stdout, stderr = _run(["train-reranker", files / "beir", "--model", files / "bi", "-o", out, *TRAIN], capsys)
+    assert code == 0, stderr
+    assert "training rows: 16 (query, document, label)" in stdout  # 4 pairs x (1 positive + 2 hard + 1 random)
+    assert "before training (dev, top 100): first stage nDCG@10" in stdout
+    assert "best epoch (dev, top 100)" in stdout and "change" in stdout
+    reranker = CrossEncoder.from_pretrained(out)
+    assert reranker.num_labels == 1 and reranker.max_length == 48
+    assert reranker.predict(("music", CORPUS[0])).shape == ()
+    assert reranker.tokenizer.get_vocab() == tiny_tokenizer.get_vocab()
+    assert not [p for p in tmp_path.iterdir() if "checkpoints" in p.name]
+    print(stdout)
+
+
+@pytest.mark.parametrize("loss", ["mnr", "lambda"])
+def test_tuple_losses_continue_a_cross_encoder(files, tmp_path, capsys, loss):
+    out = tmp_path / "reranker"
+    argv = ["train-reranker", files / "beir", "--model", files / "ce", "--first-stage", files / "bi", "-o", out]
+    code, stdout, stderr = _run([*argv, *TRAIN, "--loss", loss, "--eval-split", "none", "--head-lr", "1e-2"], capsys)
+    assert code == 0, stderr
+    assert "(query, positive, negative_1, negative_2, negative_3)" in stdout
+    assert "before training" not in stdout
+    assert CrossEncoder.from_pretrained(out).num_labels == 1
+
+
+def test_pairs_file_with_random_negatives_only(files, tmp_path, capsys):
+    out = tmp_path / "reranker"
+    argv = ["train-reranker", files / "pairs.jsonl", "--model", files / "ce", "--negatives", "0"]
+    code, stdout, stderr = _run(
+        [*argv, "--random-negatives", "1", "--corpus", files / "beir" / "corpus.jsonl", "-o", out], capsys
+    )
+    assert code == 0, stderr
+    assert "training rows: 4 (query, document, label)" in stdout
+    assert (out / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["{beir}", "--split", "test"], "qrels/test.tsv not found (splits found: ['dev', 'train'])"),
+        (["{beir}", "--model", "{root}/no-config"], "neither a cross-encoder"),
+        (["{root}/labelled.jsonl", "--model", "{ce}", "--negatives", "0"], "row 0"),
+        (
+            ["{beir}", "--negatives", "0", "--random-negatives", "0", "--loss", "mnr"],
+            "--loss mnr needs at least one negative",
+        ),
+        (["{beir}", "--model", "{ce}"], "is a cross-encoder, not a bi-encoder: give --first-stage BI"),
+        (["{beir}", "--model", "{bi}", "--first-stage", "{ce}"], "--first-stage {ce}:"),
+        (["{beir}", "--loss", "mnr", "--pos-weight", "5"], "--pos-weight applies to --loss bce"),
+        (["{root}/labelled.jsonl", "--model", "{ce}", "--loss", "lambda"], "labelled (query, document, label) pairs"),
+    ],
+)
+def test_bad_input_is_one_line(files, tmp_path, capsys, extra, message):
+    names = {"beir": files / "beir", "root": files, "ce": files / "ce", "bi": files / "bi"}
+    argv = [part.format(**names) for part in extra]
+    if "--model" not in argv:
+        argv += ["--model", str(files / "bi")]
+    code, _, stderr = _run(["train-reranker", *argv, "-o", tmp_path / "out", *TRAIN[4:]], capsys)
+    assert code == 1
+    assert stderr.startswith("hf-siamese: error: ") and stderr.count("\n") == 1
+    assert message.format(**names) in stderr
+    assert not (tmp_path / "out").exists()
