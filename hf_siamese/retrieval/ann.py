@@ -17,9 +17,9 @@ draw a uniformly random sample (reservoir sampling; `datasets`' faiss integratio
 rows, which for shards written in some order, by source or topic, is a biased sample), (2) train on the sample, then
 add the chunks into parts of a bounded size, each written to disk and freed before the next, and, in the same pass,
 find the exact neighbours of the recall queries (the user's calibration queries, else held-out sample rows); then
-recall@10 is measured for nprobe = 1, 2, 4, ... and the smallest reaching the target is kept. While building, memory
-is the training sample plus one part (`PART_BYTES` of codes): never the whole index. A non-IVF factory (e.g. "HNSW32")
-cannot be split into parts and is built whole in memory.
+recall@10 is measured for nprobe = 1, 2, 3, 4, 6, 8, ... and the smallest reaching the target is kept. While building,
+memory is the training sample plus one part (`PART_BYTES` of codes): never the whole index. A non-IVF factory (e.g.
+"HNSW32") cannot be split into parts and is built whole in memory.
 
 `load_ann_index` memory-maps the faiss files, so opening reads almost nothing; pages come in as searches touch them. In
 faiss 1.15.1 `IO_FLAG_MMAP_IFC` maps every index type tried (Flat, SQ8, IVF lists, HNSW graphs); the older

@@ -57,19 +57,20 @@ def _reservoir_sample(
     """(row positions, vectors, row count, dim): a uniformly random sample of `size` rows (all if fewer), shuffled,
     drawn in one pass over chunks of unknown number and size: Algorithm R (Vitter, 1985), vectorized per chunk."""
     rng = np.random.default_rng(seed)
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
     kept, count = 0, 0
+    # Allocated at the first chunk for `size` rows and filled in place: pages never written (a sample larger than the
+    # corpus) are never resident, and there is no second copy while it fills.
     sample = positions = None
     for _, vectors in _chunks(_passes(chunks), dim, similarity):
         dim, n = vectors.shape[1], len(vectors)
-        fill = min(size - kept, n) if sample is None else 0
+        if sample is None:
+            sample, positions = np.empty((size, dim), np.float32), np.empty(size, np.int64)
+        fill = min(size - kept, n)
         if fill:  # the first `size` rows fill the reservoir
-            parts.append((np.arange(count, count + fill), vectors[:fill].copy()))
+            sample[kept : kept + fill] = vectors[:fill]
+            positions[kept : kept + fill] = np.arange(count, count + fill)
             kept += fill
-        if sample is None and kept == size and parts:
-            positions, sample = (np.concatenate(column) for column in zip(*parts, strict=True))
-            parts = []
-        if sample is not None and fill < n:  # row t then replaces slot j ~ U{0..t} when j < size
+        if kept == size and fill < n:  # row t then replaces slot j ~ U{0..t} when j < size
             rows = np.arange(fill, n)
             slots = rng.integers(0, count + rows + 1)
             rows, slots = rows[slots < size][::-1], slots[slots < size][::-1]
@@ -78,11 +79,30 @@ def _reservoir_sample(
         count += n
     if not count:
         raise ValueError("chunks yielded no vectors; an index needs at least one")
-    if sample is None:
-        positions = np.concatenate([p for p, _ in parts]) if parts else np.empty(0, np.int64)
-        sample = np.concatenate([v for _, v in parts]) if parts else np.empty((0, dim), np.float32)
-    order = rng.permutation(len(sample))
-    return positions[order], sample[order], count, dim
+    sample, positions = sample[:kept], positions[:kept]
+    order = rng.permutation(kept)
+    _permute_rows(sample, order)
+    return positions[order], sample, count, dim
+
+
+def _permute_rows(matrix: np.ndarray, order: np.ndarray) -> None:
+    """`matrix[:] = matrix[order]` in place, one row of scratch (following the permutation's cycles), so shuffling the
+    sample does not hold it twice."""
+    done = np.zeros(len(order), dtype=bool)
+    for start in range(len(order)):
+        if done[start] or order[start] == start:
+            done[start] = True
+            continue
+        first = matrix[start].copy()
+        here = start
+        while True:
+            done[here] = True
+            source = order[here]
+            if source == start:
+                matrix[here] = first
+                break
+            matrix[here] = matrix[source]
+            here = source
 
 
 def _collect_ids(parts: list[np.ndarray]) -> np.ndarray:

@@ -59,9 +59,11 @@ def corpus_matrix(folder: str | os.PathLike) -> tuple[list[Any], np.ndarray]:
     return ids, np.load(matrix_path, mmap_mode="r")
 
 
-def vector_chunks(matrix: np.ndarray, rows: int = 65_536) -> Iterator[np.ndarray]:
-    """`rows` rows at a time of a `corpus_matrix` memmap, read with plain file reads (a copy per chunk, freed after
-    use) instead of touching the map: a pass over a large corpus leaves the resident memory where it was."""
+def vector_chunks(matrix: np.ndarray, rows: int | None = None) -> Iterator[np.ndarray]:
+    """`rows` rows (default: 16 MiB of them) at a time of a `corpus_matrix` memmap, read with plain file reads (a copy
+    per chunk, freed after use) instead of touching the map: a pass over a large corpus leaves the resident memory
+    where it was. Small chunks keep the passes' temporaries small too (unit-length copies, finiteness checks)."""
+    rows = rows or max(1024, (16 << 20) // max(1, matrix.shape[1] * matrix.itemsize))
     if not isinstance(matrix, np.memmap) or matrix.filename is None:
         yield from (np.asarray(matrix[start : start + rows]) for start in range(0, len(matrix), rows))
         return

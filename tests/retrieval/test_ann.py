@@ -16,7 +16,7 @@ faiss = pytest.importorskip("faiss")
 
 from hf_siamese.metrics import exact_search  # noqa: E402
 from hf_siamese.retrieval.ann import EXACT_BELOW, TRAIN_PER_CENTROID, choose_factory, load_ann_index  # noqa: E402
-from hf_siamese.retrieval.ann_build import _reservoir_sample, build_ann_index  # noqa: E402
+from hf_siamese.retrieval.ann_build import _reservoir_sample, build_ann_index, nprobe_ladder  # noqa: E402
 
 DIM, CLUSTERS, NOISE = 32, 200, 0.8  # clusters that overlap enough for nprobe to matter
 CENTERS = np.random.default_rng(0).standard_normal((CLUSTERS, DIM)).astype(np.float32)
@@ -103,7 +103,7 @@ def test_ivf_reaches_the_recall_it_records(ivf) -> None:
         and info["build_seconds"] > 0
     )
     curve = info["recall"]["by_nprobe"]
-    assert [p for p, _ in curve] == [2**i for i in range(len(curve))]  # 1, 2, 4, ... up to the first that reaches
+    assert [p for p, _ in curve] == nprobe_ladder(64)[: len(curve)]  # 1, 2, 3, 4, 6, ... up to the first that reaches
     assert all(r < 0.95 for _, r in curve[:-1]) and curve[-1][1] >= 0.95 and len(curve) > 1
     assert index.nprobe == curve[-1][0] and info["recall"]["value"] == curve[-1][1]
     scores, ids = index.search(QUERIES, 10)
