@@ -1,5 +1,6 @@
 """`hf-siamese export`: write a model for serving: the plain sentence-transformers layout (TEI, sentence-transformers,
-MTEB), optionally with an ONNX or OpenVINO graph in float32 or int8."""
+MTEB), optionally with an ONNX or OpenVINO graph in float32 or int8. A cross-encoder folder (`--model CE_DIR`) is
+written in its `CrossEncoder.save_pretrained` layout (TEI's `/rerank`) with a graph to its logits."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ def run_export(args: argparse.Namespace) -> int:
             "--calibration, or give --quantize int8-static"
         )
     calibration = None
-    if args.calibration:
+    if args.calibration and _is_cross_encoder(args.model):
+        calibration = _calibration_pairs(args.calibration)
+    elif args.calibration:
         from ..data.corpus_stream import open_corpus
 
         # Reading stops well past the sample size: a calibration file may be a whole corpus.
@@ -36,6 +39,8 @@ def run_export(args: argparse.Namespace) -> int:
             "--quantize int8-static calibrates on texts like the ones you will serve: give --calibration FILE (one "
             "text per line, or .jsonl / .csv / .parquet with --calibration-column)"
         )
+    if _is_cross_encoder(args.model):
+        return _export_cross_encoder(args, calibration)
     model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length, device="cpu")
     output = export_model(
         model,
@@ -48,4 +53,57 @@ def run_export(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     print(f"wrote {args.format} export (quantize: {args.quantize}) of {args.model or 'the default model'} to {output}")
+    return 0
+
+
+def _is_cross_encoder(model: str | None) -> bool:
+    from ..cross_encoder.export import is_cross_encoder
+
+    return is_cross_encoder(model)
+
+
+def _calibration_pairs(source: str) -> list[tuple[str, str]]:
+    """(query, document) pairs of a calibration file for a cross-encoder: its first two text columns."""
+    from ..data.columns import detect_layout
+    from .common import load_data
+
+    dataset = load_data(source, None, None, None)
+    layout = detect_layout(dataset.column_names)
+    if len(layout.texts) < 2:
+        raise ValueError(
+            f"--calibration {source}: a cross-encoder calibrates on (query, document) pairs; the file has columns "
+            f"{dataset.column_names} (expected two text columns, e.g. sentence1 and sentence2)"
+        )
+    first, second = layout.texts[:2]
+    return list(zip(dataset[first], dataset[second], strict=True))
+
+
+def _export_cross_encoder(args: argparse.Namespace, calibration: list[tuple[str, str]] | None) -> int:
+    """`hf-siamese export` of a cross-encoder folder: its save_pretrained layout (TEI's /rerank), plus the graph."""
+    from ..cross_encoder.export import export_cross_encoder
+    from .common import load_cross_encoder
+
+    bi_encoder_only = [
+        option
+        for option, value in (("--pooling", args.pooling), ("--normalize/--no-normalize", args.normalize))
+        if value is not None
+    ]
+    if bi_encoder_only:
+        raise ValueError(
+            f"{' and '.join(bi_encoder_only)}: bi-encoder options, but --model {args.model} is a cross-encoder "
+            "(it scores pairs; it pools and normalizes nothing): drop them"
+        )
+    model = load_cross_encoder(args.model, device="cpu", option="--model")
+    if args.max_seq_length is not None:
+        model.max_length = args.max_seq_length
+    output = export_cross_encoder(
+        model,
+        args.output,
+        format=args.format,
+        quantize=args.quantize,
+        calibration_pairs=calibration,
+        calibration_size=args.calibration_size,
+        overwrite=args.overwrite,
+    )
+    print(f"wrote {args.format} export (quantize: {args.quantize}) of the cross-encoder {args.model} to {output}")
     return 0

@@ -7,6 +7,8 @@ from . import losses
 from .collator import CrossEncoderCollator
 from .data import reranker_training_rows
 from .evaluation import RerankingDataset, evaluate_classification, evaluate_reranking, evaluate_scores
+from .export import export_cross_encoder
+from .exported import ExportedCrossEncoder
 from .model import CrossEncoder
 from .source import model_kind
 from .tokenization import tokenize_pairs
@@ -16,10 +18,12 @@ __all__ = [
     "CrossEncoder",
     "CrossEncoderCollator",
     "CrossEncoderTrainer",
+    "ExportedCrossEncoder",
     "RerankingDataset",
     "evaluate_classification",
     "evaluate_reranking",
     "evaluate_scores",
+    "export_cross_encoder",
     "losses",
     "model_kind",
     "reranker_training_rows",

@@ -27,49 +27,21 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from ..modeling.devices import resolve_device
-from ..modeling.encoding import SiameseEncodingMixin, cached_low_precision_copy, cpu_dtype, native_low_precision
+from ..modeling.encoding import cached_low_precision_copy, cpu_dtype, native_low_precision
 from ..modeling.weight_files import naming_damaged_weights
 from ..storage import replace_folder, staging_folder
+from .scoring import ACTIVATIONS, checked_pairs, rank_documents, score_pairs, shaped
+from .scoring import activation_name as _activation_name
+from .scoring import recorded_activation as _recorded_activation
 from .source import encoder_folder, is_ours, model_kind
-from .tokenization import check_pair_texts, tokenize_pairs
 
 logger = logging.getLogger(__name__)
 
-# activation name -> the torch class sentence-transformers records (and instantiates) for it
-ACTIVATIONS = {"sigmoid": "torch.nn.modules.activation.Sigmoid", "identity": "torch.nn.modules.linear.Identity"}
 # Heads run in float32 over the low-precision states: BERT's (pooler in the base model, then a linear classifier) and
 # RoBERTa / ELECTRA's (a classifier module that reads the sequence's first state).
 POOLER_HEADS = frozenset({"bert"})
 SEQUENCE_HEADS = frozenset({"roberta", "xlm-roberta", "camembert", "electra"})
 ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
-
-
-def _activation_name(value: Any, num_labels: int) -> str:
-    if value is None:
-        return "sigmoid" if num_labels == 1 else "identity"
-    if value in ACTIVATIONS:
-        return value
-    for name, path in ACTIVATIONS.items():
-        if value == path or value == path.rsplit(".", 1)[-1]:
-            return name
-    raise ValueError(f"activation={value!r}: expected one of {sorted(ACTIVATIONS)} (or None: the model's default)")
-
-
-def _recorded_activation(folder: Path, config: Any) -> str | None:
-    """The activation sentence-transformers recorded: `config_sentence_transformers.json` (v5.4+) or the
-    `sentence_transformers` entry of config.json (v4-v5.3), or None."""
-    path = folder / "config_sentence_transformers.json"
-    if path.exists():
-        try:
-            recorded = json.loads(path.read_text(encoding="utf-8")).get("activation_fn")
-        except (OSError, ValueError):
-            recorded = None
-        if recorded:
-            return recorded
-    old = getattr(config, "sentence_transformers", None)
-    if isinstance(old, dict) and old.get("activation_fn"):
-        return old["activation_fn"]
-    return getattr(config, "sbert_ce_default_activation_function", None)
 
 
 class CrossEncoder:
@@ -179,11 +151,7 @@ class CrossEncoder:
             raise FileExistsError(f"{os.fspath(output)!r} exists; pass overwrite=True to replace it")
         staging = staging_folder(output, "save")
         try:
-            self.model.save_pretrained(staging, safe_serialization=True)
-            self.tokenizer.save_pretrained(staging)
-            if not (staging / "tokenizer.json").exists():
-                logger.warning("%s: no tokenizer.json (a slow tokenizer): TEI needs one to serve it", output)
-            self._write_sentence_transformers_files(staging)
+            self.write_files(staging)
             replace_folder(staging, output)
         except BaseException:
             import shutil
@@ -191,6 +159,21 @@ class CrossEncoder:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return output
+
+    def write_files(self, folder: Path) -> None:
+        """The files of `save_pretrained`, written into `folder` as it is (no staging)."""
+        folder = Path(folder)
+        self.model.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+        if not (folder / "tokenizer.json").exists():
+            logger.warning("%s: no tokenizer.json (a slow tokenizer): TEI needs one to serve it", folder)
+        self._write_sentence_transformers_files(folder)
+
+    def export_hooks(self) -> Any:
+        """What `hf_siamese.formats.export.export_model` needs to export this model (cross_encoder/export.py)."""
+        from .export_graph import cross_encoder_hooks
+
+        return cross_encoder_hooks(self)
 
     def _write_sentence_transformers_files(self, folder: Path) -> None:
         import transformers
@@ -260,70 +243,40 @@ class CrossEncoder:
         Returns:
             float32 scores `(len(pairs),)` for one output, `(len(pairs), num_labels)` for several; in input order.
         """
-        single = isinstance(pairs, tuple) and len(pairs) == 2 and all(isinstance(text, str) for text in pairs)
-        pairs = [pairs] if single else pairs
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size={batch_size!r}: expected a positive int")
-        rows = []
-        for row, pair in enumerate(pairs):
-            if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
-                raise ValueError(f"pairs[{row}] is {pair!r}: expected a (query, document) pair of strings")
-            rows.append((pair[0], pair[1]))
-        check_pair_texts([q for q, _ in rows], [d for _, d in rows], "predict()")
+        rows, single = checked_pairs(pairs, batch_size)
         scoring = activation if isinstance(activation, str) else (self.activation if activation else "identity")
         scoring = _activation_name(scoring, self.num_labels)
         if device is not None:
             self.to(device)
         device = self.device
-        width = () if self.num_labels == 1 else (self.num_labels,)
-        if not rows:
-            empty = torch.empty((0, *width))
-            return empty.numpy() if convert_to_numpy else empty
-
-        unique = list(dict.fromkeys(rows))  # each distinct pair once
-        tokens = tokenize_pairs(
-            self.tokenizer, [q for q, _ in unique], [d for _, d in unique], max_length or self.max_length
-        )
-        lengths = np.fromiter((len(ids) for ids in tokens.input_ids), dtype=np.int64, count=len(unique))
-        order = np.argsort(-lengths, kind="stable")
-        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
         run_dtype = self._run_dtype(dtype, device)
         runner = self.model
-        if run_dtype not in (None, torch.float32):
+        if rows and run_dtype not in (None, torch.float32):
             runner = cached_low_precision_copy(self.model, run_dtype)
         head = self.model  # float32 weights of the classifier head
 
-        def score(index: np.ndarray) -> torch.Tensor:
-            batch = self.tokenizer.pad(tokens.features(index.tolist()), return_tensors="pt")
-            batch = {key: value.to(device) for key, value in batch.items()}
+        def logits_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             with torch.no_grad():
-                return _logits(runner, head, batch).float()
+                return _logits(runner, head, {key: value.to(device) for key, value in batch.items()})
 
-        progress = None
-        if show_progress_bar:
-            from tqdm.auto import tqdm
-
-            progress = tqdm(total=len(batches), desc="Scoring pairs", unit="batch")
-        threads = torch.get_num_threads()
-        workers = min(threads, len(batches)) if device.type == "cpu" else 1
+        workers = torch.get_num_threads() if device.type == "cpu" else 1
         was_training = self.model.training
         self.model.eval()
         try:
-            items = [(torch.from_numpy(index), index) for index in batches]
-            positions, chunks = SiameseEncodingMixin._run_batches(lambda index: score(index), items, workers, progress)
+            scores = score_pairs(
+                rows,
+                self.tokenizer,
+                max_length or self.max_length,
+                self.num_labels,
+                scoring,
+                batch_size,
+                logits_of,
+                workers,
+                show_progress_bar,
+            )
         finally:
-            torch.set_num_threads(threads)
             self.model.train(was_training)
-            if progress is not None:
-                progress.close()
-        logits = torch.empty((len(unique), self.num_labels), dtype=torch.float32)
-        logits[torch.cat(positions)] = torch.cat([chunk.cpu() for chunk in chunks])
-        scores = torch.sigmoid(logits) if scoring == "sigmoid" else logits
-        where = {pair: position for position, pair in enumerate(unique)}
-        scores = scores[torch.tensor([where[pair] for pair in rows])]
-        scores = scores[:, 0] if self.num_labels == 1 else scores
-        scores = scores[0] if single else scores
-        return scores.numpy() if convert_to_numpy else scores
+        return shaped(scores, self.num_labels, single, convert_to_numpy)
 
     def rank(
         self,
@@ -335,25 +288,7 @@ class CrossEncoder:
     ) -> list[dict[str, Any]]:
         """Rank `documents` for `query`: `[{"corpus_id": position in documents, "score": float[, "text"]}]`, best
         first, the first `top_k` (all by default). Needs a one-output model."""
-        if self.num_labels != 1:
-            raise ValueError(f"rank() needs a one-output (relevance) model; this one has {self.num_labels} outputs")
-        if not isinstance(query, str):
-            raise ValueError(f"query is {type(query).__name__} {query!r}; expected str")
-        if isinstance(documents, str) or not isinstance(documents, Sequence):
-            raise ValueError(f"documents: expected a list of strings, got {type(documents).__name__}")
-        if len(documents) == 0:
-            raise ValueError(f"rank(): the query {query[:80]!r} has no candidate documents to rank")
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-            raise ValueError(f"top_k={top_k!r}: expected a positive int or None (all)")
-        scores = self.predict([(query, document) for document in documents], **predict_kwargs)
-        order = np.argsort(-scores, kind="stable")[: top_k or len(documents)]
-        ranked = []
-        for position in order.tolist():
-            hit = {"corpus_id": position, "score": float(scores[position])}
-            if return_documents:
-                hit["text"] = documents[position]
-            ranked.append(hit)
-        return ranked
+        return rank_documents(self, query, documents, top_k, return_documents, **predict_kwargs)
 
     @staticmethod
     def _run_dtype(dtype: Any, device: torch.device) -> torch.dtype | None:

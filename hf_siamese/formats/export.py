@@ -12,14 +12,16 @@ sentence-transformers apply them from the pipeline files.
 
 from __future__ import annotations
 
+import json
 import logging
 import numbers
 import os
 import random
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..storage import recover_output, replace_folder, staging_folder
 from .export_names import (
@@ -38,6 +40,7 @@ from .export_names import (
 from .sentence_transformers_save import write_layout
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def export_model(
@@ -52,7 +55,9 @@ def export_model(
     overwrite: bool = False,
     opset: int = 17,
 ) -> Path:
-    """Write `model` (a `SiameseBertModel`, or a path / Hub id `load_model` reads) to `output_dir` for serving.
+    """Write `model` (a `SiameseBertModel`, a path / Hub id `load_model` reads, or a model with `export_hooks()`:
+    a `hf_siamese.cross_encoder.CrossEncoder`, whose graph returns `logits` and whose calibration items are (query,
+    document) pairs) to `output_dir` for serving.
 
     Args:
         format: `"sentence-transformers"` (the plain layout only), `"onnx"` (plus `onnx/model.onnx`) or `"openvino"`
@@ -73,6 +78,67 @@ def export_model(
     The float32 graph is checked against the torch model on a few texts (max abs difference of the embeddings <=
     1e-4) before the folder is moved into place. Returns the output folder.
     """
+    target = check_export_options(
+        output_dir, format, quantize, opset, overwrite, calibration_texts, "calibration_texts"
+    )
+    if hasattr(model, "export_hooks"):  # a model that says how it is exported (a CrossEncoder)
+        if tokenizer is not None:
+            raise ValueError(
+                f"export: tokenizer= is for bi-encoders; a {type(model).__name__} is exported with its own tokenizer."
+            )
+        hooks = model.export_hooks()
+    else:
+        check_calibration_size(calibration_size)
+        model, tokenizer = _model_and_tokenizer(model, tokenizer)
+        check_representable(model)
+        hooks = bi_encoder_hooks(model, tokenizer)
+    calibration = hooks.calibration(calibration_texts, calibration_size) if quantize == "int8-static" else None
+
+    def write(stage: Path) -> None:
+        hooks.write_plain(stage)
+        if format != "sentence-transformers":
+            from .export_graphs import write_graphs
+
+            write_graphs(hooks.graph_spec(), stage, format, quantize, calibration, int(opset))
+
+    write_export(target, write)
+    logger.info("export: wrote %s (%s, quantize=%s)", target, format, quantize)
+    return target
+
+
+@dataclass
+class ExportHooks:
+    """What `export_model` does that depends on the kind of model: write its plain layout into a folder, describe its
+    graph (`export_graphs.GraphSpec`), and check and draw its `int8-static` calibration items."""
+
+    write_plain: Callable[[Path], None]
+    graph_spec: Callable[[], Any]
+    calibration: Callable[[Any, int], list[Any]]
+
+
+def bi_encoder_hooks(model: Any, tokenizer: Any) -> ExportHooks:
+    """The `ExportHooks` of a `SiameseBertModel`: the sentence-transformers layout, its encoder's graph, texts."""
+
+    def graph_spec() -> Any:
+        from .export_graphs import encoder_graph_spec
+
+        return encoder_graph_spec(model, tokenizer)
+
+    return ExportHooks(lambda folder: write_plain_layout(model, folder, tokenizer), graph_spec, check_calibration)
+
+
+def check_export_options(
+    output_dir: str | os.PathLike,
+    format: str,
+    quantize: str,
+    opset: object,
+    overwrite: bool,
+    calibration: object,
+    calibration_name: str,
+) -> Path:
+    """Check the options every export shares (format, quantization, opset, the output folder, the extras the format
+    needs) before any work is done; return the output folder. `calibration` (named `calibration_name`) may be given
+    only with `int8-static`."""
     if format not in FORMATS:
         raise ValueError(f"export: format={format!r} is not one of {list(FORMATS)}.")
     if quantize not in QUANTIZATION:
@@ -82,13 +148,12 @@ def export_model(
             f"export: quantize={quantize!r} needs a graph format (format='onnx' or 'openvino'); the "
             "sentence-transformers layout holds float weights for PyTorch only."
         )
-    if calibration_texts is not None and quantize != "int8-static":
+    if calibration is not None and quantize != "int8-static":
         raise ValueError(
-            f"export: calibration_texts is used only with quantize='int8-static', not quantize={quantize!r} (CLI: "
-            "--calibration is used only with --quantize int8-static); drop the texts or choose int8-static."
+            f"export: {calibration_name} is used only with quantize='int8-static', not quantize={quantize!r} (CLI: "
+            "--calibration is used only with --quantize int8-static); drop them or choose int8-static."
         )
     check_opset(opset)
-    calibration = check_calibration(calibration_texts, calibration_size) if quantize == "int8-static" else None
     target = Path(output_dir)
     recover_output(target)  # an output a killed export left renamed aside counts as existing below
     if target.is_file():
@@ -105,21 +170,19 @@ def export_model(
         require("onnx", "export(format='openvino') (the graph is converted from ONNX)")
         if quantize != "none":
             require("nncf", f"export(format='openvino', quantize={quantize!r})")
+    return target
 
-    model, tokenizer = _model_and_tokenizer(model, tokenizer)
-    check_representable(model)
+
+def write_export(target: Path, write: Callable[[Path], None]) -> Path:
+    """Run `write(stage)` in a staging folder beside `target` and swap it in whole once it returned; on any error
+    the staging folder is removed and `target` is left as it was."""
     stage = staging_folder(target, "export")
     try:
-        write_plain_layout(model, stage, tokenizer)
-        if format != "sentence-transformers":
-            from .export_graphs import write_graphs
-
-            write_graphs(model, tokenizer, stage, format, quantize, calibration, int(opset))
+        write(stage)
         replace_folder(stage, target)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    logger.info("export: wrote %s (%s, quantize=%s)", target, format, quantize)
     return target
 
 
@@ -136,10 +199,7 @@ def check_opset(opset: object) -> None:
 
 def check_calibration(texts: Iterable[str] | None, size: int) -> list[str]:
     """The calibration texts to use: `size` of `texts` (all when fewer; a seeded random sample when more)."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(
-            f"export: calibration_size={size!r} must be a positive int (default {DEFAULT_CALIBRATION_SIZE})."
-        )
+    check_calibration_size(size)
     if texts is None:
         raise ValueError(
             "export: quantize='int8-static' calibrates activation ranges on texts like the ones you will serve; pass "
@@ -155,9 +215,20 @@ def check_calibration(texts: Iterable[str] | None, size: int) -> list[str]:
     texts = [text for text in texts if text.strip()]
     if not texts:
         raise ValueError("export: calibration_texts holds no non-empty text; give texts like the ones you will serve.")
-    if len(texts) > size:
-        texts = random.Random(0).sample(texts, size)
-    return texts
+    return draw_calibration(texts, size)
+
+
+def check_calibration_size(size: object) -> None:
+    """Raise unless `size` (how many calibration items are drawn) is a positive int."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(
+            f"export: calibration_size={size!r} must be a positive int (default {DEFAULT_CALIBRATION_SIZE})."
+        )
+
+
+def draw_calibration(items: list[T], size: int) -> list[T]:
+    """`size` of `items`: all when fewer, else a random sample drawn with seed 0 (the same export twice is the same)."""
+    return random.Random(0).sample(items, size) if len(items) > size else items
 
 
 def check_representable(model: Any) -> None:
@@ -216,6 +287,13 @@ def _model_and_tokenizer(model: Any, tokenizer: Any) -> tuple[Any, Any]:
     if isinstance(model, (str, os.PathLike)):
         from .loading import load_model
 
+        if _is_cross_encoder_folder(Path(model)):
+            raise ValueError(
+                f"export: {os.fspath(model)!r} is a cross-encoder (config.json names a ...ForSequenceClassification): "
+                "export the loaded model, export_model(CrossEncoder.from_pretrained(path), ...), or use "
+                "hf_siamese.cross_encoder.export_cross_encoder or hf-siamese export."
+            )
+
         model, loaded = load_model(str(model), device="cpu")
         tokenizer = tokenizer if tokenizer is not None else loaded
     if not hasattr(model, "encoder") or not hasattr(model.config, "pooling"):
@@ -231,9 +309,19 @@ def _model_and_tokenizer(model: Any, tokenizer: Any) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def _is_cross_encoder_folder(folder: Path) -> bool:
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    names = config.get("architectures") if isinstance(config, dict) else None
+    return any(str(name).endswith("ForSequenceClassification") for name in names or [])
+
+
 __all__ = [
     "DEFAULT_CALIBRATION_SIZE",
     "EXTRAS",
+    "ExportHooks",
     "TEI_POOLING",
     "FORMATS",
     "MissingExtraError",
@@ -242,9 +330,14 @@ __all__ = [
     "OPENVINO_FILES",
     "QUANTIZATION",
     "TEI_MODEL_TYPES",
+    "bi_encoder_hooks",
     "check_calibration",
+    "check_calibration_size",
+    "check_export_options",
     "check_opset",
+    "draw_calibration",
     "export_model",
     "require",
+    "write_export",
     "write_plain_layout",
 ]

@@ -2,8 +2,9 @@
 Runtime's quantization tools), and its OpenVINO conversion (`openvino.convert_model`, int8 through `nncf`).
 
 Each graph takes the tokenizer's `input_ids`, `attention_mask` (and `token_type_ids` when the encoder uses them),
-batch and sequence dimensions dynamic, and returns `last_hidden_state`, the input of the pooling. The float32 graph is
-checked against the torch model before anything is kept.
+batch and sequence dimensions dynamic, and returns `last_hidden_state`, the input of the pooling (a cross-encoder's
+graph, described by its own `GraphSpec`, returns `logits`). The float32 graph is checked against the torch model
+before anything is kept.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import copy
 import logging
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,36 @@ class _EncoderGraph(torch.nn.Module):
         return self.encoder(**dict(zip(self.names, inputs, strict=True)), return_dict=True).last_hidden_state
 
 
+@dataclass
+class GraphSpec:
+    """What `write_graphs` exports and how it checks the result; one per kind of model (bi-encoders here,
+    cross-encoders in `hf_siamese.cross_encoder.export`).
+
+    Attributes:
+        module: the float32 CPU module traced: positional inputs in `names` order, one tensor out.
+        names: the graph's input names (what the tokenizer makes and the model accepts).
+        output_name: the graph's output name.
+        output_axes: the output's dynamic axes (`{0: "batch_size", ...}`).
+        sample: tokenized inputs to trace with (two rows of different lengths).
+        compare: `(folder, backend, file_name, items) -> (torch results, graph results)` for the check items.
+        check_items: what the float32 graph is checked on (texts, or pairs), calibration items added.
+        calibration_batches: calibration items -> padded numpy input batches for static int8.
+        agreement: `(torch results, int8 graph results) -> (value, log text)` for the int8 report.
+        what: the results' name in messages (`"embeddings"`, `"scores"`).
+    """
+
+    module: torch.nn.Module
+    names: list[str]
+    output_name: str
+    output_axes: dict[int, str]
+    sample: dict[str, torch.Tensor]
+    compare: Callable[[Path, str, str, list[Any]], tuple[np.ndarray, np.ndarray]]
+    check_items: list[Any]
+    calibration_batches: Callable[[list[Any] | None], list[dict[str, np.ndarray]]]
+    agreement: Callable[[np.ndarray, np.ndarray], tuple[float, str]]
+    what: str = "embeddings"
+
+
 def graph_inputs(model: Any, tokenizer: Any) -> list[str]:
     """The inputs a graph of this encoder takes: what the tokenizer makes and the encoder accepts."""
     accepted = set(getattr(model, "_encoder_arguments", ()) or ("input_ids", "attention_mask", "token_type_ids"))
@@ -55,7 +88,7 @@ def graph_inputs(model: Any, tokenizer: Any) -> list[str]:
     return names
 
 
-def _float_cpu_copy(model: Any) -> Any:
+def float_cpu_copy(model: Any) -> Any:
     """`model` itself when it is float32 on the CPU, else a float32 CPU copy (the caller's model is not moved)."""
     parameter = next(model.parameters())
     if parameter.dtype == torch.float32 and parameter.device.type == "cpu":
@@ -63,33 +96,54 @@ def _float_cpu_copy(model: Any) -> Any:
     return copy.deepcopy(model).to("cpu", torch.float32)
 
 
-def write_graphs(
-    model: Any,
-    tokenizer: Any,
-    folder: Path,
-    format: str,
-    quantize: str,
-    calibration: list[str] | None,
-    opset: int,
-) -> None:
-    """Write the float32 graph of `format` (and its int8 version for `quantize`) into `folder`."""
-    model = _float_cpu_copy(model)
+def encoder_graph_spec(model: Any, tokenizer: Any) -> GraphSpec:
+    """The `GraphSpec` of a `SiameseBertModel`: its encoder, `last_hidden_state` out, embeddings compared."""
+    model = float_cpu_copy(model)
     names = graph_inputs(model, tokenizer)
+    sample = tokenizer(
+        ["a short text", "a somewhat longer text to give the padding a shape"], padding=True, return_tensors="pt"
+    )
+
+    def compare(folder: Path, backend: str, file_name: str, texts: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        from .runtime import ExportedEncoder
+
+        encoder = ExportedEncoder(folder, backend=backend, file_name=file_name)
+        expected = model.encode(texts, tokenizer=tokenizer, convert_to_numpy=True)
+        return expected, encoder.encode(texts)
+
+    def agreement(expected: np.ndarray, got: np.ndarray) -> tuple[float, str]:
+        norms = np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1) + 1e-12
+        cosine = float(((expected * got).sum(1) / norms).mean())
+        return cosine, f"mean cosine similarity to the float32 embeddings {cosine:.4f}"
+
+    return GraphSpec(
+        module=_EncoderGraph(model.encoder, names),
+        names=names,
+        output_name=OUTPUT_NAME,
+        output_axes={0: "batch_size", 1: "sequence_length"},
+        sample={name: sample[name] for name in names},
+        compare=compare,
+        check_items=list(CHECK_TEXTS),
+        calibration_batches=lambda texts: calibration_batches(model, tokenizer, texts, names),
+        agreement=agreement,
+    )
+
+
+def write_graphs(
+    spec: GraphSpec, folder: Path, format: str, quantize: str, calibration: list[Any] | None, opset: int
+) -> None:
+    """Write the float32 graph of `format` (and its int8 version for `quantize`) of `spec` into `folder`."""
     scratch = folder / ".onnx-scratch"
     onnx_path = folder / ONNX_FILES["none"] if format == "onnx" else scratch / "model.onnx"
-    export_onnx(model, tokenizer, onnx_path, names, opset)
+    export_onnx(spec, onnx_path, opset)
     if format == "onnx":
-        check_float_graph(model, tokenizer, folder, "onnx", ONNX_FILES["none"], calibration)
+        check_float_graph(spec, folder, "onnx", ONNX_FILES["none"], calibration)
         if quantize != "none":
             from .quantize_graphs import quantize_onnx
 
-            quantize_onnx(
-                onnx_path,
-                folder / ONNX_FILES[quantize],
-                quantize,
-                calibration_batches(model, tokenizer, calibration, names),
-            )
-            report_int8(model, tokenizer, folder, "onnx", ONNX_FILES[quantize], calibration)
+            batches = spec.calibration_batches(calibration) if quantize == "int8-static" else []
+            quantize_onnx(onnx_path, folder / ONNX_FILES[quantize], quantize, batches)
+            report_int8(spec, folder, "onnx", ONNX_FILES[quantize], calibration)
         return
     import openvino
 
@@ -97,46 +151,44 @@ def write_graphs(
     xml.parent.mkdir(parents=True, exist_ok=True)
     graph = openvino.convert_model(str(onnx_path))
     openvino.save_model(graph, str(xml), compress_to_fp16=False)
-    check_float_graph(model, tokenizer, folder, "openvino", OPENVINO_FILES["none"], calibration)
+    check_float_graph(spec, folder, "openvino", OPENVINO_FILES["none"], calibration)
     if quantize != "none":
         from .quantize_graphs import quantize_openvino
 
-        batches = calibration_batches(model, tokenizer, calibration, names) if calibration else None
+        batches = spec.calibration_batches(calibration) if calibration else None
         quantize_openvino(xml, folder / OPENVINO_FILES[quantize], quantize, batches)
-        report_int8(model, tokenizer, folder, "openvino", OPENVINO_FILES[quantize], calibration)
+        report_int8(spec, folder, "openvino", OPENVINO_FILES[quantize], calibration)
     import shutil
 
     shutil.rmtree(scratch, ignore_errors=True)
 
 
-def export_onnx(model: Any, tokenizer: Any, path: Path, names: list[str], opset: int) -> None:
-    """`torch.onnx.export` of the encoder (TorchScript exporter: no extra dependency, and it records the dynamic
+def export_onnx(spec: GraphSpec, path: Path, opset: int) -> None:
+    """`torch.onnx.export` of `spec.module` (TorchScript exporter: no extra dependency, and it records the dynamic
     batch and sequence axes as named dimensions)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    sample = tokenizer(
-        ["a short text", "a somewhat longer text to give the padding a shape"], padding=True, return_tensors="pt"
-    )
-    inputs = tuple(sample[name] for name in names)
-    encoder = model.encoder
-    was_training = encoder.training
-    encoder.eval()
-    axes = {name: {0: "batch_size", 1: "sequence_length"} for name in [*names, OUTPUT_NAME]}
+    inputs = tuple(spec.sample[name] for name in spec.names)
+    module = spec.module
+    was_training = module.training
+    module.eval()
+    axes = {name: {0: "batch_size", 1: "sequence_length"} for name in spec.names}
+    axes[spec.output_name] = dict(spec.output_axes)
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the exporter's tracer and deprecation warnings: nothing for the user
             torch.onnx.export(
-                _EncoderGraph(encoder, names),
+                module,
                 inputs,
                 str(path),
-                input_names=names,
-                output_names=[OUTPUT_NAME],
+                input_names=spec.names,
+                output_names=[spec.output_name],
                 dynamic_axes=axes,
                 opset_version=opset,
                 do_constant_folding=True,
                 dynamo=False,
             )
     finally:
-        encoder.train(was_training)  # the exporter leaves the module in training mode
+        module.train(was_training)  # the exporter leaves the module in training mode
 
 
 def calibration_batches(
@@ -153,36 +205,32 @@ def calibration_batches(
     return [{name: batch[name].numpy() for name in names} for batch in batches]
 
 
-def _compare(model: Any, tokenizer: Any, folder: Path, backend: str, file_name: str, texts: list[str]) -> np.ndarray:
-    """(torch embeddings, graph embeddings) of `texts`."""
-    from .runtime import ExportedEncoder
-
-    encoder = ExportedEncoder(folder, backend=backend, file_name=file_name)
-    expected = model.encode(texts, tokenizer=tokenizer, convert_to_numpy=True)
-    return expected, encoder.encode(texts)
+def _compare(
+    spec: GraphSpec, folder: Path, backend: str, file_name: str, items: list[Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(torch results, graph results) of `items`."""
+    return spec.compare(folder, backend, file_name, items)
 
 
 def check_float_graph(
-    model: Any, tokenizer: Any, folder: Path, backend: str, file_name: str, calibration: list[str] | None
+    spec: GraphSpec, folder: Path, backend: str, file_name: str, calibration: list[Any] | None
 ) -> None:
-    """Raise when the float32 graph's embeddings differ from the torch model's by more than `FLOAT_TOLERANCE`."""
-    texts = [*CHECK_TEXTS, *(calibration or [])[:16]]
-    expected, got = _compare(model, tokenizer, folder, backend, file_name, texts)
+    """Raise when the float32 graph's results differ from the torch model's by more than `FLOAT_TOLERANCE`."""
+    items = [*spec.check_items, *(calibration or [])[:16]]
+    expected, got = _compare(spec, folder, backend, file_name, items)
     diff = float(np.abs(expected - got).max())
     if not diff <= FLOAT_TOLERANCE:
         raise RuntimeError(
-            f"export: {file_name} gives embeddings {diff:.2e} away from the torch model's (tolerance "
+            f"export: {file_name} gives {spec.what} {diff:.2e} away from the torch model's (tolerance "
             f"{FLOAT_TOLERANCE:.0e}); nothing was written."
         )
     logger.info("export: %s matches the torch model (max abs difference %.1e)", file_name, diff)
 
 
-def report_int8(
-    model: Any, tokenizer: Any, folder: Path, backend: str, file_name: str, calibration: list[str] | None
-) -> float:
-    """Log (and return) the mean cosine similarity of the int8 graph's embeddings to the torch model's."""
-    texts = [*CHECK_TEXTS[:4], *CHECK_TEXTS[5:], *(calibration or [])[:32]]
-    expected, got = _compare(model, tokenizer, folder, backend, file_name, texts)
-    cosine = (expected * got).sum(1) / (np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1) + 1e-12)
-    logger.info("export: %s: mean cosine similarity to the float32 embeddings %.4f", file_name, float(cosine.mean()))
-    return float(cosine.mean())
+def report_int8(spec: GraphSpec, folder: Path, backend: str, file_name: str, calibration: list[Any] | None) -> float:
+    """Log (and return) how close the int8 graph's results are to the torch model's (`spec.agreement`)."""
+    items = [item for item in spec.check_items if item != ""] + list((calibration or [])[:32])
+    expected, got = _compare(spec, folder, backend, file_name, items)
+    value, text = spec.agreement(expected, got)
+    logger.info("export: %s: %s", file_name, text)
+    return value

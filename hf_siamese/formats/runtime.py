@@ -95,14 +95,8 @@ class ExportedEncoder:
         self.file_name = file_name or (ONNX_FILES if backend == "onnx" else OPENVINO_FILES)["none"]
         self.threads = threads or torch.get_num_threads()
         self.workers = max(1, min(workers or self.threads, self.threads))
-        per_worker = max(1, self.threads // self.workers)
-        path = self._graph_path()
-        if backend == "onnx":
-            require("onnx", "ExportedEncoder(backend='onnx')")
-            self._runner = _OnnxRunner(path, per_worker)
-        else:
-            require("openvino", "ExportedEncoder(backend='openvino')")
-            self._runner = _OpenVinoRunner(path, self._precision(precision), self.threads, self.workers)
+        path = find_graph(folder, backend, self.file_name, "ExportedEncoder")
+        self._runner = open_graph(path, backend, precision, self.threads, self.workers, OUTPUT_NAME, "ExportedEncoder")
         self._check_graph(path)
 
     # The prompt and text handling and the head (pooling, projections, truncation, normalization) are the model's.
@@ -115,33 +109,6 @@ class ExportedEncoder:
         if set(own) != set(state):
             raise ExportedGraphError(f"{self.folder}: Dense weights {sorted(state)} do not match modules.json")
         self.projections.load_state_dict({k.removeprefix("projections."): v for k, v in state.items()})
-
-    def _graph_path(self) -> Path:
-        path = self.folder / self.file_name
-        if not path.is_file():
-            present = sorted(
-                str(p.relative_to(self.folder)) for p in self.folder.glob("*/*") if p.suffix in (".onnx", ".xml")
-            )
-            raise ExportedGraphError(
-                f"ExportedEncoder: {str(path)!r} does not exist; graphs in this folder: {present or 'none'} (export "
-                f"one with hf-siamese export --format {self.backend})."
-            )
-        if self.backend == "openvino" and not path.with_suffix(".bin").is_file():
-            raise ExportedGraphError(
-                f"ExportedEncoder: {str(path.with_suffix('.bin'))!r} (the weights of {path.name}) is missing."
-            )
-        return path
-
-    def _precision(self, precision: str) -> str:
-        if precision == "bf16" and not native_low_precision(torch.bfloat16):
-            if "bf16" not in _WARNED:
-                _WARNED.add("bf16")
-                logger.warning(
-                    "ExportedEncoder(precision='bf16'): this CPU has no native bfloat16 matrix instructions "
-                    "(AVX512-BF16 / AMX); running float32 instead, which is faster here and exact."
-                )
-            return "f32"
-        return precision
 
     def _check_graph(self, path: Path) -> None:
         """The graph's inputs are ones the tokenizer makes, and its output has this folder's hidden size."""
@@ -208,12 +175,57 @@ class ExportedEncoder:
         return embeddings.numpy() if convert_to_numpy else embeddings
 
 
+def find_graph(folder: Path, backend: str, file_name: str, owner: str) -> Path:
+    """`folder / file_name`, or `ExportedGraphError` naming the graphs the folder does hold (and, for OpenVINO, a
+    missing .bin); `owner` names the class in the message."""
+    path = folder / file_name
+    if not path.is_file():
+        present = sorted(str(p.relative_to(folder)) for p in folder.glob("*/*") if p.suffix in (".onnx", ".xml"))
+        raise ExportedGraphError(
+            f"{owner}: {str(path)!r} does not exist; graphs in this folder: {present or 'none'} (export one with "
+            f"hf-siamese export --format {backend})."
+        )
+    if backend == "openvino" and not path.with_suffix(".bin").is_file():
+        raise ExportedGraphError(f"{owner}: {str(path.with_suffix('.bin'))!r} (the weights of {path.name}) is missing.")
+    return path
+
+
+def effective_precision(precision: str, owner: str) -> str:
+    """OpenVINO's inference precision to ask for: `precision`, but float32 (with one warning) where bf16 would not
+    run natively."""
+    if precision == "bf16" and not native_low_precision(torch.bfloat16):
+        if "bf16" not in _WARNED:
+            _WARNED.add("bf16")
+            logger.warning(
+                "%s(precision='bf16'): this CPU has no native bfloat16 matrix instructions (AVX512-BF16 / AMX); "
+                "running float32 instead, which is faster here and exact.",
+                owner,
+            )
+        return "f32"
+    return precision
+
+
+def open_graph(
+    path: Path, backend: str, precision: str, threads: int, workers: int, output_name: str, owner: str
+) -> _OnnxRunner | _OpenVinoRunner:
+    """A runner for the graph at `path` (`backend` `"onnx"` or `"openvino"`) whose `run(inputs)` returns the output
+    `output_name` and may be called from `workers` threads at once, `threads` CPU threads in all."""
+    if backend == "onnx":
+        require("onnx", f"{owner}(backend='onnx')")
+        return _OnnxRunner(path, max(1, threads // workers), output_name, owner)
+    require("openvino", f"{owner}(backend='openvino')")
+    return _OpenVinoRunner(path, effective_precision(precision, owner), threads, workers, output_name, owner)
+
+
 class _OnnxRunner:
     """One ONNX Runtime session; `run` may be called from several threads at once."""
 
-    def __init__(self, path: Path, threads: int) -> None:
+    def __init__(
+        self, path: Path, threads: int, output_name: str = OUTPUT_NAME, owner: str = "ExportedEncoder"
+    ) -> None:
         import onnxruntime
 
+        self.output_name = output_name
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -221,29 +233,38 @@ class _OnnxRunner:
         try:
             self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as error:
-            raise ExportedGraphError(f"ExportedEncoder: ONNX Runtime cannot load {path}: {error}") from error
+            raise ExportedGraphError(f"{owner}: ONNX Runtime cannot load {path}: {error}") from error
 
     def signature(self) -> tuple[list[str], str | None, int | None]:
         outputs = {o.name: o for o in self.session.get_outputs()}
-        output = outputs.get(OUTPUT_NAME)
+        output = outputs.get(self.output_name)
         width = output.shape[-1] if output is not None and isinstance(output.shape[-1], int) else None
-        return [i.name for i in self.session.get_inputs()], output and OUTPUT_NAME, width
+        return [i.name for i in self.session.get_inputs()], output and self.output_name, width
 
     def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
-        return self.session.run([OUTPUT_NAME], inputs)[0]
+        return self.session.run([self.output_name], inputs)[0]
 
 
 class _OpenVinoRunner:
     """An OpenVINO model compiled for the CPU with one stream per worker; each thread gets its own request."""
 
-    def __init__(self, path: Path, precision: str, threads: int, workers: int) -> None:
+    def __init__(
+        self,
+        path: Path,
+        precision: str,
+        threads: int,
+        workers: int,
+        output_name: str = OUTPUT_NAME,
+        owner: str = "ExportedEncoder",
+    ) -> None:
         import openvino
 
+        self.output_name = output_name
         core = openvino.Core()
         try:
             graph = core.read_model(str(path))
         except Exception as error:
-            raise ExportedGraphError(f"ExportedEncoder: OpenVINO cannot read {path}: {error}") from error
+            raise ExportedGraphError(f"{owner}: OpenVINO cannot read {path}: {error}") from error
         self.graph = graph
         config = {
             "INFERENCE_PRECISION_HINT": precision,
@@ -254,19 +275,27 @@ class _OpenVinoRunner:
         self.local = threading.local()
 
     def signature(self) -> tuple[list[str], str | None, int | None]:
-        outputs = [o for o in self.graph.outputs if OUTPUT_NAME in o.get_names()]
+        outputs = [o for o in self.graph.outputs if self.output_name in o.get_names()]
         width = None
         if outputs:
             last = outputs[0].get_partial_shape()[-1]
             width = last.get_length() if last.is_static else None
-        return [i.get_any_name() for i in self.graph.inputs], OUTPUT_NAME if outputs else None, width
+        return [i.get_any_name() for i in self.graph.inputs], self.output_name if outputs else None, width
 
     def run(self, inputs: dict[str, np.ndarray]) -> np.ndarray:
         request = getattr(self.local, "request", None)
         if request is None:
             request = self.local.request = self.compiled.create_infer_request()
         result = request.infer(inputs)
-        return np.asarray(result[self.compiled.output(OUTPUT_NAME)])
+        return np.asarray(result[self.compiled.output(self.output_name)])
 
 
-__all__ = ["BACKENDS", "ExportedEncoder", "ExportedGraphError", "PRECISIONS"]
+__all__ = [
+    "BACKENDS",
+    "ExportedEncoder",
+    "ExportedGraphError",
+    "PRECISIONS",
+    "effective_precision",
+    "find_graph",
+    "open_graph",
+]

@@ -1,0 +1,168 @@
+"""`ExportedCrossEncoder`: `predict` / `rank` over a cross-encoder's exported graph (`export_cross_encoder`,
+`hf-siamese export --format onnx | openvino`), on ONNX Runtime or OpenVINO instead of torch.
+
+Everything around the graph is `CrossEncoder.predict`'s (scoring.py): each distinct pair once, tokenized with the
+document cut before the query, length-sorted batches, several batches at once on the CPU, logits in float32, then
+the activation sentence-transformers recorded in the folder. Sessions and compiled models come from
+`hf_siamese.formats.runtime` (the bi-encoder's `ExportedEncoder` uses the same).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..formats.export_names import ONNX_FILES, OPENVINO_FILES
+from ..formats.runtime import BACKENDS, PRECISIONS, ExportedGraphError, find_graph, open_graph
+from .scoring import activation_name, checked_pairs, rank_documents, recorded_activation, score_pairs, shaped
+from .source import model_kind
+
+OWNER = "ExportedCrossEncoder"
+OUTPUT_NAME = "logits"
+
+
+class ExportedCrossEncoder:
+    """Scores (query, document) pairs with a cross-encoder's exported graph.
+
+    Args:
+        folder: a folder written by `export_cross_encoder` (the `CrossEncoder.save_pretrained` files plus `onnx/` or
+            `openvino/`).
+        backend: `"onnx"` (ONNX Runtime) or `"openvino"`.
+        file_name: the graph inside `folder`; defaults to the float32 one (`onnx/model.onnx`,
+            `openvino/openvino_model.xml`); e.g. `"onnx/model_qint8_dynamic.onnx"` for the int8 export.
+        max_length: tokens per pair; defaults to the folder's `sentence_bert_config.json` (else the tokenizer's
+            limit, at most 512).
+        activation: `"sigmoid"` / `"identity"`; defaults to the one recorded in the folder (as `CrossEncoder`).
+        precision: OpenVINO's inference precision, `"f32"` (default) or `"bf16"` (as `ExportedEncoder`).
+        threads: CPU threads in all (default: torch's thread count).
+        workers: batches run at once, each on `threads // workers` threads (default: `threads`).
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        backend: str = "onnx",
+        *,
+        file_name: str | None = None,
+        max_length: int | None = None,
+        activation: str | None = None,
+        precision: str = "f32",
+        threads: int | None = None,
+        workers: int | None = None,
+    ) -> None:
+        from transformers import AutoConfig, AutoTokenizer
+
+        if backend not in BACKENDS:
+            raise ValueError(f"{OWNER}: backend={backend!r} is not one of {list(BACKENDS)}.")
+        if precision not in PRECISIONS:
+            raise ValueError(f"{OWNER}: precision={precision!r} is not one of {list(PRECISIONS)}.")
+        if precision == "bf16" and backend != "openvino":
+            raise ValueError(f"{OWNER}: precision='bf16' is an OpenVINO setting; ONNX graphs run as exported.")
+        folder = Path(folder)
+        kind = model_kind(folder)
+        if kind != "cross-encoder":
+            what = {"bi-encoder": "a bi-encoder (load it with ExportedEncoder)", "encoder": "an encoder without a head"}
+            raise ValueError(
+                f"{OWNER}: {str(folder)!r} is {what.get(kind, 'not a model folder')}, not an exported cross-encoder "
+                "(a config.json naming a ...ForSequenceClassification, written by hf-siamese export)."
+            )
+        self.folder, self.backend = folder, backend
+        self.config = AutoConfig.from_pretrained(folder)
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        if max_length is None and (folder / "sentence_bert_config.json").is_file():
+            saved = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))
+            max_length = saved.get("max_seq_length")
+        limit = getattr(self.tokenizer, "model_max_length", 512)
+        self.max_length = int(max_length or min(limit if isinstance(limit, int) and limit < 100_000 else 512, 512))
+        if activation is None:
+            activation = recorded_activation(folder, self.config)
+        self.activation = activation_name(activation, self.num_labels)
+        self.file_name = file_name or (ONNX_FILES if backend == "onnx" else OPENVINO_FILES)["none"]
+        self.threads = threads or torch.get_num_threads()
+        self.workers = max(1, min(workers or self.threads, self.threads))
+        path = find_graph(folder, backend, self.file_name, OWNER)
+        self._runner = open_graph(path, backend, precision, self.threads, self.workers, OUTPUT_NAME, OWNER)
+        self._check_graph(path)
+
+    @property
+    def num_labels(self) -> int:
+        return int(self.config.num_labels)
+
+    def _check_graph(self, path: Path) -> None:
+        """The graph's inputs are ones the tokenizer makes, and it returns `num_labels` logits per pair."""
+        inputs, output, width = self._runner.signature()
+        made = set(self.tokenizer.model_input_names) | {"input_ids", "attention_mask"}
+        unknown = [name for name in inputs if name not in made]
+        if unknown or "input_ids" not in inputs:
+            raise ExportedGraphError(
+                f"{OWNER}: {path} takes inputs {inputs}; the tokenizer of {self.folder} makes {sorted(made)} (was the "
+                "graph exported from another model?)."
+            )
+        if output is None:
+            raise ExportedGraphError(f"{OWNER}: {path} has no output named {OUTPUT_NAME!r} (a bi-encoder's graph?).")
+        if width is not None and width != self.num_labels:
+            raise ExportedGraphError(
+                f"{OWNER}: {path} returns {width} logits per pair, but {self.folder}/config.json says "
+                f"num_labels={self.num_labels} (the graph belongs to another model)."
+            )
+        self.input_names = inputs
+
+    def predict(
+        self,
+        pairs: Sequence[Sequence[str]],
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        activation: bool | str = True,
+        convert_to_numpy: bool = True,
+        max_length: int | None = None,
+        **ignored: Any,
+    ) -> np.ndarray | torch.Tensor:
+        """Scores of (query, document) pairs, as `CrossEncoder.predict` gives them: float32 `(len(pairs),)` for one
+        output, `(len(pairs), num_labels)` for several, in input order. `activation`: True (the folder's), False
+        (raw logits) or a name. `dtype` / `device` (torch's) are accepted and ignored: the graph runs as exported."""
+        unknown = sorted(set(ignored) - {"dtype", "device"})
+        if unknown:
+            raise TypeError(f"{OWNER}.predict() got unexpected keyword arguments {unknown}")
+        rows, single = checked_pairs(pairs, batch_size)
+        scoring = activation if isinstance(activation, str) else (self.activation if activation else "identity")
+        scoring = activation_name(scoring, self.num_labels)
+
+        def logits_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            inputs = {}
+            for name in self.input_names:
+                value = batch.get(name)
+                inputs[name] = (torch.zeros_like(batch["input_ids"]) if value is None else value).numpy()
+            return torch.from_numpy(np.asarray(self._runner.run(inputs), dtype=np.float32))
+
+        scores = score_pairs(
+            rows,
+            self.tokenizer,
+            max_length or self.max_length,
+            self.num_labels,
+            scoring,
+            batch_size,
+            logits_of,
+            self.workers,
+            show_progress_bar,
+        )
+        return shaped(scores, self.num_labels, single, convert_to_numpy)
+
+    def rank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        top_k: int | None = None,
+        return_documents: bool = False,
+        **predict_kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """As `CrossEncoder.rank`: `[{"corpus_id", "score"[, "text"]}]`, best first, the first `top_k`."""
+        return rank_documents(self, query, documents, top_k, return_documents, **predict_kwargs)
+
+
+__all__ = ["ExportedCrossEncoder"]
