@@ -1,5 +1,6 @@
-"""Helpers shared by tests in several folders: random sentences and pair sets, TrainingArguments for a tiny CPU run,
-running a script in a process where hf_siamese cannot be imported, and the path of the real MiniLM weights."""
+"""Helpers shared by tests in several folders: random sentences and pair sets, the reranking documents and scored
+pairs of the cross-encoder tests, TrainingArguments for a tiny CPU run, running a script in a process where hf_siamese
+cannot be imported, and the path of the real MiniLM weights."""
 
 from __future__ import annotations
 
@@ -15,6 +16,30 @@ from datasets import Dataset
 from transformers import TrainingArguments
 
 WORDS = "man woman dog cat plays guitar piano music car bus train food soup bread market rain sun park ball".split()
+
+# Documents of the reranking tests, in the tiny vocabulary (conftest.WORDS).
+RERANK_DOCUMENTS = [
+    "a man plays the guitar",
+    "someone sings a song",
+    "the dog runs in the park",
+    "the stock market fell today",
+    "a woman cooks soup in the kitchen",
+    "two cats eat bread",
+    "the red car rides on the road",
+    "the team wins the game",
+    "it is cold and the rain fell",
+    "the computer runs new code",
+    "the bus is slow today",
+    "people walk in the sunny city",
+]
+# (query, document) pairs a cross-encoder scores: a document longer than short max_lengths, a repeat, an empty one.
+SCORED_PAIRS = [
+    ("a man plays guitar", "someone plays music ."),
+    ("a man plays guitar", "the stock market fell today ."),
+    ("two dogs", "two dogs are playing in the park with a ball and a child and a red car on the road today"),
+    ("a man plays guitar", "someone plays music ."),  # a repeat
+    ("cold", ""),
+]
 
 
 def sentence(rng: random.Random, n: int = 5) -> str:

@@ -19,8 +19,16 @@ import numpy as np
 import torch
 
 from ..formats.export_names import ONNX_FILES, OPENVINO_FILES
-from ..formats.runtime import BACKENDS, PRECISIONS, ExportedGraphError, find_graph, open_graph
-from .scoring import activation_name, checked_pairs, rank_documents, recorded_activation, score_pairs, shaped
+from ..formats.runtime import ExportedGraphError, check_settings, checked_signature, find_graph, open_graph
+from .scoring import (
+    activation_name,
+    checked_pairs,
+    chosen_activation,
+    rank_documents,
+    recorded_activation,
+    score_pairs,
+    shaped,
+)
 from .source import model_kind
 
 OWNER = "ExportedCrossEncoder"
@@ -58,12 +66,7 @@ class ExportedCrossEncoder:
     ) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
-        if backend not in BACKENDS:
-            raise ValueError(f"{OWNER}: backend={backend!r} is not one of {list(BACKENDS)}.")
-        if precision not in PRECISIONS:
-            raise ValueError(f"{OWNER}: precision={precision!r} is not one of {list(PRECISIONS)}.")
-        if precision == "bf16" and backend != "openvino":
-            raise ValueError(f"{OWNER}: precision='bf16' is an OpenVINO setting; ONNX graphs run as exported.")
+        check_settings(backend, precision, OWNER)
         folder = Path(folder)
         kind = model_kind(folder)
         if kind != "cross-encoder":
@@ -96,16 +99,8 @@ class ExportedCrossEncoder:
 
     def _check_graph(self, path: Path) -> None:
         """The graph's inputs are ones the tokenizer makes, and it returns `num_labels` logits per pair."""
-        inputs, output, width = self._runner.signature()
-        made = set(self.tokenizer.model_input_names) | {"input_ids", "attention_mask"}
-        unknown = [name for name in inputs if name not in made]
-        if unknown or "input_ids" not in inputs:
-            raise ExportedGraphError(
-                f"{OWNER}: {path} takes inputs {inputs}; the tokenizer of {self.folder} makes {sorted(made)} (was the "
-                "graph exported from another model?)."
-            )
-        if output is None:
-            raise ExportedGraphError(f"{OWNER}: {path} has no output named {OUTPUT_NAME!r} (a bi-encoder's graph?).")
+        hint = " (a bi-encoder's graph?)"
+        inputs, width = checked_signature(self._runner, self.tokenizer, self.folder, path, OUTPUT_NAME, OWNER, hint)
         if width is not None and width != self.num_labels:
             raise ExportedGraphError(
                 f"{OWNER}: {path} returns {width} logits per pair, but {self.folder}/config.json says "
@@ -130,8 +125,7 @@ class ExportedCrossEncoder:
         if unknown:
             raise TypeError(f"{OWNER}.predict() got unexpected keyword arguments {unknown}")
         rows, single = checked_pairs(pairs, batch_size)
-        scoring = activation if isinstance(activation, str) else (self.activation if activation else "identity")
-        scoring = activation_name(scoring, self.num_labels)
+        scoring = chosen_activation(self, activation)
 
         def logits_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             inputs = {}
@@ -140,29 +134,10 @@ class ExportedCrossEncoder:
                 inputs[name] = (torch.zeros_like(batch["input_ids"]) if value is None else value).numpy()
             return torch.from_numpy(np.asarray(self._runner.run(inputs), dtype=np.float32))
 
-        scores = score_pairs(
-            rows,
-            self.tokenizer,
-            max_length or self.max_length,
-            self.num_labels,
-            scoring,
-            batch_size,
-            logits_of,
-            self.workers,
-            show_progress_bar,
-        )
+        scores = score_pairs(self, rows, max_length, scoring, batch_size, logits_of, self.workers, show_progress_bar)
         return shaped(scores, self.num_labels, single, convert_to_numpy)
 
-    def rank(
-        self,
-        query: str,
-        documents: Sequence[str],
-        top_k: int | None = None,
-        return_documents: bool = False,
-        **predict_kwargs: Any,
-    ) -> list[dict[str, Any]]:
-        """As `CrossEncoder.rank`: `[{"corpus_id", "score"[, "text"]}]`, best first, the first `top_k`."""
-        return rank_documents(self, query, documents, top_k, return_documents, **predict_kwargs)
+    rank = rank_documents  # as `CrossEncoder.rank`: `[{"corpus_id", "score"[, "text"]}]`, best first
 
 
 __all__ = ["ExportedCrossEncoder"]

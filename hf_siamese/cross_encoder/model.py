@@ -30,7 +30,7 @@ from ..modeling.devices import resolve_device
 from ..modeling.encoding import cached_low_precision_copy, cpu_dtype, native_low_precision
 from ..modeling.weight_files import naming_damaged_weights
 from ..storage import replace_folder, staging_folder
-from .scoring import ACTIVATIONS, checked_pairs, rank_documents, score_pairs, shaped
+from .scoring import ACTIVATIONS, checked_pairs, chosen_activation, rank_documents, score_pairs, shaped
 from .scoring import activation_name as _activation_name
 from .scoring import recorded_activation as _recorded_activation
 from .source import encoder_folder, is_ours, model_kind
@@ -244,8 +244,7 @@ class CrossEncoder:
             float32 scores `(len(pairs),)` for one output, `(len(pairs), num_labels)` for several; in input order.
         """
         rows, single = checked_pairs(pairs, batch_size)
-        scoring = activation if isinstance(activation, str) else (self.activation if activation else "identity")
-        scoring = _activation_name(scoring, self.num_labels)
+        scoring = chosen_activation(self, activation)
         if device is not None:
             self.to(device)
         device = self.device
@@ -263,32 +262,14 @@ class CrossEncoder:
         was_training = self.model.training
         self.model.eval()
         try:
-            scores = score_pairs(
-                rows,
-                self.tokenizer,
-                max_length or self.max_length,
-                self.num_labels,
-                scoring,
-                batch_size,
-                logits_of,
-                workers,
-                show_progress_bar,
-            )
+            scores = score_pairs(self, rows, max_length, scoring, batch_size, logits_of, workers, show_progress_bar)
         finally:
             self.model.train(was_training)
         return shaped(scores, self.num_labels, single, convert_to_numpy)
 
-    def rank(
-        self,
-        query: str,
-        documents: Sequence[str],
-        top_k: int | None = None,
-        return_documents: bool = False,
-        **predict_kwargs: Any,
-    ) -> list[dict[str, Any]]:
-        """Rank `documents` for `query`: `[{"corpus_id": position in documents, "score": float[, "text"]}]`, best
-        first, the first `top_k` (all by default). Needs a one-output model."""
-        return rank_documents(self, query, documents, top_k, return_documents, **predict_kwargs)
+    # rank(query, documents, top_k=None, return_documents=False, **predict_kwargs): `[{"corpus_id", "score"[,
+    # "text"]}]`, best first; the same function ranks with an exported graph.
+    rank = rank_documents
 
     @staticmethod
     def _run_dtype(dtype: Any, device: torch.device) -> torch.dtype | None:

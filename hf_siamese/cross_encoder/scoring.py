@@ -70,11 +70,17 @@ def checked_pairs(pairs: Any, batch_size: object, where: str = "predict()") -> t
     return rows, single
 
 
+def chosen_activation(scorer: Any, activation: bool | str) -> str:
+    """`predict`'s `activation` as a name: True, the scorer's own (`scorer.activation`); False, `"identity"` (raw
+    logits); or a name (checked against `scorer.num_labels`)."""
+    name = activation if isinstance(activation, str) else (scorer.activation if activation else "identity")
+    return activation_name(name, scorer.num_labels)
+
+
 def score_pairs(
+    scorer: Any,
     rows: list[tuple[str, str]],
-    tokenizer: Any,
-    max_length: int,
-    num_labels: int,
+    max_length: int | None,
     activation: str,
     batch_size: int,
     logits_of: BatchLogits,
@@ -82,7 +88,9 @@ def score_pairs(
     show_progress_bar: bool = False,
 ) -> torch.Tensor:
     """`(len(rows), num_labels)` float32 scores of `rows` in input order: `logits_of` on length-sorted batches of the
-    distinct pairs (`workers` batches at a time), then `activation` (`"sigmoid"` or `"identity"`)."""
+    distinct pairs (`workers` batches at a time), then `activation` (`"sigmoid"` or `"identity"`). The tokenizer,
+    `num_labels` and the default of `max_length` are the scorer's (a `CrossEncoder` or `ExportedCrossEncoder`)."""
+    tokenizer, num_labels, max_length = scorer.tokenizer, scorer.num_labels, max_length or scorer.max_length
     if not rows:
         return torch.empty((0, num_labels))
     unique = list(dict.fromkeys(rows))  # each distinct pair once
@@ -132,8 +140,9 @@ def rank_documents(
     return_documents: bool = False,
     **predict_kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """`scorer.rank`: `documents` ranked for `query` by `scorer.predict` (a one-output model),
-    `[{"corpus_id": position in documents, "score": float[, "text"]}]`, best first, the first `top_k`."""
+    """`scorer.rank` (`CrossEncoder.rank`, `ExportedCrossEncoder.rank`): `documents` ranked for `query` by
+    `scorer.predict`, `[{"corpus_id": position in documents, "score": float[, "text"]}]`, best first, the first
+    `top_k` (all by default). Needs a one-output (relevance) model."""
     if scorer.num_labels != 1:
         raise ValueError(f"rank() needs a one-output (relevance) model; this one has {scorer.num_labels} outputs")
     if not isinstance(query, str):

@@ -14,6 +14,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 from ..training.streaming import first_rows, is_stream
+from ..training.trainer_setup import copy_pad_token, start_trainer, text_column_args
 from .collator import MODEL_INPUTS, CrossEncoderCollator
 from .evaluation import RerankingDataset
 from .losses import (
@@ -92,10 +93,7 @@ class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
                 f"CrossEncoderTrainer needs a transformers ...ForSequenceClassification (or a CrossEncoder), got "
                 f"{type(model).__name__}; a bi-encoder trains with SiameseTrainer."
             )
-        if args is None:
-            args = TrainingArguments(output_dir="cross-encoder-output")
-        if args.remove_unused_columns:
-            args.remove_unused_columns = False
+        args = text_column_args(args, "cross-encoder-output")
         if processing_class is None:
             processing_class = getattr(data_collator, "tokenizer", None)
         if data_collator is None:
@@ -105,9 +103,7 @@ class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
         num_labels = int(model.config.num_labels)
         if isinstance(data_collator, CrossEncoderCollator) and data_collator.label2id is None and num_labels > 1:
             data_collator.label2id = dict(model.config.label2id)
-        pad_token_id = getattr(processing_class, "pad_token_id", None)
-        if getattr(model.config, "pad_token_id", None) is None and pad_token_id is not None:
-            model.config.pad_token_id = pad_token_id
+        copy_pad_token(model.config, processing_class)
         if head_learning_rate is not None and not head_learning_rate > 0:
             raise ValueError(
                 f"CrossEncoderTrainer: head_learning_rate={head_learning_rate!r} must be positive or None."
@@ -123,17 +119,9 @@ class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
             checkable = dataset is not None and not is_stream(dataset) and not isinstance(dataset, RerankingDataset)
             if isinstance(data_collator, CrossEncoderCollator) and checkable:
                 check_rows(dataset, data_collator, self.loss, num_labels, name)
-        super().__init__(
-            model=model,
-            args=args,
-            data_collator=data_collator,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=processing_class,
-            **kwargs,
+        start_trainer(
+            self, super().__init__, model, args, data_collator, train_dataset, eval_dataset, processing_class, kwargs
         )
-        # The losses average over their batch themselves; Trainer must not rescale by label counts.
-        self.model_accepts_loss_kwargs = False
 
     @staticmethod
     def _resolve_loss(

@@ -13,20 +13,33 @@ checkpoint that reranks best.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
-from transformers.trainer_utils import EvalLoopOutput, speed_metrics
 
+from ..training.trainer_evaluation import WholeSetEvaluationMixin
 from .collator import CrossEncoderCollator
 from .evaluation import RerankingDataset, evaluate_classification, evaluate_reranking, evaluate_scores
 from .losses import PAIRS
 
 
-class CrossEncoderEvaluationMixin:
+class CrossEncoderEvaluationMixin(WholeSetEvaluationMixin):
     """Evaluation methods of `CrossEncoderTrainer` (which provides `data_collator`, `activation` and the Trainer's
-    state)."""
+    state).
+
+    `evaluate` on a reranking set (`RerankingDataset`) gives `{prefix}_ndcg@10`, `{prefix}_mrr@10`,
+    `{prefix}_first_stage_ndcg@10`, `{prefix}_first_stage_mrr@10`, `{prefix}_ndcg@10_delta`, ... (in [0, 1]);
+    positives the first stage missed are not injected: the realistic two-stage number. On other sets the Trainer's
+    loop (`{prefix}_loss`) adds `pair_metrics` of the eval rows.
+    """
+
+    whole_sets = RerankingDataset
+
+    def whole_set_metrics(self, dataset: RerankingDataset) -> dict[str, float]:
+        return self.reranking_metrics(dataset)
+
+    def row_metrics(self, dataset: Any) -> dict[str, float]:
+        return self.pair_metrics(dataset)
 
     def scorer(self) -> Any:
         """A `CrossEncoder` over the (unwrapped) model being trained, with the collator's tokenizer and max_length."""
@@ -39,47 +52,9 @@ class CrossEncoderEvaluationMixin:
             model, tokenizer, max_length=getattr(collator, "max_length", None), activation=self.activation
         )
 
-    def evaluate(
-        self,
-        eval_dataset: Any = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-    ) -> dict[str, float]:
-        """The Trainer's evaluation, plus reranking sets (`RerankingDataset`): `{prefix}_ndcg@10`, `{prefix}_mrr@10`,
-        `{prefix}_first_stage_ndcg@10`, `{prefix}_first_stage_mrr@10`, `{prefix}_ndcg@10_delta`, ... (in [0, 1]).
-        Positives the first stage missed are not injected: the realistic two-stage number."""
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if isinstance(dataset, str) and isinstance(self.eval_dataset, dict):
-            dataset = self.eval_dataset[dataset]  # Trainer passes the name of each set of a dict
-        if not isinstance(dataset, RerankingDataset):
-            return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
-        self._memory_tracker.start()
-        start = time.time()
-        metrics = {f"{metric_key_prefix}_{name}": value for name, value in self.reranking_metrics(dataset).items()}
-        metrics.update(speed_metrics(metric_key_prefix, start, num_samples=len(dataset)))
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        self._memory_tracker.stop_and_update_metrics(metrics)
-        return metrics
-
     def reranking_metrics(self, dataset: RerankingDataset) -> dict[str, float]:
         """`evaluate_reranking` of the model being trained (every process computes the same numbers)."""
         return evaluate_reranking(self.scorer(), dataset, batch_size=self.args.eval_batch_size)
-
-    def evaluation_loop(
-        self,
-        dataloader: Any,
-        description: str,
-        prediction_loss_only: bool | None = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-    ) -> EvalLoopOutput:
-        """The Trainer's loop (`{prefix}_loss`), plus `pair_metrics` of the eval rows."""
-        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
-        dataset = getattr(dataloader, "dataset", None)
-        metrics = self.pair_metrics(dataset) if dataset is not None else {}
-        output.metrics.update({f"{metric_key_prefix}_{k}": v for k, v in metrics.items()})
-        return output
 
     def pair_metrics(self, dataset: Any) -> dict[str, float]:
         """On labelled pair rows (query, document, label): `spearman` and `pearson` for a one-output model with graded

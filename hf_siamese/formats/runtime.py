@@ -15,6 +15,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,12 +73,7 @@ class ExportedEncoder:
     ) -> None:
         from transformers import AutoTokenizer
 
-        if backend not in BACKENDS:
-            raise ValueError(f"ExportedEncoder: backend={backend!r} is not one of {list(BACKENDS)}.")
-        if precision not in PRECISIONS:
-            raise ValueError(f"ExportedEncoder: precision={precision!r} is not one of {list(PRECISIONS)}.")
-        if precision == "bf16" and backend != "openvino":
-            raise ValueError("ExportedEncoder: precision='bf16' is an OpenVINO setting; ONNX graphs run as exported.")
+        check_settings(backend, precision, "ExportedEncoder")
         folder = Path(folder)
         if not (folder / "modules.json").is_file():
             raise FileNotFoundError(
@@ -112,16 +108,9 @@ class ExportedEncoder:
 
     def _check_graph(self, path: Path) -> None:
         """The graph's inputs are ones the tokenizer makes, and its output has this folder's hidden size."""
-        inputs, output, width = self._runner.signature()
-        made = set(self.tokenizer.model_input_names) | {"input_ids", "attention_mask"}
-        unknown = [name for name in inputs if name not in made]
-        if unknown or "input_ids" not in inputs:
-            raise ExportedGraphError(
-                f"ExportedEncoder: {path} takes inputs {inputs}; the tokenizer of {self.folder} makes {sorted(made)} "
-                "(was the graph exported from another model?)."
-            )
-        if output is None:
-            raise ExportedGraphError(f"ExportedEncoder: {path} has no output named {OUTPUT_NAME!r}.")
+        inputs, width = checked_signature(
+            self._runner, self.tokenizer, self.folder, path, OUTPUT_NAME, "ExportedEncoder"
+        )
         hidden = self.config.hidden_size
         if width is not None and width != hidden:
             raise ExportedGraphError(
@@ -173,6 +162,36 @@ class ExportedEncoder:
                 progress.close()
         embeddings = in_input_order(positions, chunks, texts, unique, single)
         return embeddings.numpy() if convert_to_numpy else embeddings
+
+
+def check_settings(backend: str, precision: str, owner: str) -> None:
+    """ValueError for a backend or precision these runners do not know, or bf16 asked of an ONNX graph; `owner` names
+    the class in the message."""
+    if backend not in BACKENDS:
+        raise ValueError(f"{owner}: backend={backend!r} is not one of {list(BACKENDS)}.")
+    if precision not in PRECISIONS:
+        raise ValueError(f"{owner}: precision={precision!r} is not one of {list(PRECISIONS)}.")
+    if precision == "bf16" and backend != "openvino":
+        raise ValueError(f"{owner}: precision='bf16' is an OpenVINO setting; ONNX graphs run as exported.")
+
+
+def checked_signature(
+    runner: Any, tokenizer: Any, folder: Path, path: Path, output_name: str, owner: str, hint: str = ""
+) -> tuple[list[str], int | None]:
+    """`(input names, output width or None)` of the graph `runner` runs (from `path`), or `ExportedGraphError` where
+    it takes inputs the tokenizer of `folder` does not make or has no output `output_name` (`hint` ends that
+    message)."""
+    inputs, output, width = runner.signature()
+    made = set(tokenizer.model_input_names) | {"input_ids", "attention_mask"}
+    unknown = [name for name in inputs if name not in made]
+    if unknown or "input_ids" not in inputs:
+        raise ExportedGraphError(
+            f"{owner}: {path} takes inputs {inputs}; the tokenizer of {folder} makes {sorted(made)} "
+            "(was the graph exported from another model?)."
+        )
+    if output is None:
+        raise ExportedGraphError(f"{owner}: {path} has no output named {output_name!r}{hint}.")
+    return inputs, width
 
 
 def find_graph(folder: Path, backend: str, file_name: str, owner: str) -> Path:

@@ -20,6 +20,7 @@ from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
 from .trainer_data import SiameseDataMixin
 from .trainer_evaluation import SiameseEvaluationMixin
+from .trainer_setup import copy_pad_token, start_trainer, text_column_args
 
 # Rows of a streamed train_dataset checked before training (later rows are checked as batches are built).
 STREAM_CHECK_ROWS = 1000
@@ -85,10 +86,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
                 f"SiameseTrainer needs a SiameseBertModel, got {type(model).__name__}; build one with "
                 "SiameseBertModel.from_encoder(...)."
             )
-        if args is None:
-            args = TrainingArguments(output_dir="siamese-output")
-        if args.remove_unused_columns:
-            args.remove_unused_columns = False
+        args = text_column_args(args, "siamese-output")
         if processing_class is None:
             processing_class = getattr(data_collator, "tokenizer", None) or model.tokenizer
         if model.tokenizer is None and processing_class is not None:
@@ -114,10 +112,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
                 data_collator.max_length = model.config.effective_max_seq_length
             if data_collator.label2id is None and model.config.classifier_head:
                 data_collator.label2id = dict(model.config.label2id)
-        pad_token_id = getattr(processing_class, "pad_token_id", None)
-        if getattr(model.config, "pad_token_id", None) is None and pad_token_id is not None:
-            # Trainer compares the tokenizer's special tokens with the model config's and warns when they differ.
-            model.config.pad_token_id = pad_token_id
+        copy_pad_token(model.config, processing_class)
 
         self.loss = self._resolve_loss(loss, train_dataset, data_collator)
         if isinstance(self.loss, SoftmaxLoss) and not model.config.classifier_head:
@@ -158,17 +153,9 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
                 if dataset is not None and not isinstance(dataset, RetrievalDataset):
                     check_dataset(dataset, data_collator, None, name=name)
 
-        super().__init__(
-            model=model,
-            args=args,
-            data_collator=data_collator,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=processing_class,
-            **kwargs,
+        start_trainer(
+            self, super().__init__, model, args, data_collator, train_dataset, eval_dataset, processing_class, kwargs
         )
-        # Our losses average over the batch themselves; Trainer must not rescale by token counts.
-        self.model_accepts_loss_kwargs = False
         launched = int(os.environ.get("WORLD_SIZE", "1"))
         if launched > 1 and self.accelerator.num_processes == 1:
             logger.warning(

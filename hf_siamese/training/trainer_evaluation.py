@@ -18,8 +18,75 @@ from ..retrieval.evaluation import evaluate_retrieval
 from .collator import SiamesePairCollator
 
 
-class SiameseEvaluationMixin:
-    """Evaluation methods of `SiameseTrainer` (which provides `loss`, `data_collator` and the Trainer's state)."""
+class WholeSetEvaluationMixin:
+    """`evaluate` and `evaluation_loop` of a trainer that scores some eval sets whole instead of running the Trainer's
+    loop on them (those of type `whole_sets`, by `whole_set_metrics`), and adds metrics of the eval rows
+    (`row_metrics`) to the loop's `{prefix}_loss`. Shared by `SiameseTrainer` and `CrossEncoderTrainer`."""
+
+    whole_sets: type | tuple[type, ...] = ()
+
+    def whole_set_metrics(self, dataset: Any) -> dict[str, float]:
+        raise NotImplementedError
+
+    def row_metrics(self, dataset: Any) -> dict[str, float]:
+        return {}
+
+    def evaluate(
+        self,
+        eval_dataset: Any = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """The Trainer's evaluation, or for a set of type `whole_sets`: `{prefix}_{name}` of `whole_set_metrics`,
+        with the speed metrics, logged and passed to the callbacks as the Trainer's would be."""
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if isinstance(dataset, str) and isinstance(self.eval_dataset, dict):
+            dataset = self.eval_dataset[dataset]  # Trainer passes the name of each set of a dict
+        if not isinstance(dataset, self.whole_sets):
+            return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+        self._memory_tracker.start()
+        start = time.time()
+        metrics = {f"{metric_key_prefix}_{name}": value for name, value in self.whole_set_metrics(dataset).items()}
+        metrics.update(speed_metrics(metric_key_prefix, start, num_samples=len(dataset)))
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        self._memory_tracker.stop_and_update_metrics(metrics)
+        return metrics
+
+    def evaluation_loop(
+        self,
+        dataloader: DataLoader,
+        description: str,
+        prediction_loss_only: bool | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> EvalLoopOutput:
+        """The Trainer's loop (it gives `{prefix}_loss`), plus `{prefix}_{name}` of `row_metrics` of the eval rows."""
+        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
+        dataset = getattr(dataloader, "dataset", None)
+        metrics = self.row_metrics(dataset) if dataset is not None else {}
+        output.metrics.update({f"{metric_key_prefix}_{k}": v for k, v in metrics.items()})
+        return output
+
+
+class SiameseEvaluationMixin(WholeSetEvaluationMixin):
+    """Evaluation methods of `SiameseTrainer` (which provides `loss`, `data_collator` and the Trainer's state).
+
+    `evaluate` on a retrieval set (`hf_siamese.data.RetrievalDataset`, e.g. `read_beir(folder)`) gives
+    `{prefix}_ndcg@10`, `{prefix}_mrr@10`, `{prefix}_recall@100`, ... (in [0, 1], like the STS correlations), each
+    query ranked against the whole corpus; under several processes each embeds a shard of the corpus, and all report
+    the numbers one process would. On scored pairs the Trainer's loop (`{prefix}_loss`) adds `{prefix}_spearman_cosine`,
+    `{prefix}_pearson_cosine`, the same for dot / euclidean / manhattan, and `{prefix}_mse_cosine` /
+    `{prefix}_mae_cosine` (cosine against gold rescaled to [0, 1]).
+    """
+
+    whole_sets = RetrievalDataset
+
+    def whole_set_metrics(self, dataset: RetrievalDataset) -> dict[str, float]:
+        return self.retrieval_metrics(dataset)
+
+    def row_metrics(self, dataset: Any) -> dict[str, float]:
+        return self.sts_metrics(dataset)
 
     def prediction_step(
         self,
@@ -46,30 +113,6 @@ class SiameseEvaluationMixin:
             return False
         return labels.is_floating_point() == (kind == "score")
 
-    def evaluate(
-        self,
-        eval_dataset: Any = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-    ) -> dict[str, float]:
-        """The Trainer's evaluation, plus retrieval sets (`hf_siamese.data.RetrievalDataset`, e.g.
-        `read_beir(folder)`): for those, `{prefix}_ndcg@10`, `{prefix}_mrr@10`, `{prefix}_recall@100`, ... (in [0, 1],
-        like the STS correlations), each query ranked against the whole corpus.
-        Under several processes each embeds a shard of the corpus; all report the numbers one process would."""
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if isinstance(dataset, str) and isinstance(self.eval_dataset, dict):
-            dataset = self.eval_dataset[dataset]  # Trainer passes the name of each set of a dict
-        if not isinstance(dataset, RetrievalDataset):
-            return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
-        self._memory_tracker.start()
-        start = time.time()
-        metrics = {f"{metric_key_prefix}_{name}": value for name, value in self.retrieval_metrics(dataset).items()}
-        metrics.update(speed_metrics(metric_key_prefix, start, num_samples=len(dataset)))
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        self._memory_tracker.stop_and_update_metrics(metrics)
-        return metrics
-
     def retrieval_metrics(self, dataset: RetrievalDataset) -> dict[str, float]:
         """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k of the model on a retrieval set; under several processes each
         embeds a shard of the corpus and every process gets the numbers of one process."""
@@ -86,23 +129,6 @@ class SiameseEvaluationMixin:
             )
         finally:
             model.train(was_training)
-
-    def evaluation_loop(
-        self,
-        dataloader: DataLoader,
-        description: str,
-        prediction_loss_only: bool | None = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-    ) -> EvalLoopOutput:
-        """The Trainer's loop (it gives `{prefix}_loss`), plus STS metrics when the eval rows are scored pairs:
-        `{prefix}_spearman_cosine`, `{prefix}_pearson_cosine`, the same for dot / euclidean / manhattan, and
-        `{prefix}_mse_cosine` / `{prefix}_mae_cosine` (cosine against gold rescaled to [0, 1])."""
-        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
-        dataset = getattr(dataloader, "dataset", None)
-        metrics = self.sts_metrics(dataset) if dataset is not None else {}
-        output.metrics.update({f"{metric_key_prefix}_{k}": v for k, v in metrics.items()})
-        return output
 
     def sts_metrics(self, dataset: Any) -> dict[str, float]:
         """STS correlations of the model's embeddings on a dataset of scored pairs; `{}` for other layouts.

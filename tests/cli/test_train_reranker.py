@@ -9,25 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import TINY, make_tiny_model
+from helpers import RERANK_DOCUMENTS
 from transformers import BertConfig, BertForSequenceClassification
 
 from hf_siamese.cli import main
 from hf_siamese.cross_encoder import CrossEncoder
 
-CORPUS = [
-    "a man plays the guitar",
-    "someone sings a song",
-    "the dog runs in the park",
-    "the stock market fell today",
-    "a woman cooks soup in the kitchen",
-    "two cats eat bread",
-    "the red car rides on the road",
-    "the team wins the game",
-    "it is cold and the rain fell",
-    "the computer runs new code",
-    "the bus is slow today",
-    "people walk in the sunny city",
-]
+CORPUS = RERANK_DOCUMENTS
 QUERIES = {"q1": "music", "q2": "a dog in the park", "q3": "the market", "q4": "food", "q5": "a game", "q6": "rain"}
 
 

@@ -5,22 +5,12 @@ from __future__ import annotations
 
 import pytest
 from datasets import Dataset
+from helpers import RERANK_DOCUMENTS
 
 from hf_siamese.cross_encoder.data import reranker_training_rows
 from hf_siamese.retrieval.mining import mine_hard_negatives
 
-CORPUS = [
-    "a man plays the guitar",
-    "someone sings a song",
-    "the dog runs in the park",
-    "the stock market fell today",
-    "a woman cooks soup in the kitchen",
-    "two cats eat bread",
-    "the red car rides on the road",
-    "the team wins the game",
-    "it is cold and the rain fell",
-    "the computer runs new code",
-]
+CORPUS = RERANK_DOCUMENTS[:10]
 PAIRS = [
     ("who plays music", "a man plays the guitar"),
     ("who plays music", "someone sings a song"),  # a second positive of the same query

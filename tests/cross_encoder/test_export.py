@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import TINY, make_tiny_model
+from helpers import SCORED_PAIRS
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
 from hf_siamese.cli import main
@@ -21,11 +22,7 @@ pytest.importorskip("onnx", reason="pip install 'hf-siamese[onnx]' for the expor
 pytest.importorskip("onnxruntime", reason="pip install 'hf-siamese[onnx]' for the export tests")
 
 PAIRS = [
-    ("a man plays guitar", "someone plays music ."),
-    ("a man plays guitar", "the stock market fell today ."),
-    ("two dogs", "two dogs are playing in the park with a ball and a child and a red car on the road today"),
-    ("a man plays guitar", "someone plays music ."),  # a repeat
-    ("cold", ""),
+    *SCORED_PAIRS,
     ("the weather", "it is cold and the market fell"),
     ("music", "a man plays the guitar . someone plays music"),
     ("dogs in the park", "a child plays with a ball"),

@@ -11,18 +11,13 @@ import numpy as np
 import pytest
 import torch
 from conftest import TINY, make_tiny_model
+from helpers import SCORED_PAIRS
 from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
 from hf_siamese.cross_encoder import CrossEncoder, model_kind, tokenize_pairs
 from hf_siamese.cross_encoder.tokenization import MIN_DOCUMENT_TOKENS
 
-PAIRS = [
-    ("a man plays guitar", "someone plays music ."),
-    ("a man plays guitar", "the stock market fell today ."),
-    ("two dogs", "two dogs are playing in the park with a ball and a child and a red car on the road today"),
-    ("a man plays guitar", "someone plays music ."),  # a repeat
-    ("cold", ""),
-]
+PAIRS = SCORED_PAIRS
 
 
 def tiny_cross_encoder(tokenizer, num_labels: int = 1, seed: int = 0, **kwargs) -> CrossEncoder:
