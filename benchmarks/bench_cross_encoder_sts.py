@@ -71,7 +71,13 @@ def child(library: str, args: argparse.Namespace) -> dict:
         from hf_siamese import CrossEncoder, CrossEncoderTrainer
 
         model = CrossEncoder.from_encoder(start, num_labels=1, max_length=args.max_length)
-        trainer = CrossEncoderTrainer(model, TrainingArguments(work, **common), train_dataset=rows, loss="bce")
+        trainer = CrossEncoderTrainer(
+            model,
+            TrainingArguments(work, **common),
+            train_dataset=rows,
+            loss="bce",
+            head_learning_rate=args.head_lr,
+        )
         output = trainer.train()
 
         def predict(pairs):
@@ -110,6 +116,8 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--max-train", type=int, default=0, help="first N shuffled train rows (0: all 5,749)")
     parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--head-lr", type=float, help="ours only: the new classifier head's learning rate")
+    parser.add_argument("--only", choices=["ours", "theirs"], help="run one library (a recipe trial; nothing written)")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--child", choices=["ours", "theirs"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -118,7 +126,7 @@ def main() -> None:
         return
 
     results = {}
-    for library in ("theirs", "ours"):
+    for library in [args.only] if args.only else ("theirs", "ours"):
         command = [sys.executable, __file__, "--child", library, *sys.argv[1:]]
         done = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).parent)
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -126,14 +134,17 @@ def main() -> None:
             raise SystemExit(f"{library} failed:\n{done.stderr[-3000:]}")
         results[library] = json.loads(lines[-1][7:])
         print(results[library], flush=True)
+    if args.only:
+        return
 
     ours, theirs = results["ours"], results["theirs"]
     speed = ours["rows_per_s"] / theirs["rows_per_s"]
+    head = f", ours: head lr {args.head_lr}" if args.head_lr else ""
     lines = [
         f"{datetime.date.today().isoformat()}; {os.cpu_count()} CPU cores; {versions()}.",
         f"STSb train ({ours['rows']:,} pairs, label = score / 5), BCE on the logit, {args.epochs} epoch(s), batch "
         f"{args.batch_size}, lr {args.lr}, 10% warm-up, seed {SEED}, max length {args.max_length}"
-        f"{', bf16' if args.bf16 else ', float32'}; start: all-MiniLM-L6-v2's encoder + a new 1-output head. "
+        f"{', bf16' if args.bf16 else ', float32'}{head}; start: all-MiniLM-L6-v2's encoder + a new 1-output head. "
         "Spearman x100 of the sigmoid scores.",
         "",
         "| library | STSb dev | STSb test | train s | rows/s | final loss |",
