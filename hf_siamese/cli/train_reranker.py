@@ -11,22 +11,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .arguments import positive_float, positive_int
+from .arguments import non_negative_int, positive_float, positive_int
 from .common import _one_line, default_model_path, load_data, load_inference_model, parse_columns, quiet_progress_bars
 
 RERANKER_LOSSES = ("bce", "mnr", "lambda")
 EVAL_METRIC = "ndcg@10"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model")
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
 
 
 def add_train_reranker_command(commands: Any) -> None:
@@ -63,11 +52,15 @@ def add_train_reranker_command(commands: Any) -> None:
     data.add_argument("--corpus", metavar="FILE", help="pairs file: documents to draw negatives from (.txt/.jsonl/...; "
                       "default: the distinct positives)")  # fmt: skip
     negatives = command.add_argument_group("negatives")
-    negatives.add_argument("--negatives", type=_count, default=5, metavar="K", help="hard negatives per pair (5)")
     negatives.add_argument(
-        "--random-negatives", type=_count, default=2, metavar="R", help="random corpus negatives per pair (2)"
+        "--negatives", type=non_negative_int, default=5, metavar="K", help="hard negatives per pair (5)"
     )
-    negatives.add_argument("--range-min", type=_count, default=0, help="skip the first stage's top N (default: 0)")
+    negatives.add_argument(
+        "--random-negatives", type=non_negative_int, default=2, metavar="R", help="random corpus negatives per pair (2)"
+    )
+    negatives.add_argument(
+        "--range-min", type=non_negative_int, default=0, help="skip the first stage's top N (default: 0)"
+    )
     negatives.add_argument("--range-max", type=positive_int, help="mine below this rank only (default: see mine)")
     negatives.add_argument("--margin", type=float, help="drop candidates within MARGIN of the positive's score")
     negatives.add_argument("--sampling", choices=("top", "random"), default="top", help="default: top")
@@ -108,22 +101,7 @@ def _start_model(path: str, max_length: int | None) -> tuple[Any, str]:
                 raise ValueError(f"--model {path}: a cross-encoder with {model.num_labels} outputs; a reranker has 1")
         else:
             model = CrossEncoder.from_encoder(path, num_labels=1, max_length=max_length)
-            _tokenizer_from_root(model, path)
     return model, kind
-
-
-def _tokenizer_from_root(model: Any, path: str) -> None:
-    """A bi-encoder saved with its tokenizer at the root only (not in its encoder's folder): use the root's, not
-    the empty default tokenizer transformers makes for a folder without one."""
-    from ..cross_encoder.source import encoder_folder
-
-    inner = Path(encoder_folder(path))
-    if inner == Path(path) or any((inner / name).is_file() for name in TOKENIZER_FILES):
-        return
-    if any(Path(path, name).is_file() for name in TOKENIZER_FILES):
-        from transformers import AutoTokenizer
-
-        model.tokenizer = AutoTokenizer.from_pretrained(path)
 
 
 def _read_training_pairs(args: argparse.Namespace) -> tuple[Any, Any, bool]:
