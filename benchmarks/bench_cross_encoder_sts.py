@@ -26,6 +26,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench_common import stsb_rows, stsb_split, versions  # noqa: E402
+from bench_cross_encoder import cpu_flags  # noqa: E402
 from results_file import update_results  # noqa: E402
 
 SEED = 42
@@ -141,7 +142,7 @@ def main() -> None:
     speed = ours["rows_per_s"] / theirs["rows_per_s"]
     head = f", ours: head lr {args.head_lr}" if args.head_lr else ""
     lines = [
-        f"{datetime.date.today().isoformat()}; {os.cpu_count()} CPU cores; {versions()}.",
+        f"{datetime.date.today().isoformat()}; {cpu_flags()}; {versions()}.",
         f"STSb train ({ours['rows']:,} pairs, label = score / 5), BCE on the logit, {args.epochs} epoch(s), batch "
         f"{args.batch_size}, lr {args.lr}, 10% warm-up, seed {SEED}, max length {args.max_length}"
         f"{', bf16' if args.bf16 else ', float32'}{head}; start: all-MiniLM-L6-v2's encoder + a new 1-output head. "
