@@ -39,6 +39,26 @@ def positive_float(text: str) -> float:
     return value
 
 
+def unit_float(text: str) -> float:
+    """A number in [0, 1] (a weight)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def add_first_stage_weight(parser: argparse.ArgumentParser) -> None:
+    """`--first-stage-weight W`: the first stage's share of a reranked order (default: the cross-encoder's own)."""
+    parser.add_argument(
+        "--first-stage-weight", type=unit_float, metavar="W",
+        help="order the reranked hits by (1 - W) * z(reranker score) + W * z(first-stage score) (default: the W "
+        "train-reranker saved with the cross-encoder, else 0: the reranker alone)",
+    )  # fmt: skip
+
+
 def interpolate_option(text: str) -> float | str:
     from ..training.averaging import parse_interpolation
 
@@ -174,3 +194,4 @@ def add_rerank_arguments(parser: argparse.ArgumentParser) -> None:
         "--rerank-top", type=positive_int, metavar="N",
         help="first-stage hits per query that --rerank re-scores (default: 100; all documents if fewer)",
     )  # fmt: skip
+    add_first_stage_weight(parser)

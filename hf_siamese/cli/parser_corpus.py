@@ -11,6 +11,7 @@ from .arguments import (
     DeprecatedOption,
     add_corpus_arguments,
     add_embeddings_dir_arguments,
+    add_first_stage_weight,
     add_model_arguments,
     add_rerank_arguments,
     add_shard_arguments,
@@ -178,7 +179,9 @@ def add_corpus_commands(commands: Any) -> None:
         "rerank",
         help="rank each query's candidate documents with a cross-encoder",
         description='Read a JSONL file of rows {"query": str, "documents": [str, ...]} (optionally "ids": one '
-        "per document) and rank each row's documents by a cross-encoder's score, all rows' pairs in one call; "
+        "per document, and \"scores\": the first stage's score of each, which the cross-encoder's saved "
+        "--first-stage-weight then fuses in) and rank each row's documents by a cross-encoder's score, all rows' "
+        "pairs in one call; "
         "prints 'rank. score  [id] text  (first stage: #position)' per document, or writes "
         '{"query", "hits": [{"rank", "score", "id", "text", "first_stage_rank"}]} rows to --output.',
     )
@@ -186,6 +189,7 @@ def add_corpus_commands(commands: Any) -> None:
     rerank.add_argument("--model", required=True, metavar="CE_DIR", help="the cross-encoder (folder or Hub id)")
     rerank.add_argument("-o", "--output", metavar="OUT.jsonl", help="write the ranked rows here instead of printing")
     rerank.add_argument("--top-k", type=positive_int, help="documents kept per query (default: all)")
+    add_first_stage_weight(rerank)
     rerank.add_argument("--batch-size", type=positive_int, default=32, help="pairs per forward pass (default: 32)")
     rerank.add_argument(
         "--device", default="auto", help="where the model runs: auto (default), cpu, cuda, cuda:N or mps"

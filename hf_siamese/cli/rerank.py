@@ -1,5 +1,6 @@
 """`hf-siamese rerank`: rank each query's candidate documents (a JSONL file of `{"query": str, "documents": [str, ...],
-"ids": [...]}` rows, "ids" optional) with a cross-encoder, every query's pairs in one `predict` call
+"ids": [...], "scores": [...]}` rows, "ids" and the first stage's "scores" optional) with a cross-encoder, every
+query's pairs in one `predict` call
 (`hf_siamese.retrieval.rerank.rerank_hits`); prints the hits as `search` does, or writes them to a JSONL file."""
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from typing import Any
 from .common import load_cross_encoder
 from .search import print_hits
 
-ROW_HELP = '{"query": str, "documents": [str, ...]} (optionally "ids": [one per document])'
+ROW_HELP = '{"query": str, "documents": [str, ...]} (optionally "ids" and "scores": [one per document])'
 
 
 def read_candidates(path: str) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(query, candidate hits `{"id", "text", "rank"}`) per non-blank line of `path`; a bad line is named with its
-    number. A hit's id is its "ids" entry, else its 0-based position in "documents"; its rank, its position + 1."""
+    """(query, candidate hits `{"id", "text", "rank"}`, plus `"score"` from "scores") per non-blank line of `path`; a
+    bad line is named with its number. A hit's id is its "ids" entry, else its 0-based position in "documents"; its
+    rank, its position + 1."""
     rows = []
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
@@ -46,9 +48,23 @@ def read_candidates(path: str) -> list[tuple[str, list[dict[str, Any]]]]:
             if ids is not None and (not isinstance(ids, list) or len(ids) != len(documents)):
                 count = len(ids) if isinstance(ids, list) else type(ids).__name__
                 raise ValueError(f'{where}: "ids" has {count} entries for {len(documents)} documents; give one each')
+            scores = row.get("scores")
+            if scores is not None and (
+                not isinstance(scores, list)
+                or len(scores) != len(documents)
+                or any(isinstance(v, bool) or not isinstance(v, int | float) for v in scores)
+            ):
+                raise ValueError(
+                    f'{where}: "scores" must hold one number per document ({len(documents)}), got {scores!r:.80}'
+                )
             ids = list(range(len(documents))) if ids is None else ids
-            pairs = enumerate(zip(ids, documents, strict=True), start=1)
-            rows.append((query, [{"id": i, "text": text, "rank": rank} for rank, (i, text) in pairs]))
+            hits = [
+                {"id": i, "text": text, "rank": rank}
+                for rank, (i, text) in enumerate(zip(ids, documents, strict=True), 1)
+            ]
+            for hit, score in zip(hits, scores or [], strict=False):
+                hit["score"] = float(score)
+            rows.append((query, hits))
     if not rows:
         raise ValueError(f"{os.fspath(path)}: no rows; expected one JSON object per line: {ROW_HELP}")
     return rows
@@ -65,9 +81,18 @@ def run_rerank(args: argparse.Namespace) -> int:
     rows = read_candidates(args.candidates)
     reranker = load_cross_encoder(args.model, args.device, option="--model")
     queries = [query for query, _ in rows]
+    scored = all("score" in hit for _, hits in rows for hit in hits)
+    weight = args.first_stage_weight
+    if weight and not scored:
+        raise ValueError(
+            f'--first-stage-weight {weight} fuses the first stage\'s scores: give every row "scores" (one per '
+            "document) in the candidates file"
+        )
+    if weight is None and not scored:
+        weight = 0.0  # no first-stage scores to fuse: the reranker alone
     results = rerank_hits(
         reranker, queries, [hits for _, hits in rows], args.top_k, args.batch_size,
-        show_progress_bar=sys.stderr.isatty(),
+        show_progress_bar=sys.stderr.isatty(), first_stage_weight=weight,
     )  # fmt: skip
     if output is None:
         print_hits(queries, results)

@@ -54,13 +54,17 @@ def rerank_options(args: argparse.Namespace) -> tuple[Any, int]:
     from ..retrieval.rerank import RERANK_TOP
 
     if args.rerank is None:
-        if args.rerank_top is not None:
-            raise ValueError("--rerank-top applies with --rerank CE_DIR (the cross-encoder that reranks)")
+        for flag, value in (("--rerank-top", args.rerank_top), ("--first-stage-weight", args.first_stage_weight)):
+            if value is not None:
+                raise ValueError(f"{flag} applies with --rerank CE_DIR (the cross-encoder that reranks)")
         return None, RERANK_TOP
     rerank_top = RERANK_TOP if args.rerank_top is None else args.rerank_top
     if rerank_top < getattr(args, "top_k", 1):
         raise ValueError(f"--rerank-top {rerank_top} is below --top-k {args.top_k}: rerank at least the hits shown")
-    return load_cross_encoder(args.rerank, args.device), rerank_top
+    reranker = load_cross_encoder(args.rerank, args.device)
+    if args.first_stage_weight is not None:
+        reranker.first_stage_weight = args.first_stage_weight
+    return reranker, rerank_top
 
 
 def print_hits(queries: list[str], results: list[list[dict[str, Any]]]) -> None:

@@ -1,10 +1,16 @@
 """`hf-siamese train-reranker`: train a cross-encoder (reranker) from a BEIR folder or a pairs file, with negatives
 mined by a bi-encoder (the first stage) and random ones, evaluated each epoch by reranking the first stage's top
-`--rerank-top` on the folder's dev split (the best epoch kept), and saved with `CrossEncoder.save_pretrained`."""
+`--rerank-top` on the folder's dev split (or held-out training queries; the best epoch kept), the first stage's
+fusion weight chosen on those queries, and saved with `CrossEncoder.save_pretrained`.
+
+The default recipe (LambdaLoss over a positive, 5 hard negatives from the first stage's ranks 10-50 and 2 random
+ones, lr 1e-4, 4 tuples a batch, 1 epoch) was chosen on SciFact TRAIN claims (benchmarks/ce_scifact_trial.py;
+RESULTS.md, bench_cross_encoder_scifact)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -14,7 +20,9 @@ from typing import Any
 from .arguments import non_negative_int, positive_float, positive_int
 from .common import _one_line, default_model_path, load_data, load_inference_model, parse_columns, quiet_progress_bars
 
-RERANKER_LOSSES = ("bce", "mnr", "lambda")
+RERANKER_LOSSES = ("bce", "mnr", "lambda", "plistmle")
+DEFAULT_MAX_LENGTH = 256  # a new cross-encoder's tokens per pair
+BATCH_SIZES = {"pairs": 16, "tuples": 4}  # default rows per batch: labelled pairs, or (query, positive, negatives...)
 EVAL_METRIC = "ndcg@10"
 
 
@@ -27,7 +35,10 @@ def add_train_reranker_command(commands: Any) -> None:
         "(or each row of a pairs file) gets --negatives hard negatives mined by the --first-stage bi-encoder and "
         "--random-negatives random documents of the corpus. With a dev split, every epoch reranks the first stage's "
         "--rerank-top for the dev queries (positives the first stage missed are not added: the realistic number), "
-        "reports nDCG@10 / MRR@10 of the first stage and of the two stages, and keeps the best epoch.",
+        "reports nDCG@10 / MRR@10 of the first stage and of the two stages, and keeps the best epoch; then the "
+        "weight of the first stage's score in the two stages' order (0: the reranker alone) is chosen on the same "
+        "queries and saved with the model. A BEIR folder without dev qrels lends --dev-share of its training "
+        "queries for this.",
     )
     command.add_argument("data", metavar="SOURCE", help="a BEIR folder, or a pairs file with query/positive columns")
     command.add_argument("-o", "--output", required=True, metavar="OUT", help="folder the cross-encoder is saved to")
@@ -48,6 +59,11 @@ def add_train_reranker_command(commands: Any) -> None:
         help="qrels split of a BEIR folder to evaluate on each epoch (default: dev when the folder has it; 'none': "
         "no evaluation)",
     )
+    data.add_argument(
+        "--dev-share", type=float, default=0.2, metavar="S",
+        help="BEIR folder without dev qrels: hold out this share of the training queries to evaluate on (default "
+        "0.2; 0: no evaluation)",
+    )  # fmt: skip
     data.add_argument("--columns", metavar="NAME=COLUMN,...", help="pairs file: e.g. query=question,positive=answer")
     data.add_argument("--corpus", metavar="FILE", help="pairs file: documents to draw negatives from (.txt/.jsonl/...; "
                       "default: the distinct positives)")  # fmt: skip
@@ -59,19 +75,23 @@ def add_train_reranker_command(commands: Any) -> None:
         "--random-negatives", type=non_negative_int, default=2, metavar="R", help="random corpus negatives per pair (2)"
     )
     negatives.add_argument(
-        "--range-min", type=non_negative_int, default=0, help="skip the first stage's top N (default: 0)"
+        "--range-min", type=non_negative_int, default=10, help="skip the first stage's top N (default: 10)"
     )
-    negatives.add_argument("--range-max", type=positive_int, help="mine below this rank only (default: see mine)")
+    negatives.add_argument("--range-max", type=positive_int, default=50, help="mine above this rank (default: 50)")
     negatives.add_argument("--margin", type=float, help="drop candidates within MARGIN of the positive's score")
     negatives.add_argument("--sampling", choices=("top", "random"), default="top", help="default: top")
     run = command.add_argument_group("training")
-    run.add_argument("--loss", choices=RERANKER_LOSSES, default="bce", help="bce (pairs), mnr or lambda (tuples)")
+    run.add_argument(
+        "--loss",
+        choices=RERANKER_LOSSES,
+        help="lambda (the default), plistmle, mnr (tuples), bce (pairs; the default for a file of labelled pairs)",
+    )
     run.add_argument("--pos-weight", type=positive_float, help="bce: weight of the positive pairs (default: 1)")
     run.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
-    run.add_argument("--batch-size", type=positive_int, default=16, help="rows per batch (default: 16)")
-    run.add_argument("--lr", type=positive_float, default=2e-5, help="learning rate (default: 2e-5)")
+    run.add_argument("--batch-size", type=positive_int, help="rows per batch (default: 4 tuples, or 16 pairs for bce)")
+    run.add_argument("--lr", type=positive_float, default=1e-4, help="learning rate (default: 1e-4)")
     run.add_argument("--head-lr", type=positive_float, help="learning rate of the classifier head (default: --lr)")
-    run.add_argument("--max-length", type=positive_int, help="tokens per (query, document) pair (default: 512)")
+    run.add_argument("--max-length", type=positive_int, help="tokens per (query, document) pair (default: 256)")
     run.add_argument("--rerank-top", type=positive_int, default=100, help="dev candidates per query (default: 100)")
     run.add_argument("--warmup-ratio", type=float, default=0.1, help="default: 0.1")
     run.add_argument("--seed", type=int, default=42, help="default: 42")
@@ -100,12 +120,32 @@ def _start_model(path: str, max_length: int | None) -> tuple[Any, str]:
             if model.num_labels != 1:
                 raise ValueError(f"--model {path}: a cross-encoder with {model.num_labels} outputs; a reranker has 1")
         else:
-            model = CrossEncoder.from_encoder(path, num_labels=1, max_length=max_length)
+            model = CrossEncoder.from_encoder(path, num_labels=1, max_length=max_length or DEFAULT_MAX_LENGTH)
     return model, kind
 
 
-def _read_training_pairs(args: argparse.Namespace) -> tuple[Any, Any, bool]:
-    """(rows, corpus, labelled): (query, positive) rows, or labelled (query, document, label) rows of a pairs file."""
+def _held_out_queries(args: argparse.Namespace) -> set[str]:
+    """The training queries lent to evaluation: --dev-share of them (seeded), for a BEIR folder without dev qrels."""
+    import random
+
+    from ..data.beir import is_beir_folder, read_beir
+
+    if not 0 <= args.dev_share < 1:
+        raise ValueError(f"--dev-share {args.dev_share}: expected a share in [0, 1) of the training queries")
+    if args.eval_split is not None or not is_beir_folder(args.data) or _eval_split(args) is not None:
+        return set()
+    if args.dev_share == 0:
+        return set()
+    judged = sorted(q for q, rel in read_beir(args.data, split=args.split).qrels.items() if any(rel.values()))
+    count = int(len(judged) * args.dev_share)
+    if count == 0:
+        return set()
+    return set(random.Random(args.seed).sample(judged, count))
+
+
+def _read_training_pairs(args: argparse.Namespace, held_out: set[str]) -> tuple[Any, Any, bool]:
+    """(rows, corpus, labelled): (query, positive) rows, or labelled (query, document, label) rows of a pairs file;
+    the `held_out` queries of a BEIR folder are left out."""
     from ..data.beir import is_beir_folder, read_beir
 
     if is_beir_folder(args.data):
@@ -115,7 +155,9 @@ def _read_training_pairs(args: argparse.Namespace) -> tuple[Any, Any, bool]:
                 f"{', '.join(given)} apply to a pairs file; {args.data} is a BEIR folder (its corpus.jsonl)"
             )
         beir = read_beir(args.data, split=args.split)
-        pairs = [(q, d) for q, judged in beir.qrels.items() for d, value in judged.items() if value > 0]
+        pairs = [
+            (q, d) for q, judged in beir.qrels.items() if q not in held_out for d, value in judged.items() if value > 0
+        ]
         if not pairs:
             raise ValueError(f"{args.data}: qrels/{args.split}.tsv has no relevant (score > 0) pair to train on")
         return [(beir.queries[q], beir.corpus[d]) for q, d in pairs], beir.corpus, False
@@ -150,6 +192,24 @@ def _print_reranking(title: str, metrics: dict[str, float], prefix: str = "eval_
     )
 
 
+def _choose_fusion(model: Any, eval_set: Any, eval_split: str, batch_size: int) -> None:
+    """Choose and set the model's first-stage fusion weight on the evaluation queries; say what it gives."""
+    from ..cross_encoder.evaluation import choose_first_stage_weight
+
+    weight, table = choose_first_stage_weight(model, eval_set, batch_size=max(32, batch_size))
+    model.first_stage_weight = weight
+    first, alone, fused = 100 * table[1.0], 100 * table[0.0], 100 * table[weight]
+    print(
+        f"first-stage weight {weight:.1f} ({eval_split}): nDCG@10 {fused:.2f} | reranker alone {alone:.2f} | first "
+        f"stage alone {first:.2f}; saved with the model (search/eval --rerank use it; --first-stage-weight overrides)"
+    )
+    if weight == 1.0:
+        print(
+            f"warning: the reranker does not improve on the first stage's nDCG@10 on {eval_split}; its saved weight "
+            "1.0 keeps the first stage's order: change the recipe (more epochs, another --lr, more --random-negatives)"
+        )
+
+
 def run_train_reranker(args: argparse.Namespace) -> int:
     """Read the pairs, mine the negatives, train (evaluating each epoch), save the best cross-encoder."""
     from transformers import TrainingArguments
@@ -157,15 +217,18 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     from ..cross_encoder import CrossEncoderTrainer
     from ..cross_encoder.data import reranker_training_rows
     from ..cross_encoder.evaluation import RerankingDataset
-    from ..cross_encoder.losses import BinaryCrossEntropyLoss, LambdaLoss, MultipleNegativesRankingLoss
+    from ..cross_encoder.losses import BinaryCrossEntropyLoss, LambdaLoss, MultipleNegativesRankingLoss, PListMLELoss
     from ..data.beir import read_beir
 
-    if args.pos_weight is not None and args.loss != "bce":
+    if args.pos_weight is not None and args.loss not in (None, "bce"):
         raise ValueError(f"--pos-weight applies to --loss bce, not --loss {args.loss}")
     output = Path(args.output)
     if output.exists() and not output.is_dir():
         raise ValueError(f"-o {args.output}: exists and is not a folder")
-    rows, corpus, labelled = _read_training_pairs(args)
+    held_out = _held_out_queries(args)
+    rows, corpus, labelled = _read_training_pairs(args, held_out)
+    if args.loss is None:
+        args.loss = "bce" if labelled or args.pos_weight is not None else "lambda"
     if not labelled and args.negatives + args.random_negatives == 0:
         raise ValueError(
             f"--negatives 0 --random-negatives 0: --loss {args.loss} needs at least one negative per pair "
@@ -176,7 +239,7 @@ def run_train_reranker(args: argparse.Namespace) -> int:
             f"{args.data}: labelled (query, document, label) pairs train with --loss bce; --loss {args.loss} needs "
             "(query, positive) pairs to mine negatives for"
         )
-    eval_split = _eval_split(args)
+    eval_split = _eval_split(args) or (f"{len(held_out)} held-out {args.split} queries" if held_out else None)
     start = args.model or default_model_path()
     model, kind = _start_model(start, args.max_length)
     first_stage_path = args.first_stage or (start if kind == "bi-encoder" else None)
@@ -206,21 +269,26 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     print(f"training rows: {len(train_rows)} ({', '.join(train_rows.column_names)})")
     eval_set = None
     if eval_split is not None:
-        dev = read_beir(args.data, split=eval_split)
+        dev = read_beir(args.data, split=args.split if held_out else eval_split)
+        if held_out:
+            dev = dataclasses.replace(dev, qrels={q: rel for q, rel in dev.qrels.items() if q in held_out})
         eval_set = RerankingDataset.from_first_stage(dev, first_stage, args.rerank_top, tokenizer=tokenizer)
     loss = {
         "bce": lambda: BinaryCrossEntropyLoss(pos_weight=args.pos_weight),
         "mnr": MultipleNegativesRankingLoss,
         "lambda": LambdaLoss,
+        "plistmle": PListMLELoss,
     }[args.loss]()
+    output_shape = "pairs" if labelled or args.loss == "bce" else "tuples"
+    batch_size = args.batch_size or BATCH_SIZES[output_shape]
 
     output.parent.mkdir(parents=True, exist_ok=True)
     checkpoints = tempfile.mkdtemp(prefix=f".{output.name}.checkpoints-", dir=output.parent)
     try:
         strategy = "epoch" if eval_set is not None else "no"
         training = TrainingArguments(
-            output_dir=checkpoints, num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
-            per_device_eval_batch_size=max(32, args.batch_size), learning_rate=args.lr, warmup_steps=args.warmup_ratio,
+            output_dir=checkpoints, num_train_epochs=args.epochs, per_device_train_batch_size=batch_size,
+            per_device_eval_batch_size=max(32, batch_size), learning_rate=args.lr, warmup_steps=args.warmup_ratio,
             seed=args.seed, bf16=args.bf16, eval_strategy=strategy, save_strategy=strategy, save_total_limit=1,
             load_best_model_at_end=eval_set is not None, metric_for_best_model=EVAL_METRIC, greater_is_better=True,
             report_to=[], logging_steps=50, disable_tqdm=False,
@@ -234,15 +302,11 @@ def run_train_reranker(args: argparse.Namespace) -> int:
         if eval_set is not None:
             after = trainer.evaluate()
             _print_reranking(f"best epoch ({eval_split}, top {args.rerank_top})", after)
-            if after[f"eval_{EVAL_METRIC}_delta"] < 0:
-                print(
-                    f"warning: the reranker LOWERS the first stage's nDCG@10 on {eval_split} "
-                    f"({100 * after[f'eval_{EVAL_METRIC}_delta']:+.2f}); serve the first stage alone or change "
-                    "the recipe (more epochs, --head-lr, more --random-negatives)"
-                )
     finally:
         shutil.rmtree(checkpoints, ignore_errors=True)
     model.model = trainer.model
+    if eval_set is not None:
+        _choose_fusion(model, eval_set, eval_split, batch_size)
     model.save_pretrained(output)
     print(f"saved the cross-encoder -> {output}")
     return 0

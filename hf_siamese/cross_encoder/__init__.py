@@ -6,7 +6,13 @@ accuracy) and its training rows (hard negatives mined by a bi-encoder plus rando
 from . import losses
 from .collator import CrossEncoderCollator
 from .data import reranker_training_rows
-from .evaluation import RerankingDataset, evaluate_classification, evaluate_reranking, evaluate_scores
+from .evaluation import (
+    RerankingDataset,
+    choose_first_stage_weight,
+    evaluate_classification,
+    evaluate_reranking,
+    evaluate_scores,
+)
 from .export import export_cross_encoder
 from .exported import ExportedCrossEncoder
 from .model import CrossEncoder
@@ -20,6 +26,7 @@ __all__ = [
     "CrossEncoderTrainer",
     "ExportedCrossEncoder",
     "RerankingDataset",
+    "choose_first_stage_weight",
     "evaluate_classification",
     "evaluate_reranking",
     "evaluate_scores",

@@ -19,6 +19,7 @@ from ..data.beir import RetrievalDataset
 
 RERANK_K_VALUES = (10,)  # nDCG@10 / MRR@10: the BEIR headline numbers
 DEFAULT_RERANK_TOP = 100  # first-stage candidates per query
+FUSION_WEIGHTS = tuple(i / 10 for i in range(11))  # first_stage_weight values choose_first_stage_weight tries
 
 
 @dataclass
@@ -32,6 +33,8 @@ class RerankingDataset:
             document count (as in `retrieval_metrics`).
         candidates: query id -> document ids in the first stage's order (a bi-encoder's top N, BM25's, ...).
         name: a label for messages.
+        first_stage_scores: query id -> the first stage's score of each candidate (same order); needed to fuse the
+            two stages' scores (`first_stage_weight` > 0). `from_first_stage` fills it.
         k_values: the cut-offs reported (default 10).
 
     Build one from a retrieval set and a bi-encoder with `RerankingDataset.from_first_stage`.
@@ -44,6 +47,7 @@ class RerankingDataset:
     name: str = "reranking"
     k_values: Sequence[int] = RERANK_K_VALUES
     metadata: dict[str, Any] = field(default_factory=dict)
+    first_stage_scores: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = f"RerankingDataset {self.name!r}"
@@ -68,6 +72,11 @@ class RerankingDataset:
                 )
             if len(set(found)) != len(found):
                 raise ValueError(f"{where}: candidates of query {query!r} hold a document twice.")
+            scores = self.first_stage_scores.get(query)
+            if scores is not None and len(scores) != len(found):
+                raise ValueError(
+                    f"{where}: query {query!r} has {len(scores)} first-stage scores for {len(found)} candidates."
+                )
         bad = next(((doc, text) for doc, text in self.corpus.items() if not isinstance(text, str)), None)
         if bad is not None:
             raise ValueError(f"{where}: document {bad[0]!r} holds {bad[1]!r}; expected a string.")
@@ -95,21 +104,16 @@ class RerankingDataset:
     ) -> RerankingDataset:
         """The candidates of a bi-encoder (`SiameseBertModel`): its exact top `top_k` documents per judged query of a
         retrieval set (`hf_siamese.data.read_beir`), with the query / document prompts `evaluate_retrieval` uses."""
+        found = _first_stage(bi_encoder, dataset, top_k, tokenizer, batch_size, show_progress_bar)
         return cls(
             queries=dict(dataset.queries),
             corpus=dict(dataset.corpus),
             qrels={q: dict(judged) for q, judged in dataset.qrels.items()},
-            candidates=first_stage_candidates(
-                bi_encoder,
-                dataset,
-                top_k,
-                tokenizer=tokenizer,
-                batch_size=batch_size,
-                show_progress_bar=show_progress_bar,
-            ),  # fmt: skip
+            candidates={q: ids for q, (ids, _) in found.items()},
             name=dataset.name,
             k_values=k_values,
             metadata={"first_stage_top_k": top_k},
+            first_stage_scores={q: scores for q, (_, scores) in found.items()},
         )
 
 
@@ -124,6 +128,13 @@ def first_stage_candidates(
 ) -> dict[str, list[str]]:
     """query id -> the bi-encoder's `top_k` best document ids (exact search; all documents if the corpus is smaller)
     for every query of `dataset.qrels` with a relevant document."""
+    found = _first_stage(bi_encoder, dataset, top_k, tokenizer, batch_size, show_progress_bar)
+    return {q: ids for q, (ids, _) in found.items()}
+
+
+def _first_stage(
+    bi_encoder: Any, dataset: RetrievalDataset, top_k: int, tokenizer: Any, batch_size: int, show_progress_bar: bool
+) -> dict[str, tuple[list[str], list[float]]]:
     from ..metrics import exact_search
     from ..retrieval.evaluation import embed_retrieval_set
 
@@ -135,8 +146,13 @@ def first_stage_candidates(
     judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
     row = {query_id: i for i, query_id in enumerate(query_ids)}
     depth = min(top_k, len(corpus_ids))
-    _, found = exact_search(queries[[row[q] for q in judged]], corpus, depth, similarity=bi_encoder.config.similarity)
-    return {q: [corpus_ids[j] for j in rows] for q, rows in zip(judged, found.tolist(), strict=True)}
+    scores, found = exact_search(
+        queries[[row[q] for q in judged]], corpus, depth, similarity=bi_encoder.config.similarity
+    )
+    return {
+        q: ([corpus_ids[j] for j in rows], values)
+        for q, rows, values in zip(judged, found.tolist(), scores.tolist(), strict=True)
+    }
 
 
 def _check_scorer(model: Any) -> None:
@@ -175,15 +191,18 @@ def evaluate_reranking(
     *,
     batch_size: int = 32,
     show_progress_bar: bool = False,
+    first_stage_weight: float | None = None,
     **predict_kwargs: Any,
 ) -> dict[str, float]:
     """Rerank each query's first-stage candidates with the cross-encoder; the metrics of the reranked lists and of
     the first stage side by side.
 
     Every (query, candidate) pair goes to one `predict` call; a query's candidates are re-sorted by score (equal
-    scores keep the first-stage order). A relevant document the first stage did NOT retrieve is NOT added to the
-    candidates: the reranked numbers are what the deployed two-stage search scores (the realistic number), not the
-    reranker's score on ideal candidates, so the reranker is judged against the first stage it will sit on.
+    scores keep the first-stage order), fused with the first stage's scores when `first_stage_weight` (default: the
+    model's own, 0 when it has none) is above 0, as `hf_siamese.retrieval.rerank.rerank_hits` does. A relevant
+    document the first stage did NOT retrieve is NOT added to the candidates: the reranked numbers are what the
+    deployed two-stage search scores (the realistic number), not the reranker's score on ideal candidates, so the
+    reranker is judged against the first stage it will sit on.
 
     Returns (values in [0, 1], k in `dataset.k_values`, default 10):
         `ndcg@k`, `mrr@k`: the reranked lists; `first_stage_ndcg@k`, `first_stage_mrr@k`: the candidates in
@@ -191,8 +210,41 @@ def evaluate_reranking(
         LOWERS the first stage); `candidate_recall`: the share of relevant documents among the candidates (the
         ceiling of both); `num_queries`.
     """
-    from ..metrics import retrieval_metrics
+    from ..retrieval.rerank import first_stage_weight_of
 
+    weight = first_stage_weight_of(model, first_stage_weight)
+    scores = _candidate_scores(model, dataset, batch_size, show_progress_bar, **predict_kwargs)
+    return _reranking_metrics(dataset, scores, weight)
+
+
+def choose_first_stage_weight(
+    model: Any,
+    dataset: RerankingDataset,
+    weights: Sequence[float] = FUSION_WEIGHTS,
+    *,
+    metric: str = "ndcg@10",
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
+    **predict_kwargs: Any,
+) -> tuple[float, dict[float, float]]:
+    """The fusion weight (`rerank_hits`' `first_stage_weight`) that scores best on `dataset` (held-out queries, never
+    the test set): the candidates are scored once and ranked at every weight of `weights`. Returns the chosen weight
+    (the smallest among equals) and `metric` at each weight; a weight of 1 wins only when the reranker adds nothing
+    to the first stage's order."""
+    from ..retrieval.rerank import check_first_stage_weight
+
+    grid = [check_first_stage_weight(w) for w in weights]
+    if not grid:
+        raise ValueError("choose_first_stage_weight: weights is empty")
+    scores = _candidate_scores(model, dataset, batch_size, show_progress_bar, **predict_kwargs)
+    table = {w: _reranking_metrics(dataset, scores, w)[metric] for w in grid}
+    best = max(table.values())
+    return min(w for w, value in table.items() if value == best), table
+
+
+def _candidate_scores(
+    model: Any, dataset: RerankingDataset, batch_size: int, show_progress_bar: bool, **predict_kwargs: Any
+) -> np.ndarray:
     if not isinstance(dataset, RerankingDataset):
         raise ValueError(
             f"evaluate_reranking needs a RerankingDataset (build one with RerankingDataset.from_first_stage), got "
@@ -205,11 +257,29 @@ def evaluate_reranking(
     scores = score_pairs(model, pairs, batch_size, show_progress_bar, **predict_kwargs)
     if scores.ndim != 1:
         raise ValueError(f"the cross-encoder gave scores of shape {scores.shape}; reranking needs one score per pair")
+    return scores
+
+
+def _reranking_metrics(dataset: RerankingDataset, scores: np.ndarray, weight: float) -> dict[str, float]:
+    from ..metrics import retrieval_metrics
+    from ..retrieval.rerank import fuse_scores
+
+    judged = dataset.judged_queries()
+    if weight > 0:
+        missing = [q for q in judged if q not in dataset.first_stage_scores]
+        if missing:
+            raise ValueError(
+                f"RerankingDataset {dataset.name!r}: first_stage_weight={weight} fuses the first stage's scores, but "
+                f"query {missing[0]!r} has none (build the set with RerankingDataset.from_first_stage, or pass "
+                "first_stage_weight=0)"
+            )
     first, reranked, start = {}, {}, 0
     for query in judged:
         candidates = dataset.candidates[query]
         mine = scores[start : start + len(candidates)]
         start += len(candidates)
+        if weight > 0:
+            mine = fuse_scores(mine, dataset.first_stage_scores[query], weight)
         first[query] = list(candidates)
         reranked[query] = [candidates[i] for i in np.argsort(-mine, kind="stable").tolist()]
     ks = sorted(set(dataset.k_values))
@@ -303,7 +373,9 @@ def evaluate_classification(
 __all__ = [
     "DEFAULT_RERANK_TOP",
     "RERANK_K_VALUES",
+    "FUSION_WEIGHTS",
     "RerankingDataset",
+    "choose_first_stage_weight",
     "evaluate_classification",
     "evaluate_reranking",
     "evaluate_scores",

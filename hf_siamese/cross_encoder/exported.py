@@ -97,6 +97,11 @@ class ExportedCrossEncoder:
     def num_labels(self) -> int:
         return int(self.config.num_labels)
 
+    @property
+    def first_stage_weight(self) -> float:
+        """The fusion weight saved with the model (see `CrossEncoder.first_stage_weight`)."""
+        return float(getattr(self.config, "first_stage_weight", 0.0) or 0.0)
+
     def _check_graph(self, path: Path) -> None:
         """The graph's inputs are ones the tokenizer makes, and it returns `num_labels` logits per pair."""
         hint = " (a bi-encoder's graph?)"

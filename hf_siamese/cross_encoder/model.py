@@ -208,6 +208,20 @@ class CrossEncoder:
         return int(self.model.config.num_labels)
 
     @property
+    def first_stage_weight(self) -> float:
+        """The weight of the first stage's score when this reranker reorders a search's hits (`rerank_hits`:
+        `(1 - w) * z(reranker) + w * z(first stage)`); 0: the reranker's order alone. `hf-siamese train-reranker`
+        chooses it on held-out queries; it is saved in config.json (transformers, sentence-transformers and TEI ignore
+        it: they give the reranker's own scores)."""
+        return float(getattr(self.model.config, "first_stage_weight", 0.0) or 0.0)
+
+    @first_stage_weight.setter
+    def first_stage_weight(self, value: float) -> None:
+        from ..retrieval.rerank import check_first_stage_weight
+
+        self.model.config.first_stage_weight = check_first_stage_weight(value)
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 

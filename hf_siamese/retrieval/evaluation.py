@@ -79,6 +79,7 @@ def evaluate_retrieval(
     show_progress_bar: bool = False,
     rerank: Any = None,
     rerank_top: int = RERANK_TOP,
+    first_stage_weight: float | None = None,
 ) -> dict[str, float]:
     """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of `model` on a retrieval set, ranking
     the whole corpus by the model's similarity (exact search, in chunks).
@@ -90,7 +91,9 @@ def evaluate_retrieval(
     `rerank_` (`rerank_ndcg@10`, ...), plus `rerank_top` (the depth reranked). A relevant document the first stage did
     not retrieve is NOT added to the candidates, so the reranked numbers are what a deployed two-stage search scores
     (not a reranker's ceiling on ideal candidates). Below `rerank_top` (a k larger than it) the reranked ranking
-    goes on in the first stage's order. Under several processes each reranks every query (the same numbers)."""
+    goes on in the first stage's order. Under several processes each reranks every query (the same numbers).
+    `first_stage_weight` fuses the reranker's and the first stage's scores as `rerank.rerank_hits` does (default:
+    the reranker's own weight)."""
     from ..metrics import exact_search, retrieval_metrics, retrieval_metrics_from_embeddings
 
     depth = None if rerank is None else check_rerank(rerank, rerank_top, 1, len(dataset.corpus))
@@ -117,17 +120,20 @@ def evaluate_retrieval(
         )
     judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
     row = {query_id: i for i, query_id in enumerate(query_ids)}
-    _, found = exact_search(
+    found_scores, found = exact_search(
         queries[[row[q] for q in judged]], corpus, max(depth, ks[-1]), similarity=model.config.similarity
     )
     rankings = {q: [corpus_ids[j] for j in rows] for q, rows in zip(judged, found.tolist(), strict=True)}
     candidates = [
-        [{"id": doc, "text": dataset.corpus[doc], "rank": rank} for rank, doc in enumerate(rankings[q][:depth], 1)]
-        for q in judged
+        [
+            {"id": doc, "text": dataset.corpus[doc], "rank": rank, "score": float(score)}
+            for rank, (doc, score) in enumerate(zip(rankings[q][:depth], scores[:depth], strict=True), 1)
+        ]
+        for q, scores in zip(judged, found_scores.tolist(), strict=True)
     ]
     reranked = rerank_hits(
         rerank, [dataset.queries[q] for q in judged], candidates, batch_size=batch_size,
-        show_progress_bar=show_progress_bar,
+        show_progress_bar=show_progress_bar, first_stage_weight=first_stage_weight,
     )  # fmt: skip
     second = {q: [hit["id"] for hit in hits] + rankings[q][depth:] for q, hits in zip(judged, reranked, strict=True)}
     metrics = retrieval_metrics(rankings, dataset.qrels, ks, percent=percent)

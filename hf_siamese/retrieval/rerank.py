@@ -4,6 +4,12 @@ Any object with `predict(pairs, batch_size=..., show_progress_bar=...) -> one sc
 (`hf_siamese.cross_encoder.CrossEncoder`, or sentence-transformers' `CrossEncoder`); retrieval/ does not import the
 cross-encoder package, it only calls `predict`. `VectorIndex.search(..., rerank=, rerank_top=)` and
 `evaluate_retrieval(..., rerank=, rerank_top=)` use it; `rerank_hits` works on any first stage's hits.
+
+Score fusion: with a `first_stage_weight` w > 0 (given, or the reranker's own `first_stage_weight`, which
+`hf-siamese train-reranker` chooses on held-out queries and saves in the cross-encoder's config.json), the hits are
+ordered by `(1 - w) * z(reranker score) + w * z(first-stage score)`, each standardized over the query's hits. A
+reranker trained on a few hundred queries is a noisy judge on its own; fused with the first stage it keeps what the
+first stage already ranks well (on SciFact: benchmarks/RESULTS.md, bench_cross_encoder_scifact).
 """
 
 from __future__ import annotations
@@ -28,6 +34,38 @@ def check_reranker(reranker: Any) -> None:
             f"rerank: expected a cross-encoder (an object with .predict(pairs) -> one score per pair), got "
             f"{type(reranker).__name__}; load one with hf_siamese.cross_encoder.CrossEncoder.from_pretrained(DIR)"
         )
+
+
+def check_first_stage_weight(value: Any) -> float:
+    """`value` as a float in [0, 1], or `ValueError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating) or not 0 <= value <= 1:
+        raise ValueError(
+            f"first_stage_weight={value!r}: expected a number in [0, 1] (0: the reranker's order alone, 1: the first "
+            "stage's order)"
+        )
+    return float(value)
+
+
+def first_stage_weight_of(reranker: Any, given: Any = None) -> float:
+    """The fusion weight to use: `given`, else the reranker's own `first_stage_weight` (0 when it has none)."""
+    return check_first_stage_weight(given if given is not None else getattr(reranker, "first_stage_weight", 0.0) or 0.0)
+
+
+def _standardized(values: np.ndarray) -> np.ndarray:
+    spread = values.std()
+    return (values - values.mean()) / spread if spread > 0 else np.zeros_like(values)
+
+
+def fuse_scores(reranker_scores: Any, first_stage_scores: Any, first_stage_weight: float) -> np.ndarray:
+    """One query's fused scores: `(1 - w) * z(reranker) + w * z(first stage)`, z standardizing over the query's
+    candidates (mean 0, standard deviation 1; a list of equal scores gives zeros), so the two scales meet."""
+    reranker_scores = np.asarray(reranker_scores, dtype=np.float64)
+    if first_stage_weight == 0:
+        return reranker_scores
+    first = np.asarray(first_stage_scores, dtype=np.float64)
+    if first.shape != reranker_scores.shape:
+        raise ValueError(f"fuse_scores: {first.shape[0]} first-stage scores for {reranker_scores.shape[0]} candidates")
+    return (1 - first_stage_weight) * _standardized(reranker_scores) + first_stage_weight * _standardized(first)
 
 
 def check_rerank(reranker: Any, rerank_top: Any, top_k: int, available: int | None = None) -> int:
@@ -57,8 +95,10 @@ def rerank_hits(
     top_k: int | None = None,
     batch_size: int = 32,
     show_progress_bar: bool = False,
+    first_stage_weight: float | None = None,
 ) -> list[list[dict[str, Any]]]:
-    """Re-sort each query's first-stage `hits` by the reranker's score of (query, hit text).
+    """Re-sort each query's first-stage `hits` by the reranker's score of (query, hit text), fused with the hits'
+    first-stage scores when the fusion weight is above 0.
 
     Args:
         reranker: an object with `predict(pairs, batch_size=, show_progress_bar=)` returning one score per pair.
@@ -67,14 +107,18 @@ def rerank_hits(
             `"rank"`, as `VectorIndex.search` returns them).
         top_k: hits kept per query after reranking (default: all).
         batch_size, show_progress_bar: passed to `predict`.
+        first_stage_weight: w in [0, 1] of `fuse_scores`; default: the reranker's `first_stage_weight` (0 when it
+            has none: the reranker's order alone). Above 0 every hit needs its first-stage `"score"`.
 
     Returns:
-        Per query, copies of its hits best first by the reranker: `"score"` and `"rank"` (1, 2, ...) are the
-        reranker's; `"first_stage_score"` (when the hit had a score) and `"first_stage_rank"` (its rank, or its
-        1-based position) are the first stage's. Equal reranker scores keep the first stage's order. All queries'
-        pairs go to ONE `predict` call, each distinct pair once, so a cross-encoder sorts its batches across queries.
+        Per query, copies of its hits best first: `"score"` (the fused score, or the reranker's when w is 0) and
+        `"rank"` (1, 2, ...) are the two stages'; `"reranker_score"` (when fused) the reranker's; `"first_stage_score"`
+        (when the hit had a score) and `"first_stage_rank"` (its rank, or its 1-based position) are the first
+        stage's. Equal scores keep the first stage's order. All queries' pairs go to ONE `predict` call, each distinct
+        pair once, so a cross-encoder sorts its batches across queries.
     """
     check_reranker(reranker)
+    weight = first_stage_weight_of(reranker, first_stage_weight)
     queries = [queries] if isinstance(queries, str) else list(queries)
     if isinstance(hits, str | bytes) or not isinstance(hits, Sequence) or len(hits) != len(queries):
         count = len(hits) if isinstance(hits, Sequence) else type(hits).__name__
@@ -87,6 +131,13 @@ def rerank_hits(
         for position, hit in enumerate(found):
             if not isinstance(hit, dict) or not isinstance(hit.get("text"), str):
                 raise ValueError(f"hits[{row}][{position}] has no text (a str): {hit!r:.80}")
+            score = hit.get("score")
+            if weight > 0 and (isinstance(score, bool) or not isinstance(score, int | float | np.number)):
+                raise ValueError(
+                    f"hits[{row}][{position}] has no first-stage 'score' (a number): {hit!r:.80}; fusing with "
+                    f"first_stage_weight={weight} needs one per hit (pass first_stage_weight=0 to rank by the "
+                    "reranker alone)"
+                )
             pairs.append((query, hit["text"]))
     unique = list(dict.fromkeys(pairs))
     scores = np.zeros(0, dtype=np.float32)
@@ -103,16 +154,27 @@ def rerank_hits(
     results = []
     for query, found in zip(queries, hits, strict=True):
         found_scores = scores[[where[(query, hit["text"])] for hit in found]] if found else scores[:0]
-        order = np.argsort(-found_scores, kind="stable")[:keep]
+        final = fuse_scores(found_scores, [hit.get("score") for hit in found], weight) if weight > 0 else found_scores
+        order = np.argsort(-final, kind="stable")[:keep]
         reranked = []
         for rank, position in enumerate(order.tolist(), start=1):
             hit = found[position]
             first = {"first_stage_rank": hit.get("rank", position + 1)}
             if "score" in hit:
                 first["first_stage_score"] = hit["score"]
-            reranked.append({**hit, "score": float(found_scores[position]), "rank": rank, **first})
+            if weight > 0:
+                first["reranker_score"] = float(found_scores[position])
+            reranked.append({**hit, "score": float(final[position]), "rank": rank, **first})
         results.append(reranked)
     return results
 
 
-__all__ = ["RERANK_TOP", "check_rerank", "check_reranker", "rerank_hits"]
+__all__ = [
+    "RERANK_TOP",
+    "check_first_stage_weight",
+    "check_rerank",
+    "check_reranker",
+    "first_stage_weight_of",
+    "fuse_scores",
+    "rerank_hits",
+]

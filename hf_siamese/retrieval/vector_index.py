@@ -375,13 +375,16 @@ class VectorIndex:
         batch_size: int = 32,
         rerank: Any = None,
         rerank_top: int = RERANK_TOP,
+        first_stage_weight: float | None = None,
     ) -> list[list[dict[str, Any]]]:
         """Embed `queries` with `model` (checked against the index) and return, per query, the `top_k` best hits
         `{"id", "text", "score", "rank"}`, best first. `prompt_name` / `prompt` as in `model.encode`. With `rerank`
         (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index holds: all, with a
         warning) best hits are re-scored on (query, text) pairs in one call, `batch_size` pairs at a time, and the
-        `top_k` best returned (`rerank.rerank_hits`): `"score"` / `"rank"` the reranker's, `"first_stage_score"` /
-        `"first_stage_rank"` the index's."""
+        `top_k` best returned (`rerank.rerank_hits`): `"score"` / `"rank"` the two stages', `"reranker_score"` the
+        reranker's, `"first_stage_score"` / `"first_stage_rank"` the index's. `first_stage_weight` (default: the
+        reranker's own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores
+        (`rerank.fuse_scores`)."""
         top_k = check_top_k(top_k)
         depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(self))
         self.check_model(model)
@@ -390,7 +393,9 @@ class VectorIndex:
             queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
         )
         hits = self.search_embeddings(embeddings, depth)
-        return hits if rerank is None else rerank_hits(rerank, queries, hits, top_k, batch_size)
+        if rerank is None:
+            return hits
+        return rerank_hits(rerank, queries, hits, top_k, batch_size, first_stage_weight=first_stage_weight)
 
     def search_embeddings(self, query_embeddings: Any, top_k: int = 10) -> list[list[dict[str, Any]]]:
         """Hits for precomputed query vectors `(n, dim)` (numpy or torch; one `(dim,)` vector is one query)."""

@@ -4,6 +4,8 @@ dev reranking printed before and after, the saved cross-encoder loadable; pairs 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -54,16 +56,22 @@ def _run(argv: list, capsys) -> tuple[int, str, str]:
 
 
 TRAIN = ["--negatives", "2", "--random-negatives", "1", "--batch-size", "8", "--lr", "1e-3", "--max-length", "48"]
+TRAIN += ["--range-min", "0"]  # the tiny corpus has no rank 10
 
 
 def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, capsys, tiny_tokenizer):
     out = tmp_path / "reranker"
     code, stdout, stderr = _run(["train-reranker", files / "beir", "--model", files / "bi", "-o", out, *TRAIN], capsys)
     assert code == 0, stderr
-    assert "training rows: 16 (query, document, label)" in stdout  # 4 pairs x (1 positive + 2 hard + 1 random)
+    # the default loss (lambda) reads tuples: 4 pairs x (positive, 2 hard + 1 random negatives)
+    assert "training rows: 4 (query, positive, negative_1, negative_2, negative_3)" in stdout
     assert "before training (dev, top 100): first stage nDCG@10" in stdout
     assert "best epoch (dev, top 100)" in stdout and "change" in stdout
+    chosen = re.search(r"first-stage weight (\d\.\d) \(dev\): nDCG@10", stdout)
+    assert chosen, stdout
     reranker = CrossEncoder.from_pretrained(out)
+    assert reranker.first_stage_weight == pytest.approx(float(chosen.group(1)))
+    assert json.loads((out / "config.json").read_text())["first_stage_weight"] == reranker.first_stage_weight
     assert reranker.num_labels == 1 and reranker.max_length == 48
     assert reranker.predict(("music", CORPUS[0])).shape == ()
     assert reranker.tokenizer.get_vocab() == tiny_tokenizer.get_vocab()
@@ -71,7 +79,21 @@ def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, caps
     print(stdout)
 
 
-@pytest.mark.parametrize("loss", ["mnr", "lambda"])
+def test_beir_folder_without_dev_lends_training_queries(files, tmp_path, capsys):
+    beir = tmp_path / "beir"
+    shutil.copytree(files / "beir", beir)
+    (beir / "qrels" / "dev.tsv").unlink()
+    out = tmp_path / "reranker"
+    argv = ["train-reranker", beir, "--model", files / "bi", "-o", out, *TRAIN, "--loss", "bce", "--dev-share", "0.5"]
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    # q1..q3 train: 2 held out (int(3 * 0.5) = 1 query; q1 has 2 pairs): 2 or 3 pairs left x 4 rows each
+    assert re.search(r"training rows: (8|12) \(query, document, label\)", stdout), stdout
+    assert "before training (1 held-out train queries, top 100)" in stdout
+    assert "first-stage weight" in stdout and "(1 held-out train queries)" in stdout
+
+
+@pytest.mark.parametrize("loss", ["mnr", "lambda", "plistmle"])
 def test_tuple_losses_continue_a_cross_encoder(files, tmp_path, capsys, loss):
     out = tmp_path / "reranker"
     argv = ["train-reranker", files / "beir", "--model", files / "ce", "--first-stage", files / "bi", "-o", out]
@@ -89,7 +111,7 @@ def test_pairs_file_with_random_negatives_only(files, tmp_path, capsys):
         [*argv, "--random-negatives", "1", "--corpus", files / "beir" / "corpus.jsonl", "-o", out], capsys
     )
     assert code == 0, stderr
-    assert "training rows: 4 (query, document, label)" in stdout
+    assert "training rows: 2 (query, positive, negative_1)" in stdout  # the default loss (lambda) reads tuples
     assert (out / "model.safetensors").is_file()
 
 
@@ -107,6 +129,7 @@ def test_pairs_file_with_random_negatives_only(files, tmp_path, capsys):
         (["{beir}", "--model", "{bi}", "--first-stage", "{ce}"], "--first-stage {ce}:"),
         (["{beir}", "--loss", "mnr", "--pos-weight", "5"], "--pos-weight applies to --loss bce"),
         (["{root}/labelled.jsonl", "--model", "{ce}", "--loss", "lambda"], "labelled (query, document, label) pairs"),
+        (["{beir}", "--dev-share", "1.5"], "--dev-share 1.5: expected a share in [0, 1)"),
     ],
 )
 def test_bad_input_is_one_line(files, tmp_path, capsys, extra, message):
