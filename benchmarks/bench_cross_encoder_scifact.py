@@ -38,7 +38,7 @@ DEV_SHARE = 0.2  # train-reranker's default --dev-share: held-out train claims c
 DEV_DEPTH = 100  # first-stage candidates per held-out claim
 RECIPES = {
     # train-reranker's default (chosen on train claims: ce_scifact_trial.py)
-    "default": {"loss": "lambda", "hard": 5, "random": 2, "epochs": 1, "batch_size": 4, "lr": 1e-4},
+    "default": {"loss": "plistmle", "hard": 5, "random": 2, "epochs": 1, "batch_size": 4, "lr": 1e-4},
     # the issue's sentence-transformers recipe: BCE pos_weight 5, 5 hard negatives, 1 epoch
     "issue": {"loss": "bce", "pos_weight": 5.0, "hard": 5, "random": 0, "epochs": 1, "batch_size": 16, "lr": 2e-5},
 }
@@ -82,8 +82,8 @@ def train_theirs(recipe: dict, rows: dict, start: str, work: str, bf16: bool):
         pos_weight = torch.tensor(recipe["pos_weight"]) if recipe.get("pos_weight") else None
         loss = losses.BinaryCrossEntropyLoss(model, pos_weight=pos_weight)
         data = Dataset.from_dict(rows)
-    elif recipe["loss"] == "lambda":
-        loss = losses.LambdaLoss(model)
+    elif recipe["loss"] in ("lambda", "plistmle"):
+        loss = losses.LambdaLoss(model) if recipe["loss"] == "lambda" else losses.PListMLELoss(model)
         negatives = [c for c in rows if c.startswith("negative_")]
         data = Dataset.from_dict({
             "query": rows["query"],

@@ -3,7 +3,7 @@ mined by a bi-encoder (the first stage) and random ones, evaluated each epoch by
 `--rerank-top` on the folder's dev split (or held-out training queries; the best epoch kept), the first stage's
 fusion weight chosen on those queries, and saved with `CrossEncoder.save_pretrained`.
 
-The default recipe (LambdaLoss over a positive, 5 hard negatives from the first stage's ranks 10-50 and 2 random
+The default recipe (PListMLE over a positive, 5 hard negatives from the first stage's ranks 10-50 and 2 random
 ones, lr 1e-4, 4 tuples a batch, 1 epoch) was chosen on SciFact TRAIN claims (benchmarks/ce_scifact_trial.py;
 RESULTS.md, bench_cross_encoder_scifact)."""
 
@@ -84,7 +84,7 @@ def add_train_reranker_command(commands: Any) -> None:
     run.add_argument(
         "--loss",
         choices=RERANKER_LOSSES,
-        help="lambda (the default), plistmle, mnr (tuples), bce (pairs; the default for a file of labelled pairs)",
+        help="plistmle (the default), lambda, mnr (tuples), bce (pairs; the default for a file of labelled pairs)",
     )
     run.add_argument("--pos-weight", type=positive_float, help="bce: weight of the positive pairs (default: 1)")
     run.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
@@ -228,7 +228,7 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     held_out = _held_out_queries(args)
     rows, corpus, labelled = _read_training_pairs(args, held_out)
     if args.loss is None:
-        args.loss = "bce" if labelled or args.pos_weight is not None else "lambda"
+        args.loss = "bce" if labelled or args.pos_weight is not None else "plistmle"
     if not labelled and args.negatives + args.random_negatives == 0:
         raise ValueError(
             f"--negatives 0 --random-negatives 0: --loss {args.loss} needs at least one negative per pair "

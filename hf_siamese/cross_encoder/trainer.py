@@ -24,9 +24,8 @@ from .losses import (
     BinaryCrossEntropyLoss,
     CrossEncoderLoss,
     CrossEntropyLoss,
-    LambdaLoss,
     MSELoss,
-    MultipleNegativesRankingLoss,
+    PListMLELoss,
     get_loss,
 )
 from .trainer_evaluation import CrossEncoderEvaluationMixin
@@ -50,7 +49,7 @@ class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
         loss: a `CrossEncoderLoss` or a name (`bce`, `mnr`, `lambda`, `plistmle`, `margin_mse`, `mse`, `ce`). Default
             from the train data: pairs with float labels in [0, 1] (or 0/1) -> `BinaryCrossEntropyLoss`, with other
             floats -> `MSELoss`, with class labels and `num_labels > 1` -> `CrossEntropyLoss`; tuples (query, positive,
-            negatives) -> `MultipleNegativesRankingLoss`; lists (query, documents, scores) -> `LambdaLoss`.
+            negatives) and lists (query, documents, scores) -> `PListMLELoss`.
         data_collator: defaults to `CrossEncoderCollator(processing_class)` (`label2id` from the model config).
         head_learning_rate: learning rate of the classification head (`model.classifier` for BERT, see
             `HEAD_ATTRIBUTES`); a freshly initialized head often wants a higher one than the encoder. None (default):
@@ -138,10 +137,8 @@ class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
         layout = collator.layout(list(rows[0]), rows[0])
         shape = layout.shape
         chosen: CrossEncoderLoss
-        if shape == TUPLES:
-            chosen = MultipleNegativesRankingLoss()
-        elif shape == LISTS:
-            chosen = LambdaLoss()
+        if shape in (TUPLES, LISTS):  # PListMLE ranked SciFact better than LambdaLoss (README, training rerankers)
+            chosen = PListMLELoss()
         elif num_labels > 1:
             chosen = CrossEntropyLoss()
         else:

@@ -63,7 +63,7 @@ def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, caps
     out = tmp_path / "reranker"
     code, stdout, stderr = _run(["train-reranker", files / "beir", "--model", files / "bi", "-o", out, *TRAIN], capsys)
     assert code == 0, stderr
-    # the default loss (lambda) reads tuples: 4 pairs x (positive, 2 hard + 1 random negatives)
+    # the default loss (plistmle) reads tuples: 4 pairs x (positive, 2 hard + 1 random negatives)
     assert "training rows: 4 (query, positive, negative_1, negative_2, negative_3)" in stdout
     assert "before training (dev, top 100): first stage nDCG@10" in stdout
     assert "best epoch (dev, top 100)" in stdout and "change" in stdout
@@ -111,7 +111,7 @@ def test_pairs_file_with_random_negatives_only(files, tmp_path, capsys):
         [*argv, "--random-negatives", "1", "--corpus", files / "beir" / "corpus.jsonl", "-o", out], capsys
     )
     assert code == 0, stderr
-    assert "training rows: 2 (query, positive, negative_1)" in stdout  # the default loss (lambda) reads tuples
+    assert "training rows: 2 (query, positive, negative_1)" in stdout  # the default loss (plistmle) reads tuples
     assert (out / "model.safetensors").is_file()
 
 
