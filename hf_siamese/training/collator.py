@@ -138,10 +138,21 @@ class SiamesePairCollator:
         return batch
 
     def labels_to_tensor(self, labels: Sequence[Any], column: str, where: Callable[[int], str]) -> torch.Tensor:
-        """Float scores -> float32; ints or strings (mapped through `label2id`) -> int64.
+        """Float scores -> float32; ints or strings (mapped through `label2id`) -> int64; lists of numbers (one per
+        negative, e.g. a teacher's margins), all of one length -> float32 `(batch, k)`.
 
         `where(i)` names row `i` in error messages.
         """
+        if labels and all(isinstance(x, (list, tuple)) for x in labels):
+            width = len(labels[0])
+            for index, value in enumerate(labels):
+                numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+                if len(value) != width or width == 0 or not numbers or not all(math.isfinite(v) for v in value):
+                    raise ValueError(
+                        f"{where(index)}: label {value!r:.80} in column {column!r}: expected a list of {width or 1}+ "
+                        "finite numbers, as long as row 0's"
+                    )
+            return torch.tensor([[float(v) for v in value] for value in labels], dtype=torch.float32)
         if all(isinstance(x, str) for x in labels):
             if self.label2id is None:
                 raise ValueError(
@@ -210,7 +221,7 @@ def check_dataset(
             low, high = score_range
             bad = ((tensor < low) | (tensor > high)).nonzero()
             if len(bad):
-                index = int(bad[0])
+                index = int(bad[0][0])
                 raise ValueError(
                     f"{name} row {index}: score {labels[index]!r} in column {layout.label!r} is outside the "
                     f"score range [{low}, {high}] given to the loss."

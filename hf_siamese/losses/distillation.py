@@ -1,0 +1,71 @@
+"""Learning from a teacher's scores: MarginMSE (Hofstätter et al. 2020, the loss GPL trains with)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .base import SiameseLoss
+
+SIMILARITIES = ("dot", "cosine")
+
+
+class MarginMSELoss(SiameseLoss):
+    """The student's score margins between a query's positive and each of its negatives regress on the teacher's.
+
+    Rows: `anchor, positive, negative` (or `negative_1..k`) and a `label` column with the teacher's view of the row:
+    one margin `t(q, p) - t(q, n)` for one negative, `k` margins `[t(q, p) - t(q, n_j)]`, or the `1 + k` scores
+    `[t(q, p), t(q, n_1), ..., t(q, n_k)]` (the length says which). With `s` the student's similarity of the query and
+    a document (`similarity`: the dot product, as GPL and the paper use, or the cosine),
+
+        loss = mean over rows i and negatives j of ((s(q_i, p_i) - s(q_i, n_ij)) - margin_ij) ** 2
+
+    Only differences are learned, so the teacher's scores may sit on any scale (a cross-encoder's logits, say): the
+    student keeps its own offset. Teacher margins come from `CrossEncoder.predict(..., activation=False)` on the
+    (query, positive) and (query, negative) pairs.
+
+    Args:
+        similarity: `"dot"` (default) or `"cosine"`.
+    """
+
+    label_kind = "score"
+    num_texts = None
+
+    def __init__(self, similarity: str = "dot") -> None:
+        super().__init__()
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"MarginMSELoss: similarity={similarity!r}; accepted: {list(SIMILARITIES)}")
+        self.similarity = similarity
+
+    def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
+        embeddings = output.sentence_embedding
+        if embeddings.dim() != 3 or embeddings.shape[1] < 3:
+            raise ValueError(
+                "MarginMSELoss needs (anchor, positive, negative[, negative_2, ...]) rows: sentence_embedding of "
+                f"shape (batch, 3+, hidden), got {tuple(embeddings.shape)}."
+            )
+        labels = self._need_labels(labels, "MarginMSELoss", "teacher margin (or score)")
+        query, documents = embeddings[:, 0], embeddings[:, 1:]
+        if self.similarity == "cosine":
+            query, documents = F.normalize(query, dim=-1), F.normalize(documents, dim=-1)
+        scores = torch.einsum("bh,bkh->bk", query.float(), documents.float())
+        margins = scores[:, :1] - scores[:, 1:]
+        return F.mse_loss(margins, teacher_margins(labels.float(), margins.shape))
+
+
+def teacher_margins(labels: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """The teacher's margins `(batch, k)` from labels of shape `(batch,)` (k = 1), `(batch, k)` (margins) or
+    `(batch, k + 1)` (scores, positive first)."""
+    batch, k = shape
+    if labels.dim() == 1:
+        labels = labels[:, None]
+    if labels.shape == (batch, k):
+        return labels
+    if labels.shape == (batch, k + 1):
+        return labels[:, :1] - labels[:, 1:]
+    raise ValueError(
+        f"MarginMSELoss: rows with {k} negative(s) need {k} teacher margin(s) or {k + 1} scores per row; the labels "
+        f"have shape {tuple(labels.shape)}"
+    )

@@ -1,0 +1,123 @@
+"""MarginMSE for the bi-encoder: the value and float64 gradient against the formula written out (one negative with a
+scalar margin, k negatives with k margins or 1 + k scores, dot and cosine), list labels through the collator, a few
+SiameseTrainer steps, and the bad inputs named."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import make_tiny_model
+from datasets import Dataset
+from transformers import TrainingArguments
+
+from hf_siamese import SiamesePairCollator, SiameseTrainer, losses
+
+
+def output(embeddings: torch.Tensor) -> SimpleNamespace:
+    return SimpleNamespace(sentence_embedding=embeddings)
+
+
+def dot(a, b) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def cos(a, b) -> float:
+    return dot(a, b) / math.sqrt(dot(a, a) * dot(b, b))
+
+
+ROWS = [
+    [[1.0, 0.0, 2.0], [0.5, 1.0, 1.0], [2.0, -1.0, 0.0], [0.0, 1.0, -1.0]],
+    [[0.0, 1.0, 1.0], [1.0, 1.0, 0.0], [-1.0, 0.5, 2.0], [1.0, 0.0, 1.0]],
+]
+
+
+def by_hand(similarity, margins: list[list[float]]) -> float:
+    terms = []
+    for (q, p, *negatives), row_margins in zip(ROWS, margins, strict=True):
+        for n, m in zip(negatives, row_margins, strict=True):
+            terms.append((similarity(q, p) - similarity(q, n) - m) ** 2)
+    return sum(terms) / len(terms)
+
+
+@pytest.mark.parametrize(("similarity", "function"), [("dot", dot), ("cosine", cos)])
+def test_margin_mse_by_hand_with_k_margins_or_scores(similarity, function):
+    loss = losses.MarginMSELoss(similarity=similarity)
+    margins = [[0.5, -1.0], [2.0, 0.25]]
+    embeddings = torch.tensor(ROWS, dtype=torch.float64, requires_grad=True)
+    value = loss(output(embeddings), torch.tensor(margins, dtype=torch.float64))
+    assert float(value) == pytest.approx(by_hand(function, margins), rel=1e-6)
+    scores = [[3.0, 2.5, 4.0], [1.0, -1.0, 0.75]]  # positive first: margins [0.5, -1.0], [2.0, 0.25]
+    assert float(loss(output(embeddings), torch.tensor(scores))) == pytest.approx(float(value), rel=1e-6)
+    # the gradient of the loss against a finite-difference one of the formula (float64)
+    (gradient,) = torch.autograd.grad(value, embeddings)
+    step = 1e-6
+    for index in [(0, 0, 0), (0, 2, 1), (1, 1, 2), (1, 3, 0)]:
+        shifted = [[list(vector) for vector in row] for row in ROWS]
+        shifted[index[0]][index[1]][index[2]] += step
+        rows, ROWS[:] = list(ROWS), shifted
+        try:
+            ahead = by_hand(function, margins)
+        finally:
+            ROWS[:] = rows
+        numeric = (ahead - by_hand(function, margins)) / step
+        assert float(gradient[index]) == pytest.approx(numeric, rel=1e-3, abs=1e-5)
+
+
+def test_one_negative_takes_a_scalar_margin():
+    embeddings = torch.tensor([row[:3] for row in ROWS])
+    value = losses.MarginMSELoss()(output(embeddings), torch.tensor([0.5, 2.0]))
+    expected = sum((dot(q, p) - dot(q, n) - m) ** 2 for (q, p, n, _), m in zip(ROWS, [0.5, 2.0], strict=True)) / 2
+    assert float(value) == pytest.approx(expected, rel=1e-6)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match=r"similarity='euclid'; accepted: \['dot', 'cosine'\]"):
+        losses.MarginMSELoss(similarity="euclid")
+    loss = losses.MarginMSELoss()
+    with pytest.raises(ValueError, match=r"needs \(anchor, positive, negative"):
+        loss(output(torch.zeros(2, 2, 3)), torch.zeros(2))
+    with pytest.raises(ValueError, match=r"2 negative\(s\) need 2 teacher margin\(s\) or 3 scores per row"):
+        loss(output(torch.zeros(2, 4, 3)), torch.zeros(2, 5))
+    with pytest.raises(ValueError, match="needs teacher margin"):
+        loss(output(torch.zeros(2, 4, 3)), None)
+    assert isinstance(losses.get_loss("margin_mse"), losses.MarginMSELoss)
+
+
+def rows(n: int = 8) -> Dataset:
+    words = ["a dog runs", "music plays", "the market fell", "soup is hot", "cats sleep", "rain falls"]
+    return Dataset.from_dict(
+        {
+            "anchor": [words[i % 6] for i in range(n)],
+            "positive": [words[(i + 1) % 6] for i in range(n)],
+            "negative_1": [words[(i + 2) % 6] for i in range(n)],
+            "negative_2": [words[(i + 3) % 6] for i in range(n)],
+            "label": [[float(i % 3), 0.5 * i] for i in range(n)],
+        }
+    )
+
+
+def test_list_labels_through_the_collator_and_bad_lengths(tiny_tokenizer):
+    collator = SiamesePairCollator(tiny_tokenizer)
+    batch = collator(rows(3).to_list())
+    assert batch["input_ids"].shape[:2] == (3, 4) and batch["labels"].shape == (3, 2)
+    assert batch["labels"].dtype == torch.float32
+    bad = rows(3).to_list()
+    bad[1]["label"] = [1.0]
+    with pytest.raises(ValueError, match=r"row 1: label \[1.0\] in column 'label': expected a list of 2\+ finite"):
+        collator(bad)
+
+
+def test_trainer_steps_with_margin_mse(tmp_path, tiny_tokenizer):
+    args = TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=4, max_steps=2, learning_rate=1e-3, use_cpu=True,
+        report_to=[], logging_steps=1, save_strategy="no", disable_tqdm=True,
+    )  # fmt: skip
+    trainer = SiameseTrainer(
+        model=make_tiny_model(), args=args, train_dataset=rows(), processing_class=tiny_tokenizer, loss="margin_mse"
+    )
+    trainer.train()
+    logged = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(logged) == 2 and all(math.isfinite(value) for value in logged)
