@@ -1,0 +1,98 @@
+"""Smaller students: a bi-encoder built from a teacher by keeping some of its encoder layers.
+
+Reimers & Gurevych (2020, the multilingual-distillation paper) start a student with 4 of a 12-layer teacher's layers
+and distill it with MSE on the teacher's embeddings; it kept 99.4% of STSb at 2.3x the speed. `student_from_teacher`
+builds that start: the teacher's configuration with fewer layers, its embeddings, the chosen layers (in the order
+given), its pooling, projections, normalization, head and tokenizer, so the student embeds like the teacher from the
+first step and distillation only has to close the gap the dropped layers leave.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from torch import nn
+
+
+def _layer_stack(encoder: nn.Module, count: int) -> str:
+    """The name of the encoder's `nn.ModuleList` of `count` transformer layers (`encoder.layer` in BERT and RoBERTa,
+    `transformer.layer` in DistilBERT, ...)."""
+    found = [
+        name for name, module in encoder.named_modules() if isinstance(module, nn.ModuleList) and len(module) == count
+    ]
+    if len(found) != 1:
+        raise ValueError(
+            f"student_from_teacher: cannot tell the encoder's layer stack ({type(encoder).__name__}: "
+            f"{len(found)} module lists of {count} layers: {found[:3]}); only encoders with one stack of "
+            "num_hidden_layers layers are supported"
+        )
+    return found[0]
+
+
+def check_layers(layers: Any, count: int) -> list[int]:
+    """`layers` as a list of distinct layer indices of a `count`-layer teacher, or a `ValueError` naming them."""
+    if isinstance(layers, str) or not isinstance(layers, Sequence) or not layers:
+        raise ValueError(
+            f"layers={layers!r}: expected a non-empty list of the teacher's layer indices (0..{count - 1})"
+        )
+    bad = [value for value in layers if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count]
+    if bad:
+        raise ValueError(
+            f"layers={list(layers)!r}: {bad} not layer indices of a {count}-layer teacher (0..{count - 1})"
+        )
+    if len(set(layers)) != len(layers):
+        raise ValueError(f"layers={list(layers)!r}: a layer is named twice")
+    return list(layers)
+
+
+def spread_layers(count: int, keep: int) -> list[int]:
+    """`keep` of `count` layers spread evenly, first and last included (4 of 12: 0, 4, 7, 11)."""
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= count:
+        raise ValueError(f"keep={keep!r}: expected an int from 1 to the teacher's {count} layers")
+    if keep == 1:
+        return [0]
+    return sorted({round(i * (count - 1) / (keep - 1)) for i in range(keep)})
+
+
+def student_from_teacher(teacher: Any, layers: Sequence[int] | int) -> Any:
+    """A `SiameseBertModel` with the teacher's weights but only `layers` of its encoder layers.
+
+    Args:
+        teacher: a `SiameseBertModel`.
+        layers: the teacher's layer indices to keep, in order (e.g. `[0, 2, 4]`), or a count of layers to keep
+            spread evenly (`spread_layers`).
+
+    Returns:
+        The student, in eval mode, with `config.encoder_config.num_hidden_layers == len(layers)` and the teacher's
+        tokenizer (when it has one). Everything but the dropped layers is copied.
+    """
+    from ..modeling.modeling_siamese import SiameseBertModel
+
+    if not isinstance(teacher, SiameseBertModel):
+        raise ValueError(f"student_from_teacher: teacher is {type(teacher).__name__}; expected a SiameseBertModel")
+    count = int(teacher.config.encoder_config.num_hidden_layers)
+    if isinstance(layers, int) and not isinstance(layers, bool):
+        layers = spread_layers(count, layers)
+    layers = check_layers(layers, count)
+    stack = _layer_stack(teacher.encoder, count)
+    config = copy.deepcopy(teacher.config)
+    config.encoder_config.num_hidden_layers = len(layers)
+    student = SiameseBertModel(config)
+    teacher_state = teacher.state_dict()
+    prefix = f"encoder.{stack}."
+    state = {}
+    for name in student.state_dict():
+        if name.startswith(prefix):
+            index, rest = name[len(prefix) :].split(".", 1)
+            name_in_teacher = f"{prefix}{layers[int(index)]}.{rest}"
+        else:
+            name_in_teacher = name
+        state[name] = teacher_state[name_in_teacher].clone()
+    student.load_state_dict(state)
+    student.tokenizer = teacher.tokenizer
+    return student.eval()
+
+
+__all__ = ["check_layers", "spread_layers", "student_from_teacher"]
