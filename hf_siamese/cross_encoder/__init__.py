@@ -17,6 +17,7 @@ from .export import export_cross_encoder
 from .exported import ExportedCrossEncoder
 from .model import CrossEncoder
 from .source import model_kind
+from .teacher import teacher_scores
 from .tokenization import tokenize_pairs
 from .trainer import CrossEncoderTrainer
 
@@ -34,5 +35,6 @@ __all__ = [
     "losses",
     "model_kind",
     "reranker_training_rows",
+    "teacher_scores",
     "tokenize_pairs",
 ]
