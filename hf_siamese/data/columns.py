@@ -18,10 +18,12 @@ PAIR_LAYOUTS: tuple[tuple[str, str], ...] = (
     ("anchor", "positive"),
 )
 LABEL_COLUMNS: tuple[str, ...] = ("score", "label", "labels", "similarity")
+# One text per row (with a label: a distillation target), when no pair layout matches.
+SINGLE_TEXT_COLUMNS: tuple[str, ...] = ("sentence", "text")
 ACCEPTED_LAYOUTS = (
     "scored pairs (sentence1, sentence2, score: float), labelled pairs (sentence1, sentence2 or premise, "
-    "hypothesis, with label: int or str), or ranking rows (anchor, positive[, negative, negative_2, ...]); "
-    "other names work with columns={'texts': [...], 'label': ...}"
+    "hypothesis, with label: int or str), ranking rows (anchor, positive[, negative, negative_2, ...]), or one "
+    "text with a target (sentence or text, with label); other names work with columns={'texts': [...], 'label': ...}"
 )
 
 
@@ -61,8 +63,8 @@ def detect_layout(
         missing = [c for c in (*texts, label) if c is not None and c not in names]
         if missing:
             raise ValueError(f"columns={columns!r} names {missing}, but the dataset has columns {names}.")
-        if len(texts) < 2:
-            raise ValueError(f"columns={columns!r}: need at least two text columns, got {list(texts)}.")
+        if not texts:
+            raise ValueError(f"columns={columns!r}: need at least one text column, got {list(texts)}.")
         return ColumnLayout(texts=texts, label=label)
 
     for first, second in PAIR_LAYOUTS:
@@ -73,4 +75,8 @@ def detect_layout(
                 texts += sorted(negatives, key=lambda c: (c != "negative", c))
             label = next((c for c in LABEL_COLUMNS if c in names), None)
             return ColumnLayout(texts=tuple(texts), label=label)
+    single = next((c for c in SINGLE_TEXT_COLUMNS if c in names), None)
+    label = next((c for c in LABEL_COLUMNS if c in names), None)
+    if single is not None and label is not None:  # one text and its target (e.g. a teacher's embedding)
+        return ColumnLayout(texts=(single,), label=label)
     raise ValueError(f"Cannot read a dataset with columns {names}. Accepted layouts: {ACCEPTED_LAYOUTS}.")

@@ -17,12 +17,13 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 | `MultipleNegativesRankingLoss` | anchor, positive[, negatives] | none | positive pairs (+ hard negatives) |
 | `CachedMultipleNegativesRankingLoss` | the same | none | the same, with batches larger than memory allows |
 | `MarginMSELoss` | anchor, positive, negative(s) | teacher margins / scores | a cross-encoder teaches (GPL) |
+| `EmbeddingMSELoss` | sentence (or source, translation) | teacher embedding | a smaller / multilingual student |
 | `MatryoshkaLoss(base, dims)` | the base loss's | the base loss's | embeddings that still work cut to fewer dims |
 | `CombinedLoss({loss: weight})` | its losses' (which must agree) | the same | several objectives on one forward pass |
 
 By name (`get_loss`, `SiameseTrainer(loss=...)`): `cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
-`cached_mnr`, `margin_mse`, or a weighted sum of them such as `"cosent+angle"` (weights 1) or `"cosent+0.5*angle"`:
-a `CombinedLoss`.
+`cached_mnr`, `margin_mse`, `embedding_mse`, or a weighted sum of them such as `"cosent+angle"` (weights 1) or
+`"cosent+0.5*angle"`: a `CombinedLoss`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from .angle import AnglELoss, angle_similarity
 from .base import SiameseLoss
 from .cached import CachedMultipleNegativesRankingLoss  # noqa: I001 - after ranking, which it builds on
 from .combined import CombinedLoss, parse_loss_spec
-from .distillation import MarginMSELoss
+from .distillation import EmbeddingMSELoss, MarginMSELoss
 from .matryoshka import MatryoshkaLoss, truncated_output
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
 from .ranking import MultipleNegativesRankingLoss
@@ -48,13 +49,14 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "mnr": MultipleNegativesRankingLoss,
     "cached_mnr": CachedMultipleNegativesRankingLoss,
     "margin_mse": MarginMSELoss,
+    "embedding_mse": EmbeddingMSELoss,
 }
 
 
 def get_loss(loss: str | SiameseLoss, **kwargs: Any) -> SiameseLoss:
     """A loss object from itself, from its name (`cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
-    `cached_mnr`, `margin_mse`; `kwargs` go to its constructor), or from a weighted sum of names such as
-    `"cosent+0.5*angle"` (a `CombinedLoss`; each of `kwargs` goes to the losses whose constructor takes it)."""
+    `cached_mnr`, `margin_mse`, `embedding_mse`; `kwargs` go to its constructor), or from a weighted sum of names
+    such as `"cosent+0.5*angle"` (a `CombinedLoss`; each of `kwargs` goes to the losses whose constructor takes it)."""
     if isinstance(loss, SiameseLoss):
         return loss
     if isinstance(loss, str) and ("+" in loss or "*" in loss):
@@ -76,6 +78,7 @@ __all__ = [
     "SoftmaxLoss",
     "MultipleNegativesRankingLoss",
     "CachedMultipleNegativesRankingLoss",
+    "EmbeddingMSELoss",
     "MarginMSELoss",
     "MatryoshkaLoss",
     "CombinedLoss",

@@ -1,4 +1,5 @@
-"""Learning from a teacher's scores: MarginMSE (Hofstätter et al. 2020, the loss GPL trains with)."""
+"""Learning from a teacher: its score margins (MarginMSE, Hofstätter et al. 2020, the loss GPL trains with) or its
+embeddings (EmbeddingMSE, the multilingual-distillation paper's loss)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,37 @@ def teacher_margins(labels: torch.Tensor, shape: torch.Size) -> torch.Tensor:
         f"MarginMSELoss: rows with {k} negative(s) need {k} teacher margin(s) or {k + 1} scores per row; the labels "
         f"have shape {tuple(labels.shape)}"
     )
+
+
+class EmbeddingMSELoss(SiameseLoss):
+    """Every text of a row is embedded onto the row's target vector, a teacher's embedding (Reimers & Gurevych 2020).
+
+    Rows: one text (`sentence` or `text`) or several (`sentence1, sentence2`: a source sentence and its translation,
+    both mapped to the teacher's embedding of the source, the multilingual-distillation recipe) and a `label` column
+    holding the target vector (a list of floats; `hf_siamese.training.students.teacher_embeddings` writes it, projected
+    by PCA when the student is narrower than the teacher).
+
+        loss = mean over rows i, texts j and dimensions d of (student(text_ij)_d - target_id) ** 2
+    """
+
+    label_kind = "score"
+    num_texts = None
+
+    def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
+        embeddings = output.sentence_embedding
+        labels = self._need_labels(labels, "EmbeddingMSELoss", "target embedding (a list of floats per row)")
+        if embeddings.dim() == 2:
+            embeddings = embeddings[:, None]
+        if labels.dim() != 2 or labels.shape[0] != embeddings.shape[0]:
+            raise ValueError(
+                f"EmbeddingMSELoss needs one target vector per row: labels of shape ({embeddings.shape[0]}, width), "
+                f"got {tuple(labels.shape)}"
+            )
+        if labels.shape[1] != embeddings.shape[-1]:
+            raise ValueError(
+                f"EmbeddingMSELoss: the targets are {labels.shape[1]} wide, the student's embeddings "
+                f"{embeddings.shape[-1]}: write the targets with teacher_embeddings(..., dim={embeddings.shape[-1]}) "
+                "(a PCA projection of the teacher's), or give the student a projection to that width"
+            )
+        target = labels.float()[:, None, :].expand(-1, embeddings.shape[1], -1)
+        return F.mse_loss(embeddings.float(), target)

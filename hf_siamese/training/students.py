@@ -1,4 +1,5 @@
-"""Smaller students: a bi-encoder built from a teacher by keeping some of its encoder layers.
+"""Smaller students: a bi-encoder built from a teacher by keeping some of its encoder layers, and the teacher's
+embeddings (PCA-projected for a narrower student) as the targets it learns (`hf_siamese.losses.EmbeddingMSELoss`).
 
 Reimers & Gurevych (2020, the multilingual-distillation paper) start a student with 4 of a 12-layer teacher's layers
 and distill it with MSE on the teacher's embeddings; it kept 99.4% of STSb at 2.3x the speed. `student_from_teacher`
@@ -95,4 +96,69 @@ def student_from_teacher(teacher: Any, layers: Sequence[int] | int) -> Any:
     return student.eval()
 
 
-__all__ = ["check_layers", "spread_layers", "student_from_teacher"]
+def pca_projection(vectors: Any, dim: int) -> tuple[Any, Any]:
+    """(mean, components `(dim, width)`) of the principal components of `vectors` `(n, width)`: project with
+    `(vectors - mean) @ components.T`."""
+    import torch
+
+    vectors = torch.as_tensor(vectors, dtype=torch.float64)
+    width = vectors.shape[1]
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= min(width, len(vectors)):
+        raise ValueError(
+            f"dim={dim!r}: a PCA projection keeps 1 to {min(width, len(vectors))} dimensions here (teacher width "
+            f"{width}, {len(vectors)} texts)"
+        )
+    mean = vectors.mean(0)
+    _, _, right = torch.linalg.svd(vectors - mean, full_matrices=False)
+    return mean, right[:dim]
+
+
+def teacher_embeddings(
+    dataset: Any,
+    teacher: Any,
+    *,
+    source_column: str | None = None,
+    column: str = "label",
+    dim: int | None = None,
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
+) -> Any:
+    """`dataset` with the teacher's embedding of each row's `source_column` text (default: the first text column:
+    the source of a parallel pair) in `column`, the target of `EmbeddingMSELoss`. With `dim` below the teacher's
+    width, the embeddings are projected on their first `dim` principal components (fitted on these texts), so a
+    narrower student can learn them.
+
+    Args:
+        dataset: a `datasets.Dataset` with one text column (`sentence` / `text`) or parallel ones (`sentence1,
+            sentence2`: source, translation).
+        teacher: a `SiameseBertModel` (with its tokenizer).
+    """
+    from ..data.columns import detect_layout
+
+    names = list(getattr(dataset, "column_names", None) or [])
+    if not names:
+        raise ValueError(f"teacher_embeddings: expected a datasets.Dataset, got {type(dataset).__name__}")
+    if column in names:
+        raise ValueError(f"teacher_embeddings: the dataset already has a {column!r} column; name another with column=")
+    source = source_column or detect_layout([*names, column]).texts[0]
+    if source not in names:
+        raise ValueError(f"teacher_embeddings: source_column={source!r} is not a column (columns: {names})")
+    texts = list(dataset[source])
+    bad = next((row for row, text in enumerate(texts) if not isinstance(text, str)), None)
+    if bad is not None:
+        raise ValueError(f"teacher_embeddings: row {bad}: {source!r} holds {texts[bad]!r:.60}; expected a string")
+    if not callable(getattr(teacher, "encode", None)):
+        raise ValueError(f"teacher_embeddings: teacher is {type(teacher).__name__}; expected a SiameseBertModel")
+    unique = list(dict.fromkeys(texts))
+    vectors = teacher.encode(unique, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True)
+    import torch
+
+    vectors = torch.as_tensor(vectors, dtype=torch.float64)
+    if dim is not None and dim != vectors.shape[1]:
+        mean, components = pca_projection(vectors, dim)
+        vectors = (vectors - mean) @ components.T
+    where = {text: row for row, text in enumerate(unique)}
+    return dataset.add_column(column, vectors[[where[text] for text in texts]].float().tolist())
+
+
+__all__ = ["check_layers", "pca_projection", "spread_layers", "student_from_teacher", "teacher_embeddings"]

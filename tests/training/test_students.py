@@ -70,3 +70,83 @@ def test_bad_layers_are_named(layers, message):
 def test_the_teacher_must_be_a_bi_encoder():
     with pytest.raises(ValueError, match="teacher is Linear; expected a SiameseBertModel"):
         student_from_teacher(torch.nn.Linear(2, 2), [0])
+
+
+def sentences(n: int = 12) -> list[str]:
+    words = ["a dog runs", "music plays loud", "the market fell", "soup is hot", "cats sleep", "rain falls today"]
+    return [f"{words[i % 6]} {words[(i // 6) % 6]}" for i in range(n)]  # n <= 36 distinct texts
+
+
+def test_teacher_embeddings_full_width_and_pca(tiny_tokenizer):
+    from datasets import Dataset
+
+    from hf_siamese.training.students import pca_projection, teacher_embeddings
+
+    teacher = make_tiny_model()
+    teacher.tokenizer = tiny_tokenizer
+    texts = sentences()
+    rows = teacher_embeddings(Dataset.from_dict({"sentence": texts}), teacher)
+    expected = teacher.encode(texts, convert_to_numpy=True)
+    torch.testing.assert_close(torch.tensor(rows["label"]), torch.as_tensor(expected), rtol=1e-5, atol=1e-6)
+    narrow = teacher_embeddings(Dataset.from_dict({"sentence": texts}), teacher, dim=4)
+    mean, components = pca_projection(expected, 4)
+    manual = (torch.as_tensor(expected, dtype=torch.float64) - mean) @ components.T
+    torch.testing.assert_close(torch.tensor(narrow["label"], dtype=torch.float64), manual, rtol=1e-4, atol=1e-5)
+    # the first component carries the most variance
+    assert manual[:, 0].var() >= manual[:, 3].var()
+    parallel = teacher_embeddings(Dataset.from_dict({"sentence1": texts[:2], "sentence2": ["x y", "z"]}), teacher)
+    torch.testing.assert_close(torch.tensor(parallel["label"]), torch.as_tensor(expected[:2]), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="already has a 'label' column"):
+        teacher_embeddings(rows, teacher)
+    with pytest.raises(ValueError, match=r"dim=99: a PCA projection keeps 1 to 12 dimensions"):
+        teacher_embeddings(Dataset.from_dict({"sentence": texts}), teacher, dim=99)
+    with pytest.raises(ValueError, match="teacher is object; expected a SiameseBertModel"):
+        teacher_embeddings(Dataset.from_dict({"sentence": texts}), object())
+
+
+def test_embedding_mse_by_hand_and_widths():
+    from types import SimpleNamespace
+
+    from hf_siamese import losses
+
+    embeddings = torch.tensor([[[1.0, 2.0], [0.0, 1.0]], [[3.0, -1.0], [1.0, 1.0]]], requires_grad=True)
+    labels = torch.tensor([[1.0, 0.0], [2.0, 2.0]])
+    value = losses.EmbeddingMSELoss()(SimpleNamespace(sentence_embedding=embeddings), labels)
+    by_hand = ((0 + 4) + (1 + 1) + (1 + 9) + (1 + 1)) / 8
+    assert float(value.detach()) == pytest.approx(by_hand)
+    (gradient,) = torch.autograd.grad(value, embeddings)
+    torch.testing.assert_close(gradient, 2 * (embeddings - labels[:, None, :]).detach() / 8)
+    with pytest.raises(ValueError, match=r"the targets are 3 wide, the student's embeddings 2: .*dim=2"):
+        losses.EmbeddingMSELoss()(SimpleNamespace(sentence_embedding=embeddings), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="needs target embedding"):
+        losses.EmbeddingMSELoss()(SimpleNamespace(sentence_embedding=embeddings), None)
+
+
+def test_a_student_distils_toward_the_teacher(tmp_path, tiny_tokenizer):
+    from datasets import Dataset
+    from transformers import TrainingArguments
+
+    from hf_siamese import SiameseTrainer
+    from hf_siamese.training.students import teacher_embeddings
+
+    teacher = make_tiny_model()
+    teacher.tokenizer = tiny_tokenizer
+    rows = teacher_embeddings(Dataset.from_dict({"sentence": sentences(16)}), teacher)
+    student = make_tiny_model(seed=1)  # another random model: far from the targets, so the distance must fall
+    student.tokenizer = tiny_tokenizer
+    targets = torch.tensor(rows["label"])
+
+    def distance() -> float:
+        return float(((student.encode(rows["sentence"]) - targets) ** 2).mean())
+
+    before = distance()
+    args = TrainingArguments(
+        output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=12, learning_rate=1e-3, use_cpu=True,
+        report_to=[], save_strategy="no", disable_tqdm=True, seed=0,
+    )  # fmt: skip
+    trainer = SiameseTrainer(
+        model=student, args=args, train_dataset=rows, processing_class=tiny_tokenizer, loss="embedding_mse"
+    )
+    trainer.train()
+    student.eval()
+    assert distance() < before

@@ -71,7 +71,7 @@ def test_collator_layouts(tiny_tokenizer) -> None:
 @pytest.mark.parametrize(
     ("rows", "fragment"),
     [
-        ([{"text": "a", "score": 1.0}], "columns ['text', 'score']"),
+        ([{"txt": "a", "score": 1.0}], "columns ['txt', 'score']"),
         ([{"sentence1": "a", "sentence2": None, "score": 1.0}], "batch row 0: column 'sentence2' holds None"),
         ([{"sentence1": "a", "sentence2": 3, "score": 1.0}], "holds 3 (int)"),
         ([{"sentence1": "a", "sentence2": "b", "score": float("nan")}], "not a finite number"),
