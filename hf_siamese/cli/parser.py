@@ -16,6 +16,7 @@ from .arguments import (
     positive_int,
 )
 from .common import DEMO_OUTPUT_DIR, DTYPES, LOSS_NAMES, PROG
+from .distill import add_distill_command
 from .encode import run_encode
 from .evaluate import run_eval
 from .parser_corpus import add_corpus_commands
@@ -198,4 +199,5 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_corpus_commands(commands)
     add_train_reranker_command(commands)
+    add_distill_command(commands)
     return parser

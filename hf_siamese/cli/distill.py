@@ -1,0 +1,123 @@
+"""`hf-siamese distill`: a student learns a teacher's embeddings (`EmbeddingMSELoss`): a smaller student made of some
+of the teacher's layers (`student_from_teacher`), or another model (`--student`, e.g. a multilingual encoder learning
+an English teacher from parallel sentences: Reimers & Gurevych 2020). The teacher's embeddings are computed once
+(`teacher_embeddings`, PCA-projected when the student is narrower)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .arguments import positive_float, positive_int
+from .common import _one_line, default_model_path, load_data, load_inference_model, parse_columns, quiet_progress_bars
+
+
+def add_distill_command(commands: Any) -> None:
+    """Register `distill` on the `hf-siamese` subparsers."""
+    command = commands.add_parser(
+        "distill",
+        help="train a smaller (or another) bi-encoder on a teacher's embeddings of your texts",
+        description="Distill a bi-encoder teacher into a student: the student's embedding of each text (with "
+        "--parallel, of the source and of its translation) regresses on the teacher's embedding of the text (of the "
+        "source) by MSE. The student keeps --layers / --keep of the teacher's layers (default: half of them, spread "
+        "evenly, first and last kept), or is --student.",
+    )
+    command.add_argument(
+        "data", metavar="TEXTS", help="a text file (.txt, one per line; .jsonl / .csv / .parquet with --text-column); "
+        "with --parallel, a pairs file of (source, translation)"
+    )  # fmt: skip
+    command.add_argument("-o", "--output", required=True, metavar="OUT", help="folder the student is saved to")
+    command.add_argument(
+        "--teacher", metavar="T", help="the teacher bi-encoder (default: the shipped all-MiniLM-L6-v2)"
+    )
+    which = command.add_mutually_exclusive_group()
+    which.add_argument("--layers", metavar="I,J,...", help="the teacher's layers the student keeps, e.g. 0,2,5")
+    which.add_argument("--keep", type=positive_int, metavar="N", help="keep N of the teacher's layers, spread evenly")
+    which.add_argument("--student", metavar="S", help="train this bi-encoder or encoder instead of a layer copy")
+    command.add_argument("--parallel", action="store_true", help="TEXTS holds (source, translation) pairs")
+    command.add_argument("--columns", metavar="NAME=COLUMN,...", help="--parallel: e.g. sentence1=en,sentence2=de")
+    command.add_argument("--text-column", default="text", help="the text column of a .jsonl/.csv/.parquet (text)")
+    command.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
+    command.add_argument("--batch-size", type=positive_int, default=64, help="texts (rows) per batch (default: 64)")
+    command.add_argument("--lr", type=positive_float, default=1e-4, help="learning rate (default: 1e-4)")
+    command.add_argument("--seed", type=int, default=42, help="default: 42")
+    command.set_defaults(handler=run_distill)
+
+
+def _layers(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--layers {text!r}: expected layer indices separated by commas, e.g. 0,2,5") from None
+
+
+def _rows(args: argparse.Namespace) -> Any:
+    from datasets import Dataset
+
+    if args.parallel:
+        rows = load_data(args.data, None, parse_columns(args.columns), None)
+        if len(rows.column_names) < 2 or "label" in rows.column_names:
+            raise ValueError(f"{args.data}: --parallel expects (source, translation) columns, got {rows.column_names}")
+        return rows
+    if args.columns is not None:
+        raise ValueError("--columns applies with --parallel; use --text-column for a file of texts")
+    from ..data.corpus_stream import open_corpus
+
+    texts = [text for _, text in open_corpus(args.data, text_column=args.text_column)]
+    if not texts:
+        raise ValueError(f"{args.data}: no texts to distill on")
+    return Dataset.from_dict({"sentence": texts})
+
+
+def run_distill(args: argparse.Namespace) -> int:
+    """Build the student, label the texts with the teacher's embeddings, train, save."""
+    from transformers import TrainingArguments
+
+    from ..training.students import student_from_teacher, teacher_embeddings
+    from ..training.trainer import SiameseTrainer
+
+    output = Path(args.output)
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"-o {args.output}: exists and is not a folder")
+    rows = _rows(args)
+    teacher_path = args.teacher or default_model_path()
+    try:
+        teacher, teacher_tokenizer = load_inference_model(teacher_path, None, None, None)
+    except ValueError as error:
+        raise ValueError(f"--teacher {teacher_path}: {_one_line(error)}") from None
+    teacher.tokenizer = teacher_tokenizer
+    if args.student is not None:
+        try:
+            student, tokenizer = load_inference_model(args.student, None, None, None)
+        except ValueError as error:
+            raise ValueError(f"--student {args.student}: {_one_line(error)}") from None
+        student.tokenizer = tokenizer
+    else:
+        count = int(teacher.config.encoder_config.num_hidden_layers)
+        keep = _layers(args.layers) if args.layers else (args.keep or max(1, count // 2))
+        student, tokenizer = student_from_teacher(teacher, keep), teacher_tokenizer
+    width, teacher_width = student.config.embedding_size, teacher.config.embedding_size
+    with quiet_progress_bars():
+        rows = teacher_embeddings(rows, teacher, dim=width if width != teacher_width else None, show_progress_bar=True)
+    layers = student.config.encoder_config.num_hidden_layers
+    print(f"student: {layers} layers, width {width}; teacher width {teacher_width}; {len(rows)} training rows")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    checkpoints = tempfile.mkdtemp(prefix=f".{output.name}.checkpoints-", dir=output.parent)
+    try:
+        training = TrainingArguments(
+            output_dir=checkpoints, num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
+            learning_rate=args.lr, warmup_steps=0.1, seed=args.seed, save_strategy="no", report_to=[],
+            logging_steps=50, disable_tqdm=False,
+        )  # fmt: skip
+        trainer = SiameseTrainer(
+            model=student, args=training, train_dataset=rows, processing_class=tokenizer, loss="embedding_mse"
+        )
+        trainer.train()
+        trainer.save_model(str(output))
+    finally:
+        shutil.rmtree(checkpoints, ignore_errors=True)
+    print(f"saved the student -> {output}")
+    return 0
