@@ -4,6 +4,7 @@ cut, not the query), its collator, losses and trainer, its evaluation (reranking
 accuracy) and its training rows (hard negatives mined by a bi-encoder plus random ones)."""
 
 from . import losses
+from .augment import neighbour_pairs, silver_pairs
 from .collator import CrossEncoderCollator
 from .data import reranker_training_rows
 from .evaluation import (
@@ -34,7 +35,9 @@ __all__ = [
     "export_cross_encoder",
     "losses",
     "model_kind",
+    "neighbour_pairs",
     "reranker_training_rows",
+    "silver_pairs",
     "teacher_scores",
     "tokenize_pairs",
 ]
