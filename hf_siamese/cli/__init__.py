@@ -9,6 +9,7 @@ Subcommands:
 * `search` top-k semantic search of queries over a corpus or an index folder (`--rerank CE_DIR`: then a reranker)
 * `rerank` rank each query's candidate documents (a JSONL file) with a cross-encoder
 * `train-reranker` train a cross-encoder from a BEIR folder or pairs with mined negatives (`train_reranker`)
+* `augment` gold scored pairs + silver pairs labelled by a cross-encoder (Augmented SBERT) in one file
 * `distill` a smaller (or another) bi-encoder learns a teacher's embeddings of your texts or parallel sentences
 * `export` write a model for serving: sentence-transformers layout (TEI), ONNX or OpenVINO, float32 or int8
 * `embed`  embed a corpus of any size into resumable Parquet shards (one share per process under accelerate launch)

@@ -15,6 +15,7 @@ from .arguments import (
     positive_float,
     positive_int,
 )
+from .augment import add_augment_command
 from .common import DEMO_OUTPUT_DIR, DTYPES, LOSS_NAMES, PROG
 from .distill import add_distill_command
 from .encode import run_encode
@@ -200,4 +201,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_corpus_commands(commands)
     add_train_reranker_command(commands)
     add_distill_command(commands)
+    add_augment_command(commands)
     return parser
