@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import positive_int
-from .common import load_cross_encoder, load_data, load_inference_model, parse_columns
-
-OUTPUT_FORMATS = {".jsonl": "json", ".tsv": "tsv", ".csv": "csv"}
+from .common import load_cross_encoder, load_data, load_inference_model, parse_columns, row_file_kind, write_rows
 
 
 def add_augment_command(commands: Any) -> None:
@@ -43,9 +41,7 @@ def run_augment(args: argparse.Namespace) -> int:
     from ..data.columns import detect_layout
 
     output = Path(args.output)
-    kind = OUTPUT_FORMATS.get(output.suffix.lower())
-    if kind is None:
-        raise ValueError(f"-o {args.output!r}: the file name must end in one of {sorted(OUTPUT_FORMATS)}")
+    row_file_kind(output, "-o")
     teacher = load_cross_encoder(args.teacher, option="--teacher")
     gold = load_data(args.data, args.split, parse_columns(args.columns), None)
     layout = detect_layout(gold.column_names)
@@ -66,12 +62,6 @@ def run_augment(args: argparse.Namespace) -> int:
         score_range=(float(min(scores)), float(max(scores))), batch_size=args.batch_size, show_progress_bar=True,
     )  # fmt: skip
     rows = datasets.concatenate_datasets([gold, silver])
-    output.parent.mkdir(parents=True, exist_ok=True)
-    temporary = output.with_name(output.name + ".partial")
-    if kind == "json":
-        rows.to_json(str(temporary), lines=True, force_ascii=False)
-    else:
-        rows.to_csv(str(temporary), sep="\t" if kind == "tsv" else ",", index=False)
-    temporary.replace(output)  # a failed write never leaves a half-written output
+    write_rows(rows, output)
     print(f"{len(gold)} gold + {len(silver)} silver pairs -> {output}")
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -133,6 +134,30 @@ def load_data(
 
     kwargs = {"name": subset} if subset else {}
     return load_pairs(source, split=split, columns=columns, **kwargs)
+
+
+ROW_FILE_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv"}
+
+
+def row_file_kind(output: Path, option: str = "--output") -> str:
+    """`json`, `tsv` or `csv` by the suffix of a rows file to write, or a `ValueError` naming the accepted ones."""
+    kind = ROW_FILE_FORMATS.get(output.suffix.lower())
+    if kind is None:
+        raise ValueError(f"{option} {os.fspath(output)!r}: the file name must end in one of {sorted(ROW_FILE_FORMATS)}")
+    return kind
+
+
+def write_rows(rows: Any, output: Path) -> None:
+    """Write a `datasets.Dataset` to `output` (.jsonl / .json: JSON lines; .tsv; .csv) through a `.partial` file, so
+    a failed write never leaves a half-written output."""
+    kind = row_file_kind(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temporary = output.with_name(output.name + ".partial")
+    if kind == "json":
+        rows.to_json(str(temporary), lines=True, force_ascii=False)
+    else:
+        rows.to_csv(str(temporary), sep="\t" if kind == "tsv" else ",", index=False)
+    temporary.replace(output)
 
 
 def corpus_source(corpus: str, args: Any) -> Any:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import corpus_source, load_data, load_inference_model, parse_columns
+from .common import corpus_source, load_data, load_inference_model, parse_columns, row_file_kind, write_rows
 
-OUTPUT_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv"}
 # The options of a --corpus read by `open_corpus` (with their defaults), which the default corpus and a BEIR folder's
 # do not take.
 _CORPUS_ONLY = {
@@ -24,9 +23,7 @@ def run_mine(args: argparse.Namespace) -> int:
     from ..retrieval.mining import mine_hard_negatives
 
     output = Path(args.output)
-    kind = OUTPUT_FORMATS.get(output.suffix.lower())
-    if kind is None:
-        raise ValueError(f"--output {args.output!r}: the file name must end in one of {sorted(OUTPUT_FORMATS)}")
+    row_file_kind(output)
     if is_beir_folder(args.data):
         # (query, relevant document) pairs of the split; the corpus defaults to the folder's documents.
         beir = read_beir(args.data, split=args.split)
@@ -60,12 +57,6 @@ def run_mine(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, seed=args.seed, embeddings_dir=args.embeddings_dir, text_column=args.text_column,
         id_column=args.id_column, shard_size=args.shard_size, approximate=args.approximate, dtype=args.dtype,
     )  # fmt: skip
-    output.parent.mkdir(parents=True, exist_ok=True)
-    temporary = output.with_name(output.name + ".partial")
-    if kind == "json":
-        mined.to_json(str(temporary), lines=True, force_ascii=False)
-    else:
-        mined.to_csv(str(temporary), sep="\t" if kind == "tsv" else ",", index=False)
-    temporary.replace(output)  # a failed write never leaves a half-written output
+    write_rows(mined, output)
     print(f"mined {len(mined)} of {len(rows)} rows ({args.num_negatives} negatives each) -> {output}")
     return 0

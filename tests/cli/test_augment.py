@@ -60,7 +60,7 @@ def test_gold_plus_silver_in_one_file(files, tmp_path, capsys):
     ("extra", "code", "message"),
     [
         (["--teacher", "{root}/bi"], 1, "is a bi-encoder"),
-        (["--teacher", "{root}/ce", "-o", "{out}.txt"], 1, "must end in one of ['.csv', '.jsonl', '.tsv']"),
+        (["--teacher", "{root}/ce", "-o", "{out}.txt"], 1, "must end in one of ['.csv', '.json', '.jsonl', '.tsv']"),
         (["--teacher", "{root}/ce", "--neighbours", "0"], 2, "--neighbours"),
     ],
 )
