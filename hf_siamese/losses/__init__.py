@@ -18,12 +18,13 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 | `CachedMultipleNegativesRankingLoss` | the same | none | the same, with batches larger than memory allows |
 | `MarginMSELoss` | anchor, positive, negative(s) | teacher margins / scores | a cross-encoder teaches (GPL) |
 | `EmbeddingMSELoss` | sentence (or source, translation) | teacher embedding | a smaller / multilingual student |
+| `ListDistillationLoss` | anchor, positive, negative(s) | teacher's 1 + k scores | KL to the teacher's softmax |
 | `MatryoshkaLoss(base, dims)` | the base loss's | the base loss's | embeddings that still work cut to fewer dims |
 | `CombinedLoss({loss: weight})` | its losses' (which must agree) | the same | several objectives on one forward pass |
 
 By name (`get_loss`, `SiameseTrainer(loss=...)`): `cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
-`cached_mnr`, `margin_mse`, `embedding_mse`, or a weighted sum of them such as `"cosent+angle"` (weights 1) or
-`"cosent+0.5*angle"`: a `CombinedLoss`.
+`cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, or a weighted sum of them such as `"cosent+angle"`
+(weights 1) or `"cosent+0.5*angle"`: a `CombinedLoss`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .angle import AnglELoss, angle_similarity
 from .base import SiameseLoss
 from .cached import CachedMultipleNegativesRankingLoss  # noqa: I001 - after ranking, which it builds on
 from .combined import CombinedLoss, parse_loss_spec
-from .distillation import EmbeddingMSELoss, MarginMSELoss
+from .distillation import EmbeddingMSELoss, ListDistillationLoss, MarginMSELoss
 from .matryoshka import MatryoshkaLoss, truncated_output
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
 from .ranking import MultipleNegativesRankingLoss
@@ -50,13 +51,15 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "cached_mnr": CachedMultipleNegativesRankingLoss,
     "margin_mse": MarginMSELoss,
     "embedding_mse": EmbeddingMSELoss,
+    "list_distill": ListDistillationLoss,
 }
 
 
 def get_loss(loss: str | SiameseLoss, **kwargs: Any) -> SiameseLoss:
     """A loss object from itself, from its name (`cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
-    `cached_mnr`, `margin_mse`, `embedding_mse`; `kwargs` go to its constructor), or from a weighted sum of names
-    such as `"cosent+0.5*angle"` (a `CombinedLoss`; each of `kwargs` goes to the losses whose constructor takes it)."""
+    `cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`; `kwargs` go to its constructor), or from a weighted
+    sum of names such as `"cosent+0.5*angle"` (a `CombinedLoss`; each of `kwargs` goes to the losses whose constructor
+    takes it)."""
     if isinstance(loss, SiameseLoss):
         return loss
     if isinstance(loss, str) and ("+" in loss or "*" in loss):
@@ -79,6 +82,7 @@ __all__ = [
     "MultipleNegativesRankingLoss",
     "CachedMultipleNegativesRankingLoss",
     "EmbeddingMSELoss",
+    "ListDistillationLoss",
     "MarginMSELoss",
     "MatryoshkaLoss",
     "CombinedLoss",

@@ -104,3 +104,53 @@ class EmbeddingMSELoss(SiameseLoss):
             )
         target = labels.float()[:, None, :].expand(-1, embeddings.shape[1], -1)
         return F.mse_loss(embeddings.float(), target)
+
+
+class ListDistillationLoss(SiameseLoss):
+    """The student's softmax over a query's documents learns the teacher's (KL divergence), a listwise alternative
+    to `MarginMSELoss` on the same rows.
+
+    Rows: `anchor, positive, negative_1..k` and a `label` column with the teacher's `1 + k` scores (positive first;
+    `teacher_scores(..., output="scores")`). With `s_ij` the student's similarity (dot or cosine) of query i and its
+    document j and `t_ij` the teacher's,
+
+        loss = mean over rows i of KL(softmax(t_i / teacher_temperature) || softmax(s_i * scale))
+
+    Args:
+        scale: the student's inverse temperature (20, as MNR's, for cosine scores; 1 for dot products).
+        teacher_temperature: divides the teacher's scores (1: its logits as they are).
+        similarity: `"cosine"` (default) or `"dot"`.
+    """
+
+    label_kind = "score"
+    num_texts = None
+
+    def __init__(self, scale: float = 20.0, teacher_temperature: float = 1.0, similarity: str = "cosine") -> None:
+        super().__init__()
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"ListDistillationLoss: similarity={similarity!r}; accepted: {list(SIMILARITIES)}")
+        for name, value in (("scale", scale), ("teacher_temperature", teacher_temperature)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"ListDistillationLoss: {name}={value!r} must be a positive number")
+        self.scale, self.teacher_temperature, self.similarity = float(scale), float(teacher_temperature), similarity
+
+    def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
+        embeddings = output.sentence_embedding
+        if embeddings.dim() != 3 or embeddings.shape[1] < 3:
+            raise ValueError(
+                "ListDistillationLoss needs (anchor, positive, negative[, negative_2, ...]) rows: sentence_embedding "
+                f"of shape (batch, 3+, hidden), got {tuple(embeddings.shape)}."
+            )
+        labels = self._need_labels(labels, "ListDistillationLoss", "teacher score list")
+        count = embeddings.shape[1] - 1
+        if labels.dim() != 2 or labels.shape != (embeddings.shape[0], count):
+            raise ValueError(
+                f"ListDistillationLoss: rows with {count} documents need {count} teacher scores each (positive first); "
+                f"the labels have shape {tuple(labels.shape)}"
+            )
+        query, documents = embeddings[:, 0].float(), embeddings[:, 1:].float()
+        if self.similarity == "cosine":
+            query, documents = F.normalize(query, dim=-1), F.normalize(documents, dim=-1)
+        student = F.log_softmax(torch.einsum("bh,bkh->bk", query, documents) * self.scale, dim=-1)
+        teacher = F.log_softmax(labels.float() / self.teacher_temperature, dim=-1)
+        return F.kl_div(student, teacher, reduction="batchmean", log_target=True)

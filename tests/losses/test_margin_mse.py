@@ -121,3 +121,35 @@ def test_trainer_steps_with_margin_mse(tmp_path, tiny_tokenizer):
     trainer.train()
     logged = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(logged) == 2 and all(math.isfinite(value) for value in logged)
+
+
+@pytest.mark.parametrize(("similarity", "function", "scale"), [("cosine", cos, 20.0), ("dot", dot, 1.0)])
+def test_list_distillation_by_hand(similarity, function, scale):
+    teacher = [[3.0, 2.5, 4.0], [1.0, -1.0, 0.75]]
+    loss = losses.ListDistillationLoss(scale=scale, teacher_temperature=2.0, similarity=similarity)
+    embeddings = torch.tensor(ROWS, dtype=torch.float64, requires_grad=True)
+    value = loss(output(embeddings), torch.tensor(teacher, dtype=torch.float64))
+
+    def formula(rows) -> float:
+        total = 0.0
+        for (q, *documents), scores in zip(rows, teacher, strict=True):
+            student = [scale * function(q, d) for d in documents]
+            s_norm = math.log(sum(math.exp(x) for x in student))
+            t = [x / 2.0 for x in scores]
+            t_norm = math.log(sum(math.exp(x) for x in t))
+            total += sum(math.exp(x - t_norm) * ((x - t_norm) - (y - s_norm)) for x, y in zip(t, student, strict=True))
+        return total / len(rows)
+
+    assert float(value.detach()) == pytest.approx(formula(ROWS), rel=1e-5)
+    (gradient,) = torch.autograd.grad(value, embeddings)
+    step = 1e-6
+    for index in [(0, 0, 0), (1, 2, 1), (0, 3, 2)]:
+        shifted = [[list(vector) for vector in row] for row in ROWS]
+        shifted[index[0]][index[1]][index[2]] += step
+        numeric = (formula(shifted) - formula(ROWS)) / step
+        assert float(gradient[index]) == pytest.approx(numeric, rel=1e-3, abs=1e-5)
+    with pytest.raises(ValueError, match=r"3 documents need 3 teacher scores each"):
+        loss(output(embeddings), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="scale=0 must be a positive number"):
+        losses.ListDistillationLoss(scale=0)
+    assert isinstance(losses.get_loss("list_distill"), losses.ListDistillationLoss)
