@@ -131,7 +131,8 @@ def child(library: str, recipe_name: str, workdir: Path, bf16: bool) -> dict:
         seed=SEED,
     )  # fmt: skip
     trainer = train_ours if library == "ours" else train_theirs
-    _, seconds, score = trainer(recipe, rows, start, tempfile.mkdtemp(), bf16)
+    model, seconds, score = trainer(recipe, rows, start, tempfile.mkdtemp(), bf16)
+    model.save_pretrained(str(workdir / f"model_{library}_{recipe_name}"))  # kept for export / int8 measurements
 
     dev = {q: zero_shot["train"][q][:DEV_DEPTH] for q in held}
     dev_pairs = [(q, d) for q in held for d, _ in dev[q]]
