@@ -124,37 +124,36 @@ def _start_model(path: str, max_length: int | None) -> tuple[Any, str]:
     return model, kind
 
 
-def _held_out_queries(args: argparse.Namespace) -> set[str]:
-    """The training queries lent to evaluation: --dev-share of them (seeded), for a BEIR folder without dev qrels."""
+def _held_out_queries(args: argparse.Namespace, beir: Any) -> set[str]:
+    """The training queries lent to evaluation: --dev-share of them (seeded), for a BEIR folder (`beir`, its training
+    split) without dev qrels."""
     import random
 
-    from ..data.beir import is_beir_folder, read_beir
-
-    if not 0 <= args.dev_share < 1:
-        raise ValueError(f"--dev-share {args.dev_share}: expected a share in [0, 1) of the training queries")
-    if args.eval_split is not None or not is_beir_folder(args.data) or _eval_split(args) is not None:
+    if beir is None or args.eval_split is not None or _eval_split(args) is not None or args.dev_share == 0:
         return set()
-    if args.dev_share == 0:
-        return set()
-    judged = sorted(q for q, rel in read_beir(args.data, split=args.split).qrels.items() if any(rel.values()))
+    judged = sorted(q for q, rel in beir.qrels.items() if any(rel.values()))
     count = int(len(judged) * args.dev_share)
     if count == 0:
         return set()
     return set(random.Random(args.seed).sample(judged, count))
 
 
-def _read_training_pairs(args: argparse.Namespace, held_out: set[str]) -> tuple[Any, Any, bool]:
-    """(rows, corpus, labelled): (query, positive) rows, or labelled (query, document, label) rows of a pairs file;
-    the `held_out` queries of a BEIR folder are left out."""
+def _read_beir_training_split(args: argparse.Namespace) -> Any:
+    """The BEIR folder's training split (`read_beir`), read once; None for a pairs file."""
     from ..data.beir import is_beir_folder, read_beir
 
-    if is_beir_folder(args.data):
-        given = [flag for flag, value in (("--columns", args.columns), ("--corpus", args.corpus)) if value is not None]
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} apply to a pairs file; {args.data} is a BEIR folder (its corpus.jsonl)"
-            )
-        beir = read_beir(args.data, split=args.split)
+    if not is_beir_folder(args.data):
+        return None
+    given = [flag for flag, value in (("--columns", args.columns), ("--corpus", args.corpus)) if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} apply to a pairs file; {args.data} is a BEIR folder (its corpus.jsonl)")
+    return read_beir(args.data, split=args.split)
+
+
+def _read_training_pairs(args: argparse.Namespace, beir: Any, held_out: set[str]) -> tuple[Any, Any, bool]:
+    """(rows, corpus, labelled): (query, positive) rows of a BEIR folder's training split `beir` without its
+    `held_out` queries, or the (query, positive) / labelled (query, document, label) rows of a pairs file."""
+    if beir is not None:
         pairs = [
             (q, d) for q, judged in beir.qrels.items() if q not in held_out for d, value in judged.items() if value > 0
         ]
@@ -225,8 +224,11 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if output.exists() and not output.is_dir():
         raise ValueError(f"-o {args.output}: exists and is not a folder")
-    held_out = _held_out_queries(args)
-    rows, corpus, labelled = _read_training_pairs(args, held_out)
+    if not 0 <= args.dev_share < 1:
+        raise ValueError(f"--dev-share {args.dev_share}: expected a share in [0, 1) of the training queries")
+    beir = _read_beir_training_split(args)
+    held_out = _held_out_queries(args, beir)
+    rows, corpus, labelled = _read_training_pairs(args, beir, held_out)
     if args.loss is None:
         args.loss = "bce" if labelled or args.pos_weight is not None else "plistmle"
     if not labelled and args.negatives + args.random_negatives == 0:
@@ -269,9 +271,10 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     print(f"training rows: {len(train_rows)} ({', '.join(train_rows.column_names)})")
     eval_set = None
     if eval_split is not None:
-        dev = read_beir(args.data, split=args.split if held_out else eval_split)
-        if held_out:
-            dev = dataclasses.replace(dev, qrels={q: rel for q, rel in dev.qrels.items() if q in held_out})
+        if held_out:  # the training split, read once, with only the held-out queries judged
+            dev = dataclasses.replace(beir, qrels={q: rel for q, rel in beir.qrels.items() if q in held_out})
+        else:
+            dev = read_beir(args.data, split=eval_split)
         eval_set = RerankingDataset.from_first_stage(dev, first_stage, args.rerank_top, tokenizer=tokenizer)
     loss = {
         "bce": lambda: BinaryCrossEntropyLoss(pos_weight=args.pos_weight),
