@@ -41,19 +41,24 @@ class MarginMSELoss(SiameseLoss):
         self.similarity = similarity
 
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
-        embeddings = output.sentence_embedding
-        if embeddings.dim() != 3 or embeddings.shape[1] < 3:
-            raise ValueError(
-                "MarginMSELoss needs (anchor, positive, negative[, negative_2, ...]) rows: sentence_embedding of "
-                f"shape (batch, 3+, hidden), got {tuple(embeddings.shape)}."
-            )
+        scores = query_document_scores(output.sentence_embedding, self.similarity, "MarginMSELoss")
         labels = self._need_labels(labels, "MarginMSELoss", "teacher margin (or score)")
-        query, documents = embeddings[:, 0], embeddings[:, 1:]
-        if self.similarity == "cosine":
-            query, documents = F.normalize(query, dim=-1), F.normalize(documents, dim=-1)
-        scores = torch.einsum("bh,bkh->bk", query.float(), documents.float())
         margins = scores[:, :1] - scores[:, 1:]
         return F.mse_loss(margins, teacher_margins(labels.float(), margins.shape))
+
+
+def query_document_scores(embeddings: torch.Tensor, similarity: str, owner: str) -> torch.Tensor:
+    """The student's float32 scores `(batch, k)` of each row's query (text 0) and its documents (texts 1..k) under
+    `similarity` (`"dot"` or `"cosine"`), for (anchor, positive, negative[, ...]) rows."""
+    if embeddings.dim() != 3 or embeddings.shape[1] < 3:
+        raise ValueError(
+            f"{owner} needs (anchor, positive, negative[, negative_2, ...]) rows: sentence_embedding of shape "
+            f"(batch, 3+, hidden), got {tuple(embeddings.shape)}."
+        )
+    query, documents = embeddings[:, 0].float(), embeddings[:, 1:].float()
+    if similarity == "cosine":
+        query, documents = F.normalize(query, dim=-1), F.normalize(documents, dim=-1)
+    return torch.einsum("bh,bkh->bk", query, documents)
 
 
 def teacher_margins(labels: torch.Tensor, shape: torch.Size) -> torch.Tensor:
@@ -135,22 +140,14 @@ class ListDistillationLoss(SiameseLoss):
         self.scale, self.teacher_temperature, self.similarity = float(scale), float(teacher_temperature), similarity
 
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
-        embeddings = output.sentence_embedding
-        if embeddings.dim() != 3 or embeddings.shape[1] < 3:
-            raise ValueError(
-                "ListDistillationLoss needs (anchor, positive, negative[, negative_2, ...]) rows: sentence_embedding "
-                f"of shape (batch, 3+, hidden), got {tuple(embeddings.shape)}."
-            )
+        scores = query_document_scores(output.sentence_embedding, self.similarity, "ListDistillationLoss")
         labels = self._need_labels(labels, "ListDistillationLoss", "teacher score list")
-        count = embeddings.shape[1] - 1
-        if labels.dim() != 2 or labels.shape != (embeddings.shape[0], count):
+        count = scores.shape[1]
+        if labels.dim() != 2 or labels.shape != scores.shape:
             raise ValueError(
                 f"ListDistillationLoss: rows with {count} documents need {count} teacher scores each (positive first); "
                 f"the labels have shape {tuple(labels.shape)}"
             )
-        query, documents = embeddings[:, 0].float(), embeddings[:, 1:].float()
-        if self.similarity == "cosine":
-            query, documents = F.normalize(query, dim=-1), F.normalize(documents, dim=-1)
-        student = F.log_softmax(torch.einsum("bh,bkh->bk", query, documents) * self.scale, dim=-1)
+        student = F.log_softmax(scores * self.scale, dim=-1)
         teacher = F.log_softmax(labels.float() / self.teacher_temperature, dim=-1)
         return F.kl_div(student, teacher, reduction="batchmean", log_target=True)
