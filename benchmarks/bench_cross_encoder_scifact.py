@@ -36,6 +36,7 @@ SEED = 42
 TARGET = 70.0
 DEV_SHARE = 0.2  # train-reranker's default --dev-share: held-out train claims choose the fusion weight
 DEV_DEPTH = 100  # first-stage candidates per held-out claim
+FIRST_STAGES = ("zero_shot", "mnr")
 RECIPES = {
     # train-reranker's default (chosen on train claims: ce_scifact_trial.py)
     "default": {"loss": "plistmle", "hard": 5, "random": 2, "epochs": 1, "batch_size": 4, "lr": 1e-4},
@@ -163,31 +164,15 @@ def fusion_table(scores: dict, candidates: dict, qrels: dict) -> dict[str, float
     chooses it."""
     from hf_siamese.cross_encoder.evaluation import FUSION_WEIGHTS
 
-    return {str(w): fused_ndcg(scores, candidates, qrels, w) for w in FUSION_WEIGHTS}
-
-
-def fused_ndcg(scores: dict, candidates: dict, qrels: dict, weight: float) -> float:
-    import numpy as np
-
-    from hf_siamese.retrieval.rerank import fuse_scores
-
-    ranked = {}
-    for q, hits in candidates.items():
-        docs = [d for d, _ in hits]
-        fused = fuse_scores([scores[(q, d)] for d in docs], [s for _, s in hits], weight)
-        ranked[q] = [docs[i] for i in np.argsort(-fused, kind="stable")]
-    return stages.ndcg_at_10(ranked, qrels)
-
-
-FIRST_STAGES = ("zero_shot", "mnr")
+    return {str(w): stages.fused_ndcg(scores, candidates, qrels, w) for w in FUSION_WEIGHTS}
 
 
 def claim_metrics(workdir: Path, name: str, stage: dict, test, weight: float) -> dict[str, float]:
     """nDCG@10 on the test claims: the reranker alone and fused at `weight`."""
     scores = {(q, d): v for q, d, v in json.loads((workdir / f"scores_{name}.json").read_text())}
     return {
-        "alone": fused_ndcg(scores, stage["test"], test.qrels, 0.0),
-        "fused": fused_ndcg(scores, stage["test"], test.qrels, weight),
+        "alone": stages.fused_ndcg(scores, stage["test"], test.qrels, 0.0),
+        "fused": stages.fused_ndcg(scores, stage["test"], test.qrels, weight),
     }
 
 

@@ -1,7 +1,7 @@
 """Reranker recipe trials on SciFact TRAIN claims only: fit on a seeded 75% of the train claims, rerank the zero-shot
-bi-encoder's top N for the other 25% (the dev claims), and print the first stage's and the reranked nDCG@10 (and a
-score fusion of the two, per weight). The test claims are never read here; the recipe chosen here is then measured
-on test by bench_cross_encoder_scifact.py.
+bi-encoder's top N for the other 25% (the dev claims), and print the first stage's and the reranked nDCG@10 (and the
+library's score fusion of the two, per first-stage weight). The test claims are never read here; the recipe chosen
+here is then measured on test by bench_cross_encoder_scifact.py.
 
     python benchmarks/ce_scifact_trial.py --loss bce --pos-weight 5 --hard 5 --random 0 --epochs 1
 """
@@ -20,26 +20,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import scifact_stages as stages  # noqa: E402
 
-FUSION_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
-
-
-def standardized(values: np.ndarray) -> np.ndarray:
-    return (values - values.mean()) / (values.std() + 1e-6)
+FUSION_WEIGHTS = (0.25, 0.5, 0.75)  # first-stage weights of the library's fusion (`rerank.fuse_scores`)
 
 
 def rerank_metrics(dataset, candidates: dict, claims: list[str], scores: dict) -> dict:
-    """nDCG@10 of the first stage, of the reranker alone, and of w * z(reranker) + (1 - w) * z(first stage)."""
+    """nDCG@10 of the first stage, of the reranker alone, and of the two fused at each first-stage weight w:
+    `(1 - w) * z(reranker) + w * z(first stage)` (keys `fs{w}`)."""
     first = {q: [d for d, _ in candidates[q]] for q in claims}
     result = {"first": stages.ndcg_at_10(first, dataset.qrels)}
-    for w in FUSION_WEIGHTS + (1.0,):
-        ranked = {}
-        for q in claims:
-            docs = [d for d, _ in candidates[q]]
-            bi = standardized(np.array([s for _, s in candidates[q]]))
-            ce = standardized(np.array([scores[(q, d)] for d in docs]))
-            fused = w * ce + (1 - w) * bi
-            ranked[q] = [docs[i] for i in np.argsort(-fused, kind="stable")]
-        result[f"w{w}"] = stages.ndcg_at_10(ranked, dataset.qrels)
+    result["alone"] = stages.fused_ndcg(scores, candidates, dataset.qrels, 0.0)
+    for w in FUSION_WEIGHTS:
+        result[f"fs{w}"] = stages.fused_ndcg(scores, candidates, dataset.qrels, w)
     return result
 
 

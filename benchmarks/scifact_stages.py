@@ -153,3 +153,18 @@ def fine_tuned_bi_encoder(workdir: Path, seed: int = 42) -> str:
     trainer.model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+def fused_ndcg(scores: dict, candidates: dict, qrels: dict, weight: float) -> float:
+    """nDCG@10 of each claim's candidates (`[[doc id, first-stage score], ...]`) ordered by the library's fusion of
+    the reranker `scores[(claim, doc)]` with the first stage at first-stage weight `weight` (0: the reranker alone)."""
+    import numpy as np
+
+    from hf_siamese.retrieval.rerank import fuse_scores
+
+    ranked = {}
+    for q, hits in candidates.items():
+        docs = [d for d, _ in hits]
+        fused = fuse_scores([scores[(q, d)] for d in docs], [s for _, s in hits], weight)
+        ranked[q] = [docs[i] for i in np.argsort(-fused, kind="stable")]
+    return ndcg_at_10(ranked, qrels)
