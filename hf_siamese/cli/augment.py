@@ -1,67 +1,74 @@
-"""`hf-siamese augment`: Augmented SBERT's data step: scored gold pairs + silver pairs sampled among the gold sentences
-by a bi-encoder's nearest neighbours and labelled by a cross-encoder trained on the gold pairs
-(`hf_siamese.cross_encoder.silver_pairs`), written to one file that `hf-siamese train --train` reads."""
+"""`hf-siamese augment`: Augmented SBERT in one command (`hf_siamese.training.augmented.augmented_sbert`): a
+cross-encoder trained on the gold scored pairs (or `--teacher`) labels pairs sampled among the gold sentences by the
+bi-encoder's nearest neighbours (and BM25's), and the bi-encoder trains on gold + silver. Every stage is kept in OUT:
+the same command again resumes a stopped run."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from .arguments import positive_int
-from .common import load_cross_encoder, load_data, load_inference_model, parse_columns, row_file_kind, write_rows
+from .arguments import non_negative_int, positive_float, positive_int
+from .common import _one_line, default_model_path, load_cross_encoder, load_data, parse_columns, quiet_progress_bars
 
 
 def add_augment_command(commands: Any) -> None:
     """Register `augment` on the `hf-siamese` subparsers."""
     command = commands.add_parser(
         "augment",
-        help="gold scored pairs + silver pairs labelled by a cross-encoder (Augmented SBERT), in one file",
-        description="Pair every distinct sentence of the gold pairs with its --neighbours nearest others by the "
-        "bi-encoder (--model), leave out the gold pairs, label the rest with the cross-encoder --teacher (trained on "
-        "the gold pairs: hf-siamese train-reranker or CrossEncoderTrainer), map its scores onto the gold scores' "
-        "range, and write gold + silver rows (sentence1, sentence2, score) to OUT.",
+        help="Augmented SBERT: a cross-encoder labels sampled pairs, the bi-encoder trains on gold + silver",
+        description="Augmented SBERT (Thakur et al. 2021) in three stages kept in OUT: (1) a cross-encoder trained on "
+        "the GOLD scored pairs (OUT/teacher; or --teacher), (2) every distinct gold sentence paired with its "
+        "--neighbours nearest others by the bi-encoder --model (and --bm25 nearest by BM25), gold pairs left out, "
+        "labelled by the teacher on the gold scores' range (OUT/silver.jsonl), (3) --model trained on gold + silver "
+        "with the cosine loss (OUT/model, with a model card naming both). Run it again to resume a stopped run.",
     )
     command.add_argument("data", metavar="GOLD", help="scored pairs (sentence1, sentence2, score): a file or Hub id")
-    command.add_argument("--teacher", required=True, metavar="CE_DIR", help="the cross-encoder that labels the pairs")
-    command.add_argument("--model", metavar="BI", help="the bi-encoder that samples the pairs (default: MiniLM)")
-    command.add_argument("-o", "--output", required=True, metavar="OUT", help="a .csv, .tsv or .jsonl file")
-    command.add_argument("--neighbours", type=positive_int, default=3, help="nearest sentences paired per sentence (3)")
+    command.add_argument("-o", "--output", required=True, metavar="OUT", help="the run's folder")
+    command.add_argument("--model", metavar="BI", help="the bi-encoder to sample with and train (default: MiniLM)")
+    command.add_argument("--teacher", metavar="CE_DIR", help="a trained cross-encoder to label with (skips stage 1)")
+    command.add_argument("--eval", metavar="DEV", help="scored pairs to measure the teacher and keep the best epoch on")
     command.add_argument("--columns", metavar="NAME=COLUMN,...", help="e.g. sentence1=s1,sentence2=s2,score=gold")
-    command.add_argument("--split", help="split of a Hub dataset")
-    command.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
+    command.add_argument("--split", help="split of a Hub dataset (GOLD)")
+    command.add_argument("--eval-split", help="split of a Hub dataset (--eval)")
+    sampling = command.add_argument_group("sampling")
+    sampling.add_argument(
+        "--neighbours", type=non_negative_int, default=3, help="bi-encoder neighbours per sentence (3; 0: none)"
+    )
+    sampling.add_argument("--bm25", type=non_negative_int, default=0, metavar="K", help="BM25 neighbours (0: none)")
+    training = command.add_argument_group("training")
+    training.add_argument("--teacher-epochs", type=positive_float, default=4.0, help="stage 1 (default: 4)")
+    training.add_argument("--teacher-lr", type=positive_float, default=2e-5, help="stage 1 (default: 2e-5)")
+    training.add_argument("--epochs", type=positive_float, default=1.0, help="stage 3 (default: 1)")
+    training.add_argument("--lr", type=positive_float, default=2e-5, help="stage 3 (default: 2e-5)")
+    training.add_argument("--batch-size", type=positive_int, default=16, help="pairs per batch, both stages (16)")
+    training.add_argument("--seed", type=int, default=42, help="default: 42")
     command.set_defaults(handler=run_augment)
 
 
 def run_augment(args: argparse.Namespace) -> int:
-    """Read the gold pairs, sample and label the silver ones, write gold + silver."""
-    import datasets
+    """Read the gold (and eval) pairs, load the teacher if given, run the three stages."""
+    import warnings
 
-    from ..cross_encoder.augment import silver_pairs
-    from ..data.columns import detect_layout
+    from ..training.augmented import augmented_sbert
 
-    output = Path(args.output)
-    row_file_kind(output, "-o")
-    teacher = load_cross_encoder(args.teacher, option="--teacher")
-    gold = load_data(args.data, args.split, parse_columns(args.columns), None)
-    layout = detect_layout(gold.column_names)
-    scores = list(gold[layout.label]) if layout.label else []
-    if len(layout.texts) != 2 or not scores or not all(isinstance(v, float | int) for v in scores):
-        raise ValueError(
-            f"{args.data}: augment needs scored pairs (sentence1, sentence2, score), got columns {gold.column_names}"
-        )
-    first, second = layout.texts
-    gold = datasets.Dataset.from_dict(
-        {"sentence1": list(gold[first]), "sentence2": list(gold[second]), "score": [float(v) for v in scores]}
-    )
-    bi_encoder, tokenizer = load_inference_model(args.model, None, None, None)
-    bi_encoder.tokenizer = tokenizer
-    pairs = list(zip(gold["sentence1"], gold["sentence2"], strict=True))
-    silver = silver_pairs(
-        [text for pair in pairs for text in pair], bi_encoder, teacher, args.neighbours, gold_pairs=pairs,
-        score_range=(float(min(scores)), float(max(scores))), batch_size=args.batch_size, show_progress_bar=True,
-    )  # fmt: skip
-    rows = datasets.concatenate_datasets([gold, silver])
-    write_rows(rows, output)
-    print(f"{len(gold)} gold + {len(silver)} silver pairs -> {output}")
+    if args.neighbours == 0 and args.bm25 == 0:
+        raise ValueError("--neighbours 0 and --bm25 0 sample no pairs; give one of them")
+    teacher = load_cross_encoder(args.teacher, option="--teacher") if args.teacher else None
+    columns = parse_columns(args.columns)
+    gold = load_data(args.data, args.split, columns, None)
+    eval_pairs = load_data(args.eval, args.eval_split, columns, None) if args.eval else None
+    with quiet_progress_bars(), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        try:
+            augmented_sbert(
+                gold, args.output, model=args.model or default_model_path(), teacher=teacher,
+                eval_pairs=eval_pairs, neighbours=args.neighbours, bm25_neighbours=args.bm25,
+                teacher_epochs=args.teacher_epochs, teacher_batch_size=args.batch_size, teacher_lr=args.teacher_lr,
+                epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+            )  # fmt: skip
+        except ValueError as error:
+            message = _one_line(error).replace("gold:", f"{args.data}:").replace("eval_pairs:", f"{args.eval}:")
+            raise ValueError(message) from None
+    print(f"Augmented SBERT done: the bi-encoder is in {args.output}/model (its README.md says what it learned from)")
     return 0

@@ -10,10 +10,41 @@ left out (their gold labels stay).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+
+
+def _distinct(sentences: Sequence[str], caller: str) -> list[str]:
+    unique = list(dict.fromkeys(sentences))
+    bad = next((text for text in unique if not isinstance(text, str)), None)
+    if bad is not None:
+        raise ValueError(f"{caller}: a sentence is {bad!r:.60}; expected strings")
+    if len(unique) < 2:
+        raise ValueError(f"{caller}: {len(unique)} distinct sentence(s); pairs need at least 2")
+    return unique
+
+
+def _check_neighbours(neighbours: Any, name: str = "neighbours") -> None:
+    if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 1:
+        raise ValueError(f"{name}={neighbours!r}: expected a positive int (nearest sentences paired per sentence)")
+
+
+def _pairs_of_hits(
+    unique: list[str], found: Any, neighbours: int, exclude: Iterable[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Each row's first `neighbours` hits other than itself as unordered pairs, each once, gold pairs left out."""
+    skip = {frozenset(pair) for pair in exclude}
+    pairs: dict[frozenset, tuple[str, str]] = {}
+    for row, hits in enumerate(found.tolist()):
+        others = [j for j in hits if j != row][:neighbours]
+        for j in others:
+            key = frozenset((unique[row], unique[j]))
+            if key not in skip and key not in pairs:
+                pairs[key] = (unique[min(row, j)], unique[max(row, j)])
+    return list(pairs.values())
 
 
 def neighbour_pairs(
@@ -29,28 +60,27 @@ def neighbour_pairs(
     the bi-encoder's similarity, without the pairs of `exclude` (in either order)."""
     from ..metrics import exact_search
 
-    if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 1:
-        raise ValueError(f"neighbours={neighbours!r}: expected a positive int (nearest sentences paired per sentence)")
-    unique = list(dict.fromkeys(sentences))
-    bad = next((text for text in unique if not isinstance(text, str)), None)
-    if bad is not None:
-        raise ValueError(f"neighbour_pairs: a sentence is {bad!r:.60}; expected strings")
-    if len(unique) < 2:
-        raise ValueError(f"neighbour_pairs: {len(unique)} distinct sentence(s); pairs need at least 2")
+    _check_neighbours(neighbours)
+    unique = _distinct(sentences, "neighbour_pairs")
     embeddings = np.asarray(
         bi_encoder.encode(unique, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True)
     )
     depth = min(neighbours + 1, len(unique))
     _, found = exact_search(embeddings, embeddings, depth, similarity=bi_encoder.config.similarity)
-    skip = {frozenset(pair) for pair in exclude}
-    pairs: dict[frozenset, tuple[str, str]] = {}
-    for row, hits in enumerate(found.tolist()):
-        others = [j for j in hits if j != row][:neighbours]
-        for j in others:
-            key = frozenset((unique[row], unique[j]))
-            if key not in skip and key not in pairs:
-                pairs[key] = (unique[min(row, j)], unique[max(row, j)])
-    return list(pairs.values())
+    return _pairs_of_hits(unique, found, neighbours, exclude)
+
+
+def bm25_pairs(
+    sentences: Sequence[str], neighbours: int = 3, *, exclude: Iterable[tuple[str, str]] = ()
+) -> list[tuple[str, str]]:
+    """Like `neighbour_pairs`, with each sentence's nearest others by BM25 (`hf_siamese.retrieval.bm25`): pairs that
+    share rare words, which a bi-encoder's neighbours may miss (the paper's other sampling)."""
+    from ..retrieval.bm25 import BM25
+
+    _check_neighbours(neighbours, "bm25 neighbours")
+    unique = _distinct(sentences, "bm25_pairs")
+    _, found = BM25(unique).top_k(unique, min(neighbours + 1, len(unique)))
+    return _pairs_of_hits(unique, found, neighbours, exclude)
 
 
 def silver_pairs(
@@ -59,30 +89,57 @@ def silver_pairs(
     teacher: Any,
     neighbours: int = 3,
     *,
+    bm25_neighbours: int = 0,
     gold_pairs: Iterable[tuple[str, str]] = (),
     score_range: tuple[float, float] = (0.0, 1.0),
     batch_size: int = 64,
     show_progress_bar: bool = False,
+    cache_dir: str | os.PathLike | None = None,
 ) -> Any:
-    """A `datasets.Dataset` of silver pairs `sentence1, sentence2, score`: `neighbour_pairs` of the sentences (gold
-    pairs left out) scored by the cross-encoder `teacher` with its activation (a regression cross-encoder's sigmoid:
-    0..1), mapped linearly onto `score_range` (the gold scores' range, e.g. (0, 5) for STSb)."""
+    """A `datasets.Dataset` of silver pairs `sentence1, sentence2, score`: the `neighbour_pairs` of the sentences by
+    the bi-encoder (and, with `bm25_neighbours`, their `bm25_pairs`), gold pairs left out, scored by the cross-encoder
+    `teacher` with its activation (a regression cross-encoder's sigmoid: 0..1), mapped linearly onto `score_range`
+    (the gold scores' range, e.g. (0, 5) for STSb). `neighbours=0` samples by BM25 alone (no bi-encoder needed).
+    With `cache_dir` the scores are streamed there and a stopped run resumes (`score_store.stored_scores`)."""
     import datasets
 
     from .evaluation import score_pairs
+    from .score_store import stored_scores
 
     low, high = score_range
     if not high > low:
         raise ValueError(f"score_range={score_range!r}: expected (low, high) with high > low")
     if getattr(teacher, "num_labels", 1) != 1 or not callable(getattr(teacher, "predict", None)):
         raise ValueError("silver_pairs: the teacher must be a one-output cross-encoder (a .predict(pairs) scorer)")
-    pairs = neighbour_pairs(
-        sentences, bi_encoder, neighbours, exclude=gold_pairs, batch_size=batch_size,
-        show_progress_bar=show_progress_bar,
-    )  # fmt: skip
+    if neighbours == 0 and not bm25_neighbours:
+        raise ValueError("silver_pairs: neighbours=0 and bm25_neighbours=0 sample no pairs; give one of them")
+    gold_pairs = list(gold_pairs)
+    found: dict[tuple[str, str], None] = {}
+    if neighbours:
+        found.update(dict.fromkeys(neighbour_pairs(
+            sentences, bi_encoder, neighbours, exclude=gold_pairs, batch_size=batch_size,
+            show_progress_bar=show_progress_bar,
+        )))  # fmt: skip
+    if bm25_neighbours:
+        seen = {frozenset(pair) for pair in found}
+        found.update(
+            (pair, None)
+            for pair in bm25_pairs(sentences, bm25_neighbours, exclude=gold_pairs)
+            if frozenset(pair) not in seen
+        )
+    pairs = list(found)
     if not pairs:
-        raise ValueError("silver_pairs: every neighbour pair is a gold pair; nothing to label")
-    scores = score_pairs(teacher, pairs, batch_size, show_progress_bar).astype(np.float64)
+        raise ValueError("silver_pairs: every sampled pair is a gold pair; nothing to label")
+
+    def score(chunk: list[tuple[str, str]]) -> np.ndarray:
+        return score_pairs(teacher, chunk, batch_size, show_progress_bar)
+
+    if cache_dir is None:
+        scores = score(pairs)
+    else:
+        name = getattr(getattr(teacher, "config", None), "_name_or_path", None) or type(teacher).__name__
+        scores = stored_scores(score, pairs, cache_dir, teacher_id=f"{name} (activation)", show_progress=print)
+    scores = scores.astype(np.float64)
     if scores.min() < 0 or scores.max() > 1:
         raise ValueError(
             f"silver_pairs: the teacher's scores span [{scores.min():.3g}, {scores.max():.3g}], not [0, 1]; give a "
@@ -97,4 +154,4 @@ def silver_pairs(
     )
 
 
-__all__ = ["neighbour_pairs", "silver_pairs"]
+__all__ = ["bm25_pairs", "neighbour_pairs", "silver_pairs"]

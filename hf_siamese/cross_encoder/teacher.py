@@ -13,10 +13,13 @@ a bi-encoder's similarity under its own `config.similarity`.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from .score_store import stored_scores
 
 OUTPUTS = ("scores", "margins")
 
@@ -44,6 +47,22 @@ def _bi_encoder_scores(teacher: Any, pairs: list[tuple[str, str]], batch_size: i
     return scores.float().numpy()
 
 
+def teacher_scorer(teacher: Any, batch_size: int = 32, show_progress_bar: bool = False) -> Callable[[list], np.ndarray]:
+    """`score(pairs) -> float32 scores`: a cross-encoder's raw logits (`predict`, no activation), or a bi-encoder's
+    similarity of the two texts' embeddings."""
+    from .evaluation import score_pairs
+
+    if hasattr(teacher, "predict"):
+        raw = {"activation": False} if "activation" in inspect.signature(teacher.predict).parameters else {}
+        return lambda pairs: score_pairs(teacher, pairs, batch_size, show_progress_bar, **raw)
+    if hasattr(teacher, "encode") and hasattr(teacher, "similarity"):
+        return lambda pairs: _bi_encoder_scores(teacher, pairs, batch_size, show_progress_bar)
+    raise ValueError(
+        f"teacher_scores: teacher is {type(teacher).__name__}; expected a cross-encoder (.predict) or a "
+        "bi-encoder (SiameseBertModel)"
+    )
+
+
 def teacher_scores(
     dataset: Any,
     teacher: Any,
@@ -54,6 +73,8 @@ def teacher_scores(
     batch_size: int = 32,
     show_progress_bar: bool = False,
     overwrite: bool = False,
+    cache_dir: str | os.PathLike | None = None,
+    chunk_size: int = 20_000,
 ) -> Any:
     """`dataset` with the teacher's scores (or margins) of each row in `column`.
 
@@ -64,12 +85,12 @@ def teacher_scores(
         output: `"scores"` or `"margins"` (ranking rows only: `k` margins per row).
         column: the column written; an existing one is refused unless `overwrite=True`.
         columns: the text columns, when their names are not a known layout.
+        cache_dir: a folder the scores are streamed to, `chunk_size` distinct pairs a file
+            (`hf_siamese.cross_encoder.score_store`): called again after a stop, only the missing chunks are scored.
 
     Returns:
         A new `datasets.Dataset`: pairs get one float per row; ranking rows a list of `1 + k` (or `k`) floats.
     """
-    from .evaluation import score_pairs
-
     if output not in OUTPUTS:
         raise ValueError(f"teacher_scores: output={output!r}; accepted: {list(OUTPUTS)}")
     texts = _columns(dataset, columns)
@@ -87,18 +108,19 @@ def teacher_scores(
             raise ValueError(f"teacher_scores: row {bad}: column {name!r} holds {cells[bad]!r:.60}; expected a string")
     anchors, documents = values[texts[0]], [values[name] for name in texts[1:]]
     pairs = [(anchor, docs[row]) for row, anchor in enumerate(anchors) for docs in documents]
-    if hasattr(teacher, "predict"):
-        raw = {"activation": False} if "activation" in inspect.signature(teacher.predict).parameters else {}
-        scores = score_pairs(teacher, pairs, batch_size, show_progress_bar, **raw)
-    elif hasattr(teacher, "encode") and hasattr(teacher, "similarity"):
-        scores = _bi_encoder_scores(teacher, pairs, batch_size, show_progress_bar)
+    score = teacher_scorer(teacher, batch_size, show_progress_bar)
+    unique = list(dict.fromkeys(pairs))
+    if cache_dir is None:
+        values = np.asarray(score(unique))
     else:
-        raise ValueError(
-            f"teacher_scores: teacher is {type(teacher).__name__}; expected a cross-encoder (.predict) or a "
-            "bi-encoder (SiameseBertModel)"
+        name = getattr(getattr(teacher, "config", None), "_name_or_path", None) or type(teacher).__name__
+        values = stored_scores(
+            score, unique, cache_dir, teacher_id=str(name), chunk_size=chunk_size, show_progress=print
         )
-    if scores.ndim != 1:
-        raise ValueError(f"teacher_scores: the teacher gave scores of shape {scores.shape}; expected one per pair")
+    if values.ndim != 1:
+        raise ValueError(f"teacher_scores: the teacher gave scores of shape {values.shape}; expected one per pair")
+    where = {pair: row for row, pair in enumerate(unique)}
+    scores = values[[where[pair] for pair in pairs]]
     grid = scores.reshape(len(anchors), len(documents)).astype(np.float64)
     if len(texts) == 2:
         labels: list[Any] = grid[:, 0].tolist()
@@ -111,4 +133,4 @@ def teacher_scores(
     return dataset.add_column(column, labels)
 
 
-__all__ = ["teacher_scores"]
+__all__ = ["teacher_scorer", "teacher_scores"]

@@ -207,6 +207,8 @@ def _training_text(facts: ModelCardFacts) -> str:
         data.append(f"from {links}" if data else links)
     if data:
         parts.append("Data: " + " ".join(data) + ".")
+    if facts.data_source:
+        parts.append(f"Data source: {facts.data_source.rstrip('.')}.")
     if facts.loss_name:
         loss = f"Loss: `{facts.loss_name}` (`hf_siamese.losses`)"
         description = _LOSS_TEXT.get(facts.loss_name)
@@ -331,6 +333,7 @@ def build_model_card(
     language: str | Iterable[str] | None = None,
     title: str | None = None,
     final_weights: str | None = None,
+    data_source: str | None = None,
 ) -> str:
     """The model card (markdown with YAML front matter) of a `SiameseBertModel`.
 
@@ -350,6 +353,7 @@ def build_model_card(
         tags, language, title: extra tags, languages (ISO codes) and a title.
         final_weights: how the saved weights were chosen after training, where that is more than the last step
             (e.g. the best epoch, a weight average, an interpolation toward the base model), as a sentence.
+        data_source: where the training rows came from, as a sentence (e.g. gold pairs and a teacher's silver ones).
     """
     facts = collect_facts(
         model,
@@ -365,6 +369,7 @@ def build_model_card(
         language=language,
         title=title,
         final_weights=final_weights,
+        data_source=data_source,
     )
     return render_model_card(facts)
 

@@ -41,6 +41,7 @@ _CARD_FACT_NAMES = (
     "language",
     "title",
     "final_weights",
+    "data_source",
 )
 
 
@@ -63,6 +64,7 @@ class ModelCardFacts:
     trained_steps: int | None = None
     trained_epochs: float | None = None
     final_weights: str | None = None
+    data_source: str | None = None
     hyperparameters: dict[str, str] = field(default_factory=dict)
     eval_results: dict[str, dict[str, float]] = field(default_factory=dict)
     eval_step: int | None = None
@@ -280,6 +282,7 @@ def collect_facts(
     language: str | Iterable[str] | None = None,
     title: str | None = None,
     final_weights: str | None = None,
+    data_source: str | None = None,
 ) -> ModelCardFacts:
     """Gather the facts of a card; see `build_model_card` for the arguments."""
     if not hasattr(model, "config") or not hasattr(model.config, "encoder_config"):
@@ -331,6 +334,9 @@ def collect_facts(
     if final_weights is not None and not isinstance(final_weights, str):
         raise TypeError(f"final_weights must be a sentence (str), got {type(final_weights).__name__}")
     facts.final_weights = (final_weights or "").strip() or None
+    if data_source is not None and not isinstance(data_source, str):
+        raise TypeError(f"data_source must be a sentence (str), got {type(data_source).__name__}")
+    facts.data_source = (data_source or "").strip() or None
 
     if eval_results is not None:
         facts.eval_results = parse_eval_metrics(eval_results)

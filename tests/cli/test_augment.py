@@ -1,9 +1,11 @@
-"""`hf-siamese augment`: gold scored pairs + silver pairs from a tiny bi-encoder's neighbours labelled by a tiny
-cross-encoder, written to a file `train` reads; bad input in one line."""
+"""`hf-siamese augment`: Augmented SBERT's three stages from tiny models (teacher trained on the gold pairs, silver
+pairs labelled on the gold range, the bi-encoder trained on both, a card that says so); a rerun resumes; bad input
+in one line."""
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -41,36 +43,42 @@ def _run(argv: list, capsys) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_gold_plus_silver_in_one_file(files, tmp_path, capsys):
-    out = tmp_path / "augmented.tsv"
-    argv = ["augment", files / "gold.tsv", "--teacher", files / "ce", "--model", files / "bi", "-o", out]
-    code, stdout, stderr = _run([*argv, "--neighbours", "2"], capsys)
+def test_three_stages_then_resume(files, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["augment", files / "gold.tsv", "--model", files / "bi", "-o", out, "--neighbours", "2", "--bm25", "1"]
+    argv += ["--eval", files / "gold.tsv", "--teacher-epochs", "1", "--batch-size", "4"]
+    code, stdout, stderr = _run(argv, capsys)
     assert code == 0, stderr
-    with open(out, newline="") as file:
-        rows = list(csv.DictReader(file, delimiter="\t"))
-    assert [(r["sentence1"], r["sentence2"], float(r["score"])) for r in rows[: len(GOLD)]] == GOLD
-    silver = rows[len(GOLD) :]
-    assert silver and f"{len(GOLD)} gold + {len(silver)} silver pairs" in stdout
+    assert (out / "teacher" / "config.json").is_file() and (out / "model" / "config.json").is_file()
+    silver = [json.loads(line) for line in (out / "silver.jsonl").read_text().splitlines()]
     gold_pairs = {frozenset(g[:2]) for g in GOLD}
-    assert all(frozenset((r["sentence1"], r["sentence2"])) not in gold_pairs for r in silver)
-    assert all(0.0 <= float(r["score"]) <= 3.0 for r in silver)  # the gold scores span 0..3
+    assert silver and all(frozenset((r["sentence1"], r["sentence2"])) not in gold_pairs for r in silver)
+    assert all(0.0 <= r["score"] <= 3.0 for r in silver)  # the gold scores span 0..3
+    card = (out / "model" / "README.md").read_text()
+    assert f"{len(GOLD)} gold scored pairs and {len(silver)} silver pairs" in card
+    assert not (out / "checkpoints").exists() and not (out / "silver-scores").exists()
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    for stage in ("stage 1 done before", "stage 2 done before", "stage 3 done before"):
+        assert stage in stdout
+    code, _, stderr = _run([*argv, "--lr", "1e-3"], capsys)
+    assert code == 1 and "a run with other settings is kept here (differs in ['lr'])" in stderr
 
 
 @pytest.mark.parametrize(
     ("extra", "code", "message"),
     [
         (["--teacher", "{root}/bi"], 1, "is a bi-encoder"),
-        (["--teacher", "{root}/ce", "-o", "{out}.txt"], 1, "must end in one of ['.csv', '.json', '.jsonl', '.tsv']"),
-        (["--teacher", "{root}/ce", "--neighbours", "0"], 2, "--neighbours"),
+        (["--neighbours", "0"], 1, "--neighbours 0 and --bm25 0 sample no pairs"),
+        (["--neighbours", "-1"], 2, "--neighbours"),
+        (["--columns", "sentence1=sentence1,sentence2=sentence2"], 1, "expected scored pairs"),
     ],
 )
 def test_bad_input_is_named(files, tmp_path, capsys, extra, code, message):
     out = tmp_path / "out"
     argv = [part.format(root=files, out=out) for part in extra]
-    if "-o" not in argv:
-        argv += ["-o", f"{out}.tsv"]
-    returned, _, stderr = _run(["augment", files / "gold.tsv", "--model", files / "bi", *argv], capsys)
-    assert returned == code and message in stderr
+    returned, _, stderr = _run(["augment", files / "gold.tsv", "--model", files / "bi", "-o", out, *argv], capsys)
+    assert returned == code and message in stderr, stderr
     if code == 1:
         assert stderr.startswith("hf-siamese: error: ") and stderr.count("\n") == 1
     assert not list(tmp_path.iterdir())

@@ -71,5 +71,5 @@ def test_bad_input_is_named(bi):
         silver_pairs(SENTENCES, bi, LengthRatio(), score_range=(5, 0))
     with pytest.raises(ValueError, match=r"not \[0, 1\]; give a cross-encoder with a sigmoid"):
         silver_pairs(SENTENCES, bi, Logits())
-    with pytest.raises(ValueError, match="every neighbour pair is a gold pair"):
+    with pytest.raises(ValueError, match="every sampled pair is a gold pair"):
         silver_pairs(SENTENCES[:2], bi, LengthRatio(), 1, gold_pairs=[(SENTENCES[1], SENTENCES[0])])

@@ -1,0 +1,295 @@
+"""Augmented SBERT (Thakur, Reimers, Daxenberger 2021) in one call: a cross-encoder teacher trained on the gold
+pairs labels new pairs sampled among the gold sentences, and the bi-encoder trains on gold + silver.
+
+`augmented_sbert(gold, output_dir, model=...)` runs three stages, each kept on disk in `output_dir`, so a stopped
+run called again with the same arguments goes on where it stopped:
+
+    output_dir/augment.json   the run's settings; a second call with other settings is refused (a new folder)
+    output_dir/teacher/       stage 1: the cross-encoder (BCE on the score scaled to 0..1); skipped with `teacher=`
+    output_dir/silver-scores/ stage 2 while it runs: the teacher's scores, a chunk file at a time (resumable)
+    output_dir/silver.jsonl   stage 2: the silver pairs (sentence1, sentence2, score) on the gold scale
+    output_dir/checkpoints/   stage 3 while it runs: a checkpoint per epoch, resumed from the last one
+    output_dir/model/         stage 3: the bi-encoder, with a model card naming the gold and silver data and teacher
+
+The pairs are the bi-encoder's `neighbours` nearest sentences of each sentence and, with `bm25_neighbours`, BM25's
+(`hf_siamese.cross_encoder.augment.silver_pairs`); the paper shows that this sampling is what makes silver data
+help, where random pairs do not. A teacher weaker than its student teaches nothing: with `eval_pairs` the start
+bi-encoder and the teacher are both measured on them and a warning says when the teacher is the weaker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+SETTINGS_FILE = "augment.json"
+
+
+def _gold_pairs(gold: Any, where: str) -> tuple[list[tuple[str, str]], list[float]]:
+    from ..data.columns import detect_layout
+
+    names = list(getattr(gold, "column_names", None) or [])
+    layout = detect_layout(names) if names else None
+    if layout is None or len(layout.texts) != 2 or layout.label is None:
+        raise ValueError(f"{where}: expected scored pairs (sentence1, sentence2, score), got columns {names}")
+    first, second = (list(gold[name]) for name in layout.texts)
+    scores = list(gold[layout.label])
+    bad = next((v for v in scores if isinstance(v, bool) or not isinstance(v, int | float)), None)
+    if bad is not None:
+        raise ValueError(f"{where}: the {layout.label!r} column holds {bad!r:.40}; expected numeric scores")
+    texts = next((t for t in first + second if not isinstance(t, str) or not t.strip()), None)
+    if texts is not None:
+        raise ValueError(f"{where}: a sentence is {texts!r:.60}; expected non-empty strings")
+    if not scores:
+        raise ValueError(f"{where}: no gold pairs")
+    return list(zip(first, second, strict=True)), [float(v) for v in scores]
+
+
+def _check_settings(folder: Path, settings: dict[str, Any]) -> None:
+    path = folder / SETTINGS_FILE
+    if path.is_file():
+        found = json.loads(path.read_text(encoding="utf-8"))
+        differs = sorted(key for key in settings.keys() | found.keys() if found.get(key) != settings.get(key))
+        if differs:
+            raise ValueError(
+                f"{folder}: a run with other settings is kept here (differs in {differs}); give another output "
+                "folder, or delete this one to start over"
+            )
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{SETTINGS_FILE}.partial")
+    temporary.write_text(json.dumps(settings, indent=1), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _train_teacher(
+    pairs: list[tuple[str, str]], scores: list[float], span: tuple[float, float], start: str, folder: Path,
+    settings: dict[str, Any],
+) -> Any:  # fmt: skip
+    """Stage 1: a one-output cross-encoder from the bi-encoder's encoder, BCE on (score - low) / (high - low)."""
+    import tempfile
+
+    from datasets import Dataset
+    from transformers import TrainingArguments, set_seed
+
+    from ..cross_encoder.model import CrossEncoder
+    from ..cross_encoder.trainer import CrossEncoderTrainer
+
+    low, high = span
+    set_seed(settings["seed"])
+    teacher = CrossEncoder.from_encoder(start, num_labels=1)
+    rows = Dataset.from_dict(
+        {
+            "sentence1": [a for a, _ in pairs],
+            "sentence2": [b for _, b in pairs],
+            "label": [min(max((s - low) / (high - low), 0.0), 1.0) for s in scores],
+        }
+    )
+    work = tempfile.mkdtemp(prefix=".teacher-", dir=folder.parent)
+    try:
+        args = TrainingArguments(
+            output_dir=work, num_train_epochs=settings["teacher_epochs"], learning_rate=settings["teacher_lr"],
+            per_device_train_batch_size=settings["teacher_batch_size"], warmup_steps=0.1, seed=settings["seed"],
+            save_strategy="no", report_to=[], logging_steps=50, disable_tqdm=not settings["show_progress_bar"],
+        )  # fmt: skip
+        CrossEncoderTrainer(teacher, args, train_dataset=rows, loss="bce").train()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    teacher.save_pretrained(folder)
+    return teacher
+
+
+def _write_jsonl(dataset: Any, path: Path) -> None:
+    temporary = path.with_name(f".{path.name}.partial")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        for row in dataset:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(temporary, path)
+
+
+def _read_jsonl(path: Path) -> Any:
+    from datasets import Dataset
+
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return Dataset.from_dict({name: [row[name] for row in rows] for name in ("sentence1", "sentence2", "score")})
+
+
+def _last_checkpoint(folder: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+
+def augmented_sbert(
+    gold: Any,
+    output_dir: str | os.PathLike,
+    *,
+    model: str,
+    teacher: Any = None,
+    eval_pairs: Any = None,
+    neighbours: int = 3,
+    bm25_neighbours: int = 0,
+    teacher_epochs: float = 4.0,
+    teacher_batch_size: int = 16,
+    teacher_lr: float = 2e-5,
+    epochs: float = 1.0,
+    batch_size: int = 16,
+    lr: float = 2e-5,
+    seed: int = 42,
+    show_progress_bar: bool = True,
+) -> Any:
+    """Train a bi-encoder on `gold` scored pairs plus silver pairs labelled by a cross-encoder; returns it (saved in
+    `output_dir/model`). See the module docstring for the stages and the folder.
+
+    Args:
+        gold: a `datasets.Dataset` of scored pairs (`sentence1, sentence2, score`, or another known layout).
+        output_dir: the run's folder; called again after a stop, finished stages are read back, not redone.
+        model: the bi-encoder to start from (a path or Hub id): it samples the pairs, starts the teacher's encoder
+            (when no `teacher` is given) and is trained.
+        teacher: a trained one-output cross-encoder (a `CrossEncoder` or its path) to label with instead of stage 1.
+        eval_pairs: scored pairs (the dev split) to measure the start, the teacher and each epoch on; the best
+            epoch is kept.
+        neighbours / bm25_neighbours: nearest sentences paired per sentence by the bi-encoder / by BM25.
+        teacher_epochs, teacher_batch_size, teacher_lr: stage 1's training.
+        epochs, batch_size, lr: stage 3's training (`CosineSimilarityLoss` on the gold scores' range).
+    """
+    from datasets import concatenate_datasets
+    from transformers import TrainingArguments, set_seed
+
+    from ..cross_encoder.augment import silver_pairs
+    from ..cross_encoder.evaluation import evaluate_scores
+    from ..cross_encoder.model import CrossEncoder
+    from ..formats.loading import load_model
+    from ..losses import CosineSimilarityLoss
+    from ..modeling.modeling_siamese import SiameseBertModel
+    from .trainer import SiameseTrainer
+
+    folder = Path(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"output_dir={os.fspath(folder)!r} exists and is not a folder")
+    pairs, scores = _gold_pairs(gold, "gold")
+    span = (min(scores), max(scores))
+    if not span[1] > span[0]:
+        raise ValueError(f"gold: every score is {span[0]:g}; a teacher needs scores that differ")
+    if eval_pairs is not None:
+        dev_pairs, dev_scores = _gold_pairs(eval_pairs, "eval_pairs")
+    teacher_name = None
+    if isinstance(teacher, str | os.PathLike):
+        teacher_name = os.fspath(teacher)
+    elif teacher is not None:
+        config = getattr(getattr(teacher, "model", None), "config", None)
+        teacher_name = getattr(config, "_name_or_path", None) or type(teacher).__name__
+    settings = {
+        "model": os.fspath(model), "teacher": teacher_name, "gold_pairs": len(pairs), "neighbours": neighbours,
+        "bm25_neighbours": bm25_neighbours, "teacher_epochs": teacher_epochs, "teacher_batch_size": teacher_batch_size,
+        "teacher_lr": teacher_lr, "epochs": epochs, "batch_size": batch_size, "lr": lr, "seed": seed,
+    }  # fmt: skip
+    _check_settings(folder, settings)
+    show = print if show_progress_bar else (lambda *_: None)
+    settings["show_progress_bar"] = show_progress_bar
+
+    # stage 1: the teacher
+    if isinstance(teacher, str | os.PathLike):
+        teacher = CrossEncoder.from_pretrained(os.fspath(teacher))
+    elif teacher is None and (folder / "teacher" / "config.json").is_file():
+        teacher = CrossEncoder.from_pretrained(str(folder / "teacher"))
+        show(f"augment: stage 1 done before: the teacher in {folder / 'teacher'}")
+    elif teacher is None:
+        show(f"augment: stage 1: training the teacher cross-encoder on {len(pairs)} gold pairs")
+        teacher = _train_teacher(pairs, scores, span, os.fspath(model), folder / "teacher", settings)
+    if getattr(teacher, "num_labels", 1) != 1:
+        raise ValueError(f"teacher: a cross-encoder of {teacher.num_labels} outputs; a teacher of scores has one")
+
+    bi_encoder, tokenizer = load_model(os.fspath(model))
+    bi_encoder.tokenizer = tokenizer
+    facts: dict[str, Any] = {}
+    if eval_pairs is not None:
+        teacher_dev = 100 * evaluate_scores(teacher, dev_pairs, dev_scores)["spearman"]
+        facts["teacher_dev"] = teacher_dev
+        show(f"augment: the teacher's Spearman x100 on eval_pairs: {teacher_dev:.2f}")
+
+    # stage 2: silver pairs
+    silver_file = folder / "silver.jsonl"
+    if silver_file.is_file():
+        silver = _read_jsonl(silver_file)
+        show(f"augment: stage 2 done before: {len(silver)} silver pairs in {silver_file}")
+    else:
+        sentences = [text for pair in pairs for text in pair]
+        silver = silver_pairs(
+            sentences, bi_encoder, teacher, neighbours, bm25_neighbours=bm25_neighbours, gold_pairs=pairs,
+            score_range=span, show_progress_bar=show_progress_bar, cache_dir=folder / "silver-scores",
+        )  # fmt: skip
+        _write_jsonl(silver, silver_file)
+        shutil.rmtree(folder / "silver-scores", ignore_errors=True)
+        show(f"augment: stage 2: {len(silver)} silver pairs -> {silver_file}")
+
+    # stage 3: the bi-encoder on gold + silver
+    out = folder / "model"
+    if (out / "config.json").is_file():
+        show(f"augment: stage 3 done before: the bi-encoder in {out}")
+        return SiameseBertModel.from_pretrained(str(out))
+    from datasets import Dataset
+
+    gold_rows = Dataset.from_dict(
+        {"sentence1": [a for a, _ in pairs], "sentence2": [b for _, b in pairs], "score": scores}
+    )
+    rows = concatenate_datasets([gold_rows, silver.cast(gold_rows.features)]).shuffle(seed=seed)
+    set_seed(seed)
+    student = bi_encoder.train()
+    dev = None
+    if eval_pairs is not None:
+        dev = Dataset.from_dict(
+            {"sentence1": [a for a, _ in dev_pairs], "sentence2": [b for _, b in dev_pairs], "score": dev_scores}
+        )
+    checkpoints = folder / "checkpoints"
+    args = TrainingArguments(
+        output_dir=str(checkpoints), num_train_epochs=epochs, per_device_train_batch_size=batch_size,
+        learning_rate=lr, warmup_steps=0.1, seed=seed, report_to=[], logging_steps=100,
+        save_strategy="epoch", save_total_limit=None if dev is not None else 1,
+        eval_strategy="epoch" if dev is not None else "no", load_best_model_at_end=dev is not None,
+        metric_for_best_model="spearman_cosine" if dev is not None else None,
+        disable_tqdm=not show_progress_bar,
+    )  # fmt: skip
+    trainer = SiameseTrainer(
+        model=student, args=args, train_dataset=rows, eval_dataset=dev, processing_class=tokenizer,
+        loss=CosineSimilarityLoss(score_range=span),
+    )  # fmt: skip
+    if dev is not None and _last_checkpoint(checkpoints) is None:
+        facts["start_dev"] = 100 * trainer.evaluate()["eval_spearman_cosine"]
+        show(f"augment: the start bi-encoder's Spearman x100 on eval_pairs: {facts['start_dev']:.2f}")
+        if facts["teacher_dev"] < facts["start_dev"]:
+            warnings.warn(
+                f"augment: the teacher ({facts['teacher_dev']:.2f}) is weaker than the start bi-encoder "
+                f"({facts['start_dev']:.2f}) on eval_pairs; its silver labels are unlikely to help",
+                stacklevel=2,
+            )
+    show(f"augment: stage 3: training the bi-encoder on {len(gold_rows)} gold + {len(silver)} silver pairs")
+    trainer.train(resume_from_checkpoint=_last_checkpoint(checkpoints))
+    final = trainer.evaluate() if dev is not None else None
+    sampled = f"the bi-encoder's {neighbours} nearest sentences" if neighbours else ""
+    if bm25_neighbours:
+        sampled += (" and " if sampled else "") + f"BM25's {bm25_neighbours} nearest"
+    source = (
+        f"{len(gold_rows)} gold scored pairs and {len(silver)} silver pairs (Augmented SBERT): {sampled} of each gold "
+        f"sentence, gold pairs left out, labelled by the cross-encoder {teacher_name or 'trained on the gold pairs'}"
+    )
+    if "teacher_dev" in facts:
+        source += f" (Spearman x100 on the eval pairs: teacher {facts['teacher_dev']:.2f}"
+        source += f", start bi-encoder {facts['start_dev']:.2f})" if "start_dev" in facts else ")"
+    staging = folder / ".model.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    trainer.args.output_dir = str(staging)
+    trainer.save_model(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    trainer.create_model_card(data_source=source, eval_results=final)
+    os.replace(staging, out)
+    shutil.rmtree(checkpoints, ignore_errors=True)
+    show(f"augment: stage 3: the bi-encoder -> {out}")
+    return trainer.model
+
+
+__all__ = ["augmented_sbert"]
