@@ -33,6 +33,10 @@ def add_augment_command(commands: Any) -> None:
     command.add_argument("--eval-split", help="split of a Hub dataset (--eval)")
     sampling = command.add_argument_group("sampling")
     sampling.add_argument(
+        "--sentences", metavar="TEXTS", help="more sentences, unlabelled, to sample pairs among with the gold ones (a "
+        ".txt file, one per line, or .jsonl / .csv / .parquet with a text column)",
+    )  # fmt: skip
+    sampling.add_argument(
         "--neighbours", type=non_negative_int, default=3, help="bi-encoder neighbours per sentence (3; 0: none)"
     )
     sampling.add_argument("--bm25", type=non_negative_int, default=0, metavar="K", help="BM25 neighbours (0: none)")
@@ -58,17 +62,25 @@ def run_augment(args: argparse.Namespace) -> int:
     columns = parse_columns(args.columns)
     gold = load_data(args.data, args.split, columns, None)
     eval_pairs = load_data(args.eval, args.eval_split, columns, None) if args.eval else None
+    unlabelled = None
+    if args.sentences:
+        from ..data.corpus_stream import open_corpus
+
+        unlabelled = [text for _, text in open_corpus(args.sentences) if text.strip()]
+        if not unlabelled:
+            raise ValueError(f"--sentences {args.sentences}: no sentences")
     with quiet_progress_bars(), warnings.catch_warnings():
         warnings.simplefilter("always")
         try:
             augmented_sbert(
                 gold, args.output, model=args.model or default_model_path(), teacher=teacher,
-                eval_pairs=eval_pairs, neighbours=args.neighbours, bm25_neighbours=args.bm25,
+                eval_pairs=eval_pairs, unlabelled=unlabelled, neighbours=args.neighbours, bm25_neighbours=args.bm25,
                 teacher_epochs=args.teacher_epochs, teacher_batch_size=args.batch_size, teacher_lr=args.teacher_lr,
                 epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
             )  # fmt: skip
         except ValueError as error:
             message = _one_line(error).replace("gold:", f"{args.data}:").replace("eval_pairs:", f"{args.eval}:")
+            message = message.replace("unlabelled:", f"--sentences {args.sentences}:")
             raise ValueError(message) from None
     print(f"Augmented SBERT done: the bi-encoder is in {args.output}/model (its README.md says what it learned from)")
     return 0

@@ -19,10 +19,12 @@ bi-encoder and the teacher are both measured on them and a warning says when the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +120,18 @@ def _read_jsonl(path: Path) -> Any:
     return Dataset.from_dict({name: [row[name] for row in rows] for name in ("sentence1", "sentence2", "score")})
 
 
+def _text_fingerprint(texts: Sequence[str] | None) -> str | None:
+    if texts is None:
+        return None
+    if isinstance(texts, str):
+        raise ValueError("unlabelled: expected a list of sentences, got one string")
+    bad = next((text for text in texts if not isinstance(text, str) or not text.strip()), None)
+    if bad is not None:
+        raise ValueError(f"unlabelled: a sentence is {bad!r:.60}; expected non-empty strings")
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{len(texts)} sentences, sha256 {digest[:16]}"
+
+
 def _last_checkpoint(folder: Path) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -131,6 +145,7 @@ def augmented_sbert(
     model: str,
     teacher: Any = None,
     eval_pairs: Any = None,
+    unlabelled: Sequence[str] | None = None,
     neighbours: int = 3,
     bm25_neighbours: int = 0,
     teacher_epochs: float = 4.0,
@@ -153,6 +168,8 @@ def augmented_sbert(
         teacher: a trained one-output cross-encoder (a `CrossEncoder` or its path) to label with instead of stage 1.
         eval_pairs: scored pairs (the dev split) to measure the start, the teacher and each epoch on; the best
             epoch is kept.
+        unlabelled: more sentences (no labels) to sample pairs among, with the gold ones: the paper's setting where a
+            few pairs are labelled and many sentences are not.
         neighbours / bm25_neighbours: nearest sentences paired per sentence by the bi-encoder / by BM25.
         teacher_epochs, teacher_batch_size, teacher_lr: stage 1's training.
         epochs, batch_size, lr: stage 3's training (`CosineSimilarityLoss` on the gold scores' range).
@@ -185,7 +202,8 @@ def augmented_sbert(
         teacher_name = getattr(config, "_name_or_path", None) or type(teacher).__name__
     settings = {
         "model": os.fspath(model), "teacher": teacher_name, "gold_pairs": len(pairs), "neighbours": neighbours,
-        "bm25_neighbours": bm25_neighbours, "teacher_epochs": teacher_epochs, "teacher_batch_size": teacher_batch_size,
+        "bm25_neighbours": bm25_neighbours, "unlabelled": _text_fingerprint(unlabelled),
+        "teacher_epochs": teacher_epochs, "teacher_batch_size": teacher_batch_size,
         "teacher_lr": teacher_lr, "epochs": epochs, "batch_size": batch_size, "lr": lr, "seed": seed,
     }  # fmt: skip
     _check_settings(folder, settings)
@@ -218,7 +236,7 @@ def augmented_sbert(
         silver = _read_jsonl(silver_file)
         show(f"augment: stage 2 done before: {len(silver)} silver pairs in {silver_file}")
     else:
-        sentences = [text for pair in pairs for text in pair]
+        sentences = [text for pair in pairs for text in pair] + list(unlabelled or [])
         silver = silver_pairs(
             sentences, bi_encoder, teacher, neighbours, bm25_neighbours=bm25_neighbours, gold_pairs=pairs,
             score_range=span, show_progress_bar=show_progress_bar, cache_dir=folder / "silver-scores",
@@ -273,9 +291,11 @@ def augmented_sbert(
     sampled = f"the bi-encoder's {neighbours} nearest sentences" if neighbours else ""
     if bm25_neighbours:
         sampled += (" and " if sampled else "") + f"BM25's {bm25_neighbours} nearest"
+    extra = f" and of {len(unlabelled)} unlabelled sentences" if unlabelled else ""
     source = (
         f"{len(gold_rows)} gold scored pairs and {len(silver)} silver pairs (Augmented SBERT): {sampled} of each gold "
-        f"sentence, gold pairs left out, labelled by the cross-encoder {teacher_name or 'trained on the gold pairs'}"
+        f"sentence{extra}, gold pairs left out, labelled by the cross-encoder "
+        f"{teacher_name or 'trained on the gold pairs'}"
     )
     if "teacher_dev" in facts:
         source += f" (Spearman x100 on the eval pairs: teacher {facts['teacher_dev']:.2f}"

@@ -30,6 +30,7 @@ def files(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer) -> Path:
     torch.manual_seed(0)
     config = BertConfig(**TINY, max_position_embeddings=64, num_labels=1)
     CrossEncoder(BertForSequenceClassification(config).eval(), tiny_tokenizer).save_pretrained(root / "ce")
+    (root / "more.txt").write_text("a cat runs today\nthe soup is cold\n")
     with open(root / "gold.tsv", "w", newline="") as file:
         writer = csv.writer(file, delimiter="\t")
         writer.writerow(["sentence1", "sentence2", "score"])
@@ -46,7 +47,16 @@ def _run(argv: list, capsys) -> tuple[int, str, str]:
 def test_three_stages_then_resume(files, tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["augment", files / "gold.tsv", "--model", files / "bi", "-o", out, "--neighbours", "2", "--bm25", "1"]
-    argv += ["--eval", files / "gold.tsv", "--teacher-epochs", "1", "--batch-size", "4"]
+    argv += [
+        "--eval",
+        files / "gold.tsv",
+        "--teacher-epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--sentences",
+        files / "more.txt",
+    ]
     code, stdout, stderr = _run(argv, capsys)
     assert code == 0, stderr
     assert (out / "teacher" / "config.json").is_file() and (out / "model" / "config.json").is_file()
@@ -56,6 +66,8 @@ def test_three_stages_then_resume(files, tmp_path, capsys):
     assert all(0.0 <= r["score"] <= 3.0 for r in silver)  # the gold scores span 0..3
     card = (out / "model" / "README.md").read_text()
     assert f"{len(GOLD)} gold scored pairs and {len(silver)} silver pairs" in card
+    assert "and of 2 unlabelled sentences" in card
+    assert any("a cat runs today" in (r["sentence1"], r["sentence2"]) for r in silver)
     assert not (out / "checkpoints").exists() and not (out / "silver-scores").exists()
     code, stdout, stderr = _run(argv, capsys)
     assert code == 0, stderr
@@ -71,6 +83,7 @@ def test_three_stages_then_resume(files, tmp_path, capsys):
         (["--teacher", "{root}/bi"], 1, "is a bi-encoder"),
         (["--neighbours", "0"], 1, "--neighbours 0 and --bm25 0 sample no pairs"),
         (["--neighbours", "-1"], 2, "--neighbours"),
+        (["--sentences", "{root}/missing.txt"], 1, "missing.txt"),
         (["--columns", "sentence1=sentence1,sentence2=sentence2"], 1, "expected scored pairs"),
     ],
 )
