@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..modeling.modeling_siamese import SiameseBertModel
 
 PROG = "hf-siamese"
-LOSS_NAMES = ("cosine", "cosent", "angle", "scored_mnr", "softmax", "mnr")
+LOSS_NAMES = ("cosine", "cosent", "angle", "scored_mnr", "softmax", "mnr", "margin_mse", "list_distill")
 POOLING_NAMES = ("mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken")
 DTYPES = ("float32", "bfloat16", "float16")
 DEMO_OUTPUT_DIR = "runs/demo-minilm"

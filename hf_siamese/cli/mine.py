@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import corpus_source, load_data, load_inference_model, parse_columns, row_file_kind, write_rows
+from .common import (
+    corpus_source,
+    load_cross_encoder,
+    load_data,
+    load_inference_model,
+    parse_columns,
+    row_file_kind,
+    write_rows,
+)
 
 # The options of a --corpus read by `open_corpus` (with their defaults), which the default corpus and a BEIR folder's
 # do not take.
@@ -24,6 +32,7 @@ def run_mine(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     row_file_kind(output)
+    teacher = load_cross_encoder(args.teacher, option="--teacher") if args.teacher else None
     if is_beir_folder(args.data):
         # (query, relevant document) pairs of the split; the corpus defaults to the folder's documents.
         beir = read_beir(args.data, split=args.split)
@@ -57,6 +66,17 @@ def run_mine(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, seed=args.seed, embeddings_dir=args.embeddings_dir, text_column=args.text_column,
         id_column=args.id_column, shard_size=args.shard_size, approximate=args.approximate, dtype=args.dtype,
     )  # fmt: skip
-    write_rows(mined, output)
-    print(f"mined {len(mined)} of {len(rows)} rows ({args.num_negatives} negatives each) -> {output}")
+    if teacher is not None:
+        import shutil
+
+        from ..cross_encoder.teacher import teacher_scores
+
+        cache = output.with_name(output.name + ".scores")
+        mined = teacher_scores(mined, teacher, output="scores", batch_size=args.batch_size, cache_dir=cache)
+        write_rows(mined, output)
+        shutil.rmtree(cache, ignore_errors=True)
+    else:
+        write_rows(mined, output)
+    scored = ", scored by the teacher" if teacher is not None else ""
+    print(f"mined {len(mined)} of {len(rows)} rows ({args.num_negatives} negatives each{scored}) -> {output}")
     return 0

@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
         "entailment,neutral,contradiction (default: the sorted labels of the data)",
     )
     objective.add_argument(
+        "--margin-scale", type=float, metavar="S", help="margin_mse: multiplies the student's score margins (default "
+        "1; a normalized student's margins stay within [-2, 2], a cross-encoder's span tens)",
+    )  # fmt: skip
+    objective.add_argument(
         "--positive-threshold",
         type=float,
         metavar="T",

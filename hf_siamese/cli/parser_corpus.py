@@ -133,6 +133,11 @@ def add_corpus_commands(commands: Any) -> None:
     add_model_arguments(mine, training=False)
     mine.add_argument("--columns", metavar="ROLE=NAME,...", help="e.g. anchor=question,positive=answer")
     mine.add_argument("--split", default="train", help="split of SOURCE: Hub dataset or folder (default: train)")
+    mine.add_argument(
+        "--teacher", metavar="CE_DIR", help="a cross-encoder that scores each row's (anchor, positive) and (anchor, "
+        "negative_j) pairs into a label column (its 1 + N raw scores, positive first): rows for --loss margin_mse or "
+        "list_distill. The scores stream to OUTPUT.scores/ (a stopped run resumes)",
+    )  # fmt: skip
     add_corpus_arguments(mine, "--corpus-split", "--corpus-dataset-config")
     mine.add_argument("--num-negatives", type=positive_int, default=3, help="negatives per row (default: 3)")
     mine.add_argument("--range-min", type=int, default=0, help="skip the best RANGE_MIN ranks (default: 0)")

@@ -39,7 +39,10 @@ def _infer_loss(dataset: datasets.Dataset, source: str) -> str:
         raise ValueError(f"{source}: {err}") from None
     if layout.label is None:
         return "mnr"
-    return "cosine" if isinstance(dataset[0][layout.label], float) else "softmax"
+    first = dataset[0][layout.label]
+    if isinstance(first, list):  # a teacher's scores of the row's documents (`mine --teacher`)
+        return "margin_mse"
+    return "cosine" if isinstance(first, float) else "softmax"
 
 
 def _as_scores(dataset: datasets.Dataset, source: str, loss: str) -> datasets.Dataset:
@@ -51,6 +54,13 @@ def _as_scores(dataset: datasets.Dataset, source: str, loss: str) -> datasets.Da
         raise ValueError(f"--loss {loss} needs a score column; {source} has columns {dataset.column_names}")
     values = dataset[layout.label]
     if all(isinstance(v, float) for v in values):
+        return dataset
+    if any(isinstance(v, list) for v in values):  # a teacher's score lists: the collator checks them row by row
+        if len(layout.texts) < 3:
+            raise ValueError(
+                f"--loss {loss} with score lists needs (anchor, positive, negative...) rows; {source} has columns "
+                f"{dataset.column_names}"
+            )
         return dataset
     scores = []
     for index, value in enumerate(values):
@@ -167,6 +177,10 @@ def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> tu
             raise ValueError("--eval-steps does not work with --loss softmax (scored eval pairs have no classes)")
     elif label2id is not None:
         raise ValueError(f"--labels applies to --loss softmax, not {loss_name}")
+    if "margin_mse" in names and args.margin_scale is not None:
+        loss_kwargs["scale"] = args.margin_scale
+    elif args.margin_scale is not None:
+        raise ValueError(f"--margin-scale applies to --loss margin_mse, not {loss_name}")
     if "mnr" in names:
         loss_kwargs["gather_across_processes"] = args.gather_across_processes
     elif args.gather_across_processes:

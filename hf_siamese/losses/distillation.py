@@ -21,29 +21,35 @@ class MarginMSELoss(SiameseLoss):
     `[t(q, p), t(q, n_1), ..., t(q, n_k)]` (the length says which). With `s` the student's similarity of the query and
     a document (`similarity`: the dot product, as GPL and the paper use, or the cosine),
 
-        loss = mean over rows i and negatives j of ((s(q_i, p_i) - s(q_i, n_ij)) - margin_ij) ** 2
+        loss = mean over rows i and negatives j of (scale * (s(q_i, p_i) - s(q_i, n_ij)) - margin_ij) ** 2
 
     Only differences are learned, so the teacher's scores may sit on any scale (a cross-encoder's logits, say): the
     student keeps its own offset. Teacher margins come from `CrossEncoder.predict(..., activation=False)` on the
     (query, positive) and (query, negative) pairs.
 
+    A normalized student (all-MiniLM-L6-v2) has margins within [-2, 2] while a cross-encoder's logit margins span
+    tens: `scale` stretches the student's margins onto the teacher's (e.g. the ratio of their spreads on the rows).
+
     Args:
         similarity: `"dot"` (default) or `"cosine"`.
+        scale: multiplies the student's margins (default 1).
     """
 
     label_kind = "score"
     num_texts = None
 
-    def __init__(self, similarity: str = "dot") -> None:
+    def __init__(self, similarity: str = "dot", scale: float = 1.0) -> None:
         super().__init__()
         if similarity not in SIMILARITIES:
             raise ValueError(f"MarginMSELoss: similarity={similarity!r}; accepted: {list(SIMILARITIES)}")
-        self.similarity = similarity
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
+            raise ValueError(f"MarginMSELoss: scale={scale!r} must be a positive number")
+        self.similarity, self.scale = similarity, float(scale)
 
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         scores = query_document_scores(output.sentence_embedding, self.similarity, "MarginMSELoss")
         labels = self._need_labels(labels, "MarginMSELoss", "teacher margin (or score)")
-        margins = scores[:, :1] - scores[:, 1:]
+        margins = self.scale * (scores[:, :1] - scores[:, 1:])
         return F.mse_loss(margins, teacher_margins(labels.float(), margins.shape))
 
 

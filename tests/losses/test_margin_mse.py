@@ -34,11 +34,11 @@ ROWS = [
 ]
 
 
-def by_hand(similarity, margins: list[list[float]]) -> float:
+def by_hand(similarity, margins: list[list[float]], scale: float = 1.0) -> float:
     terms = []
     for (q, p, *negatives), row_margins in zip(ROWS, margins, strict=True):
         for n, m in zip(negatives, row_margins, strict=True):
-            terms.append((similarity(q, p) - similarity(q, n) - m) ** 2)
+            terms.append((scale * (similarity(q, p) - similarity(q, n)) - m) ** 2)
     return sum(terms) / len(terms)
 
 
@@ -66,6 +66,13 @@ def test_margin_mse_by_hand_with_k_margins_or_scores(similarity, function):
         assert float(gradient[index]) == pytest.approx(numeric, rel=1e-3, abs=1e-5)
 
 
+def test_scale_stretches_the_student_margins():
+    margins = [[5.0, -3.0], [8.0, 1.0]]
+    embeddings = torch.tensor(ROWS, dtype=torch.float64)
+    value = losses.MarginMSELoss(similarity="cosine", scale=7.5)(output(embeddings), torch.tensor(margins))
+    assert float(value) == pytest.approx(by_hand(cos, margins, scale=7.5), rel=1e-6)
+
+
 def test_one_negative_takes_a_scalar_margin():
     embeddings = torch.tensor([row[:3] for row in ROWS])
     value = losses.MarginMSELoss()(output(embeddings), torch.tensor([0.5, 2.0]))
@@ -76,6 +83,8 @@ def test_one_negative_takes_a_scalar_margin():
 def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"similarity='euclid'; accepted: \['dot', 'cosine'\]"):
         losses.MarginMSELoss(similarity="euclid")
+    with pytest.raises(ValueError, match="scale=0 must be a positive number"):
+        losses.MarginMSELoss(scale=0)
     loss = losses.MarginMSELoss()
     with pytest.raises(ValueError, match=r"needs \(anchor, positive, negative"):
         loss(output(torch.zeros(2, 2, 3)), torch.zeros(2))
