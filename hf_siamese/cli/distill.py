@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,9 @@ def add_distill_command(commands: Any) -> None:
     command.add_argument("--batch-size", type=positive_int, default=64, help="texts (rows) per batch (default: 64)")
     command.add_argument("--lr", type=positive_float, default=1e-4, help="learning rate (default: 1e-4)")
     command.add_argument("--seed", type=int, default=42, help="default: 42")
+    command.add_argument(
+        "--save-steps", type=positive_int, default=500, help="checkpoint every N steps: a stopped run resumes (500)"
+    )
     command.set_defaults(handler=run_distill)
 
 
@@ -75,6 +77,7 @@ def _rows(args: argparse.Namespace) -> Any:
 def run_distill(args: argparse.Namespace) -> int:
     """Build the student, label the texts with the teacher's embeddings, train, save."""
     from transformers import TrainingArguments
+    from transformers.trainer_utils import get_last_checkpoint
 
     from ..training.students import student_from_teacher, teacher_embeddings
     from ..training.trainer import SiameseTrainer
@@ -100,24 +103,52 @@ def run_distill(args: argparse.Namespace) -> int:
         keep = _layers(args.layers) if args.layers else (args.keep or max(1, count // 2))
         student, tokenizer = student_from_teacher(teacher, keep), teacher_tokenizer
     width, teacher_width = student.config.embedding_size, teacher.config.embedding_size
+    # A fixed work folder beside the output: the teacher's embeddings and the checkpoints of a stopped run are found
+    # there by the same command again, and removed once the student is saved.
+    work = output.parent / f".{output.name}.distill"
+    _check_work(work, args, teacher_path, rows)
     with quiet_progress_bars():
-        rows = teacher_embeddings(rows, teacher, dim=width if width != teacher_width else None, show_progress_bar=True)
+        rows = teacher_embeddings(
+            rows, teacher, dim=width if width != teacher_width else None, show_progress_bar=True,
+            cache_dir=work / "targets",
+        )  # fmt: skip
     layers = student.config.encoder_config.num_hidden_layers
     print(f"student: {layers} layers, width {width}; teacher width {teacher_width}; {len(rows)} training rows")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    checkpoints = tempfile.mkdtemp(prefix=f".{output.name}.checkpoints-", dir=output.parent)
-    try:
-        training = TrainingArguments(
-            output_dir=checkpoints, num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
-            learning_rate=args.lr, warmup_steps=0.1, seed=args.seed, save_strategy="no", report_to=[],
-            logging_steps=50, disable_tqdm=False,
-        )  # fmt: skip
-        trainer = SiameseTrainer(
-            model=student, args=training, train_dataset=rows, processing_class=tokenizer, loss="embedding_mse"
-        )
-        trainer.train()
-        trainer.save_model(str(output))
-    finally:
-        shutil.rmtree(checkpoints, ignore_errors=True)
+    training = TrainingArguments(
+        output_dir=str(work / "checkpoints"), num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
+        learning_rate=args.lr, warmup_steps=0.1, seed=args.seed, save_strategy="steps", save_steps=args.save_steps,
+        save_total_limit=1, report_to=[], logging_steps=50, disable_tqdm=False,
+    )  # fmt: skip
+    trainer = SiameseTrainer(
+        model=student, args=training, train_dataset=rows, processing_class=tokenizer, loss="embedding_mse"
+    )
+    last = get_last_checkpoint(str(work / "checkpoints")) if (work / "checkpoints").is_dir() else None
+    if last:
+        print(f"resuming from {last}")
+    trainer.train(resume_from_checkpoint=last)
+    trainer.save_model(str(output))
+    shutil.rmtree(work, ignore_errors=True)
     print(f"saved the student -> {output}")
     return 0
+
+
+def _check_work(work: Path, args: argparse.Namespace, teacher_path: str, rows: Any) -> None:
+    """Start `work` with the run's settings, or check that a stopped run kept there had the same ones."""
+    import json
+
+    settings = {
+        "teacher": teacher_path, "student": args.student, "layers": args.layers, "keep": args.keep,
+        "rows": len(rows), "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed,
+    }  # fmt: skip
+    path = work / "settings.json"
+    if path.is_file():
+        found = json.loads(path.read_text(encoding="utf-8"))
+        if found != settings:
+            differs = sorted(key for key in settings if found.get(key) != settings[key])
+            raise ValueError(
+                f"{work}: a stopped run with other settings (differs in {differs}); delete it to start over, or run "
+                "with its settings to resume"
+            )
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings), encoding="utf-8")

@@ -1,9 +1,10 @@
-"""Teacher scores of many pairs, streamed to disk and resumable: the pairs are scored `chunk_size` at a time, each
-chunk's scores written to `FOLDER/scores-NNNNN.npy` (a temporary name, then renamed: a killed run leaves no half
-chunk), so calling again with the same pairs and teacher scores only the chunks that are missing.
+"""Teacher scores of many pairs (or a teacher's embeddings of many texts), streamed to disk and resumable: the items
+are scored `chunk_size` at a time, each chunk's values written to `FOLDER/scores-NNNNN.npy` (a temporary name, then
+renamed: a killed run leaves no half chunk), so calling again with the same items and teacher scores only the chunks
+that are missing.
 
-`FOLDER/manifest.json` names what the folder holds (a fingerprint of the pairs and of the teacher, the chunk size);
-another set of pairs or another teacher in the same folder is refused rather than mixed in.
+`FOLDER/manifest.json` names what the folder holds (a fingerprint of the items and of the teacher, the chunk size);
+another set of items or another teacher in the same folder is refused rather than mixed in.
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 MANIFEST = "manifest.json"
 
 
-def pairs_fingerprint(pairs: Sequence[tuple[str, str]]) -> str:
-    """A sha256 of the pairs, in order."""
+def pairs_fingerprint(items: Sequence[tuple[str, ...] | str]) -> str:
+    """A sha256 of the items (pairs of texts, or texts), in order."""
     digest = hashlib.sha256()
-    for first, second in pairs:
-        digest.update(first.encode("utf-8", "surrogatepass") + b"\x00")
-        digest.update(second.encode("utf-8", "surrogatepass") + b"\x01")
+    for item in items:
+        for text in (item,) if isinstance(item, str) else item:
+            digest.update(text.encode("utf-8", "surrogatepass") + b"\x00")
+        digest.update(b"\x01")
     return digest.hexdigest()
 
 
@@ -53,19 +56,20 @@ def _check_manifest(folder: Path, manifest: dict) -> None:
 
 
 def stored_scores(
-    score: Callable[[list[tuple[str, str]]], np.ndarray],
-    pairs: Sequence[tuple[str, str]],
+    score: Callable[[list[Any]], np.ndarray],
+    pairs: Sequence[Any],
     folder: str | os.PathLike,
     *,
     teacher_id: str,
     chunk_size: int = 20_000,
     show_progress: Callable[[str], None] | None = None,
 ) -> np.ndarray:
-    """float32 `(len(pairs),)` scores of `pairs` by `score(chunk) -> scores`, each chunk kept in `folder`.
+    """float32 `(len(pairs), ...)` values of `pairs` by `score(chunk) -> values` (one row per item: a score, or a
+    vector), each chunk kept in `folder`.
 
     Args:
-        score: scores one list of pairs (e.g. a cross-encoder's `predict`).
-        pairs: every pair, in a fixed order.
+        score: scores one list of items (e.g. a cross-encoder's `predict` on pairs, a bi-encoder's `encode` on texts).
+        pairs: every item (a pair of texts, or a text), in a fixed order.
         folder: where the chunks are kept; a stopped run resumes from it.
         teacher_id: names the teacher (its path or Hub id and settings): part of the folder's fingerprint.
         chunk_size: pairs per chunk file.
@@ -87,8 +91,8 @@ def stored_scores(
         values = _load_chunk(path, len(part))
         if values is None:
             values = np.asarray(score(part), dtype=np.float32)
-            if values.shape != (len(part),):
-                raise ValueError(f"stored_scores: the teacher gave shape {values.shape} for {len(part)} pairs")
+            if values.ndim == 0 or values.shape[0] != len(part):
+                raise ValueError(f"stored_scores: the teacher gave shape {values.shape} for {len(part)} items")
             _write_atomic(path, lambda p, v=values: _save(p, v))
             if show_progress is not None:
                 show_progress(f"scored chunk {index + 1}/{count} ({len(part)} pairs) -> {path}")
@@ -108,7 +112,7 @@ def _load_chunk(path: Path, size: int) -> np.ndarray | None:
         values = np.load(path, allow_pickle=False)
     except (OSError, ValueError):
         return None  # unreadable: scored again
-    return values if values.shape == (size,) and values.dtype == np.float32 else None
+    return values if values.ndim and values.shape[0] == size and values.dtype == np.float32 else None
 
 
 __all__ = ["pairs_fingerprint", "stored_scores"]

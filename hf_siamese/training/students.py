@@ -11,6 +11,7 @@ first step and distillation only has to close the gap the dropped layers leave.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,6 +123,7 @@ def teacher_embeddings(
     dim: int | None = None,
     batch_size: int = 32,
     show_progress_bar: bool = False,
+    cache_dir: str | os.PathLike | None = None,
 ) -> Any:
     """`dataset` with the teacher's embedding of each row's `source_column` text (default: the first text column:
     the source of a parallel pair) in `column`, the target of `EmbeddingMSELoss`. With `dim` below the teacher's
@@ -132,6 +134,8 @@ def teacher_embeddings(
         dataset: a `datasets.Dataset` with one text column (`sentence` / `text`) or parallel ones (`sentence1,
             sentence2`: source, translation).
         teacher: a `SiameseBertModel` (with its tokenizer).
+        cache_dir: a folder the embeddings stream to, 20,000 distinct texts a file
+            (`hf_siamese.cross_encoder.score_store`): called again after a stop, only the missing files are embedded.
     """
     from ..data.columns import detect_layout
 
@@ -150,8 +154,18 @@ def teacher_embeddings(
     if not callable(getattr(teacher, "encode", None)):
         raise ValueError(f"teacher_embeddings: teacher is {type(teacher).__name__}; expected a SiameseBertModel")
     unique = list(dict.fromkeys(texts))
-    vectors = teacher.encode(unique, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True)
     import torch
+
+    from ..cross_encoder.score_store import stored_scores
+
+    def embed(chunk: list[str]) -> Any:
+        return teacher.encode(chunk, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True)
+
+    if cache_dir is None:
+        vectors = embed(unique)
+    else:
+        name = getattr(teacher.config, "_name_or_path", None) or type(teacher).__name__
+        vectors = stored_scores(embed, unique, cache_dir, teacher_id=f"{name} (embeddings)")
 
     vectors = torch.as_tensor(vectors, dtype=torch.float64)
     if dim is not None and dim != vectors.shape[1]:

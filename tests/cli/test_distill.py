@@ -86,3 +86,33 @@ def test_bad_input_is_one_line(files, tmp_path, capsys, extra, message):
     assert stderr.startswith("hf-siamese: error: ") and stderr.count("\n") == 1
     assert message.format(root=files) in stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_stopped_run_resumes(files, tmp_path, capsys, monkeypatch):
+    from hf_siamese.training.trainer import SiameseTrainer
+
+    steps = {"count": 0}
+    original = SiameseTrainer.training_step
+
+    def stopped_at_the_third_step(self, *args, **kwargs):
+        steps["count"] += 1
+        if steps["count"] == 3:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SiameseTrainer, "training_step", stopped_at_the_third_step)
+    out = tmp_path / "student"
+    argv = ["distill", files / "texts.txt", "--teacher", files / "teacher", "-o", out, "--epochs", "2"]
+    argv += ["--batch-size", "4", "--save-steps", "1"]
+    assert _run(argv, capsys)[0] == 130  # interrupted
+    work = tmp_path / ".student.distill"
+    assert (work / "targets" / "scores-00000.npy").is_file()
+    assert [p.name for p in (work / "checkpoints").glob("checkpoint-*")] == ["checkpoint-2"]
+    monkeypatch.undo()
+    code, _, stderr = _run([*argv, "--lr", "1e-3"], capsys)  # other settings: refused, the stopped run kept
+    assert code == 1 and "a stopped run with other settings (differs in ['lr'])" in stderr
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    assert "resuming from" in stdout and "checkpoint-2" in stdout
+    assert SiameseBertModel.from_pretrained(out).config.encoder_config.num_hidden_layers == 1
+    assert not work.exists()
