@@ -36,6 +36,11 @@ def add_distill_command(commands: Any) -> None:
     which.add_argument("--layers", metavar="I,J,...", help="the teacher's layers the student keeps, e.g. 0,2,5")
     which.add_argument("--keep", type=positive_int, metavar="N", help="keep N of the teacher's layers, spread evenly")
     which.add_argument("--student", metavar="S", help="train this bi-encoder or encoder instead of a layer copy")
+    command.add_argument(
+        "--projection", choices=("pca", "learned"), default="pca", help="a student of another width than the "
+        "teacher: learn the teacher's embeddings projected on their principal components (pca, the default), or add "
+        "a dense layer to the student that learns to map onto the teacher's width (learned)",
+    )  # fmt: skip
     command.add_argument("--parallel", action="store_true", help="TEXTS holds (source, translation) pairs")
     command.add_argument("--columns", metavar="NAME=COLUMN,...", help="--parallel: e.g. sentence1=en,sentence2=de")
     command.add_argument("--text-column", default="text", help="the text column of a .jsonl/.csv/.parquet (text)")
@@ -103,6 +108,12 @@ def run_distill(args: argparse.Namespace) -> int:
         keep = _layers(args.layers) if args.layers else (args.keep or max(1, count // 2))
         student, tokenizer = student_from_teacher(teacher, keep), teacher_tokenizer
     width, teacher_width = student.config.embedding_size, teacher.config.embedding_size
+    if width != teacher_width and args.projection == "learned":
+        from ..training.students import add_projection
+
+        student = add_projection(student, teacher_width)
+        print(f"added a learned projection to the student: {width} -> {teacher_width}")
+        width = teacher_width
     # A fixed work folder beside the output: the teacher's embeddings and the checkpoints of a stopped run are found
     # there by the same command again, and removed once the student is saved.
     work = output.parent / f".{output.name}.distill"
@@ -138,6 +149,7 @@ def _check_work(work: Path, args: argparse.Namespace, teacher_path: str, rows: A
 
     settings = {
         "teacher": teacher_path, "student": args.student, "layers": args.layers, "keep": args.keep,
+        "projection": args.projection,
         "rows": len(rows), "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed,
     }  # fmt: skip
     path = work / "settings.json"

@@ -97,6 +97,31 @@ def student_from_teacher(teacher: Any, layers: Sequence[int] | int) -> Any:
     return student.eval()
 
 
+def add_projection(model: Any, width: int) -> Any:
+    """A copy of the bi-encoder `model` with one more dense layer (a learned projection, newly initialized) from its
+    embedding width to `width`, trained with the rest: how a student of another width learns a teacher's embeddings
+    as they are (the alternative to `teacher_embeddings(..., dim=)`, which projects the teacher's by PCA instead)."""
+    from ..modeling.modeling_siamese import SiameseBertModel
+
+    if not isinstance(model, SiameseBertModel):
+        raise ValueError(f"add_projection: model is {type(model).__name__}; expected a SiameseBertModel")
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"add_projection: width={width!r}; expected a positive int (the teacher's embedding width)")
+    if model.config.truncate_dim is not None:
+        raise ValueError(
+            f"add_projection: the model truncates its embeddings to {model.config.truncate_dim} dims; a projection "
+            "after the truncation is not supported"
+        )
+    config = copy.deepcopy(model.config)
+    layer = {"in_features": int(model.config.embedding_size), "out_features": width}
+    config.projections = [*config.projections, config._checked_projection(len(config.projections), layer)]
+    projected = SiameseBertModel(config)
+    missing, unexpected = projected.load_state_dict(model.state_dict(), strict=False)
+    assert not unexpected and all(name.startswith(f"projections.{len(config.projections) - 1}.") for name in missing)
+    projected.tokenizer = getattr(model, "tokenizer", None)
+    return projected.train(model.training)
+
+
 def pca_projection(vectors: Any, dim: int) -> tuple[Any, Any]:
     """(mean, components `(dim, width)`) of the principal components of `vectors` `(n, width)`: project with
     `(vectors - mean) @ components.T`."""
@@ -175,4 +200,11 @@ def teacher_embeddings(
     return dataset.add_column(column, vectors[[where[text] for text in texts]].float().tolist())
 
 
-__all__ = ["check_layers", "pca_projection", "spread_layers", "student_from_teacher", "teacher_embeddings"]
+__all__ = [
+    "add_projection",
+    "check_layers",
+    "pca_projection",
+    "spread_layers",
+    "student_from_teacher",
+    "teacher_embeddings",
+]

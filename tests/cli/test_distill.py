@@ -70,6 +70,17 @@ def test_parallel_pairs_and_a_narrower_student(files, tmp_path, capsys):
     assert SiameseBertModel.from_pretrained(out).encode(["music plays"]).shape == (1, 8)
 
 
+def test_a_learned_projection_for_a_narrower_student(files, tmp_path, capsys):
+    out = tmp_path / "student"
+    argv = ["distill", files / "texts.txt", "--teacher", files / "teacher", "--student", files / "narrow"]
+    code, stdout, stderr = _run([*argv, "--projection", "learned", "-o", out, *FAST], capsys)
+    assert code == 0, stderr
+    assert "added a learned projection to the student: 8 -> 32" in stdout and "width 32; teacher width 32" in stdout
+    student = SiameseBertModel.from_pretrained(out)
+    assert [p["out_features"] for p in student.config.projections] == [8, 32]
+    assert student.encode(["music plays"]).shape == (1, 32)
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

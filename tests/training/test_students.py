@@ -150,3 +150,30 @@ def test_a_student_distils_toward_the_teacher(tmp_path, tiny_tokenizer):
     trainer.train()
     student.eval()
     assert distance() < before
+
+
+def test_add_projection_feeds_the_model_embedding_through_a_new_layer(tiny_tokenizer):
+    import torch
+
+    from hf_siamese.training.students import add_projection
+
+    model = make_tiny_model(projections=[{"in_features": 32, "out_features": 8}], normalize=False)
+    model.tokenizer = tiny_tokenizer
+    projected = add_projection(model, 24).eval()
+    assert projected.config.embedding_size == 24 and projected.tokenizer is tiny_tokenizer
+    texts = ["a dog runs", "music plays today"]
+    with torch.no_grad():
+        expected = projected.projections[-1](model.encode(texts))
+    assert torch.allclose(projected.encode(texts), expected, atol=1e-5)
+    assert model.config.embedding_size == 8  # the original is untouched
+
+
+def test_add_projection_bad_input():
+    from hf_siamese.training.students import add_projection
+
+    with pytest.raises(ValueError, match="width=0; expected a positive int"):
+        add_projection(make_tiny_model(), 0)
+    with pytest.raises(ValueError, match="model is str; expected a SiameseBertModel"):
+        add_projection("bert", 8)
+    with pytest.raises(ValueError, match="truncates its embeddings to 16 dims"):
+        add_projection(make_tiny_model(truncate_dim=16), 8)
