@@ -119,7 +119,8 @@ def main() -> None:
 
     from hf_siamese.cross_encoder.evaluation import evaluate_scores
     from hf_siamese.cross_encoder.model import CrossEncoder
-    from hf_siamese.training.augmented import _read_jsonl, augmented_sbert
+    from hf_siamese.training.augmented import augmented_sbert
+    from hf_siamese.training.stages import read_jsonl
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gold", type=int, default=1000)
@@ -162,7 +163,7 @@ def main() -> None:
             teacher = CrossEncoder.from_pretrained(str(folder / "teacher"))
             dev_pairs = list(zip(dev["sentence1"], dev["sentence2"], strict=True))
             teacher_dev = 100 * evaluate_scores(teacher, dev_pairs, dev["score"])["spearman"]
-            silver = _read_jsonl(folder / "silver.jsonl")
+            silver = read_jsonl(folder / "silver.jsonl")
             return {
                 **scores_of(ours_encode(str(folder / "model"))),
                 "teacher_dev": teacher_dev,
@@ -172,7 +173,7 @@ def main() -> None:
             }
 
         results[f"ours aug {name}"] = cached(workdir / f"aug_{name}.json", run)
-        silver = _read_jsonl(folder / "silver.jsonl")
+        silver = read_jsonl(folder / "silver.jsonl")
         rows = concatenate_datasets([gold, silver.cast(gold.features)]).shuffle(seed=SEED)
         results[f"theirs aug {name}"] = cached(
             workdir / f"theirs_aug_{name}.json", lambda rows=rows: train_theirs(start, rows, 1.0)

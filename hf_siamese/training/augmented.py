@@ -4,7 +4,7 @@ pairs labels new pairs sampled among the gold sentences, and the bi-encoder trai
 `augmented_sbert(gold, output_dir, model=...)` runs three stages, each kept on disk in `output_dir`, so a stopped
 run called again with the same arguments goes on where it stopped:
 
-    output_dir/augment.json   the run's settings; a second call with other settings is refused (a new folder)
+    output_dir/settings.json  the run's settings; a second call with other settings is refused (a new folder)
     output_dir/teacher/       stage 1: the cross-encoder (BCE on the score scaled to 0..1); skipped with `teacher=`
     output_dir/silver-scores/ stage 2 while it runs: the teacher's scores, a chunk file at a time (resumable)
     output_dir/silver.jsonl   stage 2: the silver pairs (sentence1, sentence2, score) on the gold scale
@@ -20,7 +20,6 @@ bi-encoder and the teacher are both measured on them and a warning says when the
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import warnings
@@ -28,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-SETTINGS_FILE = "augment.json"
+from .stages import check_settings, last_checkpoint, read_jsonl, write_jsonl
 
 
 def _gold_pairs(gold: Any, where: str) -> tuple[list[tuple[str, str]], list[float]]:
@@ -49,23 +48,6 @@ def _gold_pairs(gold: Any, where: str) -> tuple[list[tuple[str, str]], list[floa
     if not scores:
         raise ValueError(f"{where}: no gold pairs")
     return list(zip(first, second, strict=True)), [float(v) for v in scores]
-
-
-def _check_settings(folder: Path, settings: dict[str, Any]) -> None:
-    path = folder / SETTINGS_FILE
-    if path.is_file():
-        found = json.loads(path.read_text(encoding="utf-8"))
-        differs = sorted(key for key in settings.keys() | found.keys() if found.get(key) != settings.get(key))
-        if differs:
-            raise ValueError(
-                f"{folder}: a run with other settings is kept here (differs in {differs}); give another output "
-                "folder, or delete this one to start over"
-            )
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{SETTINGS_FILE}.partial")
-    temporary.write_text(json.dumps(settings, indent=1), encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def _train_teacher(
@@ -105,21 +87,6 @@ def _train_teacher(
     return teacher
 
 
-def _write_jsonl(dataset: Any, path: Path) -> None:
-    temporary = path.with_name(f".{path.name}.partial")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        for row in dataset:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(temporary, path)
-
-
-def _read_jsonl(path: Path) -> Any:
-    from datasets import Dataset
-
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return Dataset.from_dict({name: [row[name] for row in rows] for name in ("sentence1", "sentence2", "score")})
-
-
 def _text_fingerprint(texts: Sequence[str] | None) -> str | None:
     if texts is None:
         return None
@@ -130,12 +97,6 @@ def _text_fingerprint(texts: Sequence[str] | None) -> str | None:
         raise ValueError(f"unlabelled: a sentence is {bad!r:.60}; expected non-empty strings")
     digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
     return f"{len(texts)} sentences, sha256 {digest[:16]}"
-
-
-def _last_checkpoint(folder: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
 
 
 def augmented_sbert(
@@ -206,7 +167,7 @@ def augmented_sbert(
         "teacher_epochs": teacher_epochs, "teacher_batch_size": teacher_batch_size,
         "teacher_lr": teacher_lr, "epochs": epochs, "batch_size": batch_size, "lr": lr, "seed": seed,
     }  # fmt: skip
-    _check_settings(folder, settings)
+    check_settings(folder, settings)
     show = print if show_progress_bar else (lambda *_: None)
     settings["show_progress_bar"] = show_progress_bar
 
@@ -233,7 +194,7 @@ def augmented_sbert(
     # stage 2: silver pairs
     silver_file = folder / "silver.jsonl"
     if silver_file.is_file():
-        silver = _read_jsonl(silver_file)
+        silver = read_jsonl(silver_file)
         show(f"augment: stage 2 done before: {len(silver)} silver pairs in {silver_file}")
     else:
         sentences = [text for pair in pairs for text in pair] + list(unlabelled or [])
@@ -241,7 +202,7 @@ def augmented_sbert(
             sentences, bi_encoder, teacher, neighbours, bm25_neighbours=bm25_neighbours, gold_pairs=pairs,
             score_range=span, show_progress_bar=show_progress_bar, cache_dir=folder / "silver-scores",
         )  # fmt: skip
-        _write_jsonl(silver, silver_file)
+        write_jsonl(silver, silver_file)
         shutil.rmtree(folder / "silver-scores", ignore_errors=True)
         show(f"augment: stage 2: {len(silver)} silver pairs -> {silver_file}")
 
@@ -276,7 +237,7 @@ def augmented_sbert(
         model=student, args=args, train_dataset=rows, eval_dataset=dev, processing_class=tokenizer,
         loss=CosineSimilarityLoss(score_range=span),
     )  # fmt: skip
-    if dev is not None and _last_checkpoint(checkpoints) is None:
+    if dev is not None and last_checkpoint(checkpoints) is None:
         facts["start_dev"] = 100 * trainer.evaluate()["eval_spearman_cosine"]
         show(f"augment: the start bi-encoder's Spearman x100 on eval_pairs: {facts['start_dev']:.2f}")
         if facts["teacher_dev"] < facts["start_dev"]:
@@ -286,7 +247,7 @@ def augmented_sbert(
                 stacklevel=2,
             )
     show(f"augment: stage 3: training the bi-encoder on {len(gold_rows)} gold + {len(silver)} silver pairs")
-    trainer.train(resume_from_checkpoint=_last_checkpoint(checkpoints))
+    trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
     final = trainer.evaluate() if dev is not None else None
     sampled = f"the bi-encoder's {neighbours} nearest sentences" if neighbours else ""
     if bm25_neighbours:

@@ -54,7 +54,7 @@ def test_stage_three_resumes_from_its_checkpoint(tmp_path, start, monkeypatch):
     model = augmented_sbert(GOLD, tmp_path / "run", **settings)
     assert resumed == [{"resume_from_checkpoint": str(checkpoints[0])}]
     assert model.encode(["a dog runs"]).shape == (1, 32)
-    assert json.loads((tmp_path / "run" / "augment.json").read_text())["epochs"] == 2
+    assert json.loads((tmp_path / "run" / "settings.json").read_text())["epochs"] == 2
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 

@@ -1,0 +1,59 @@
+"""What the multi-stage training recipes (`augmented_sbert`, `adapt`) share: a run folder whose settings file
+refuses a second run with other settings, rows kept as JSON lines written whole or not at all, and the last
+checkpoint of a stopped training."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+SETTINGS_FILE = "settings.json"
+
+
+def check_settings(folder: Path, settings: dict[str, Any]) -> None:
+    """Start `folder` with `settings`, or check that the run kept there had the same ones (a `ValueError` naming
+    the settings that differ)."""
+    path = folder / SETTINGS_FILE
+    if path.is_file():
+        found = json.loads(path.read_text(encoding="utf-8"))
+        differs = sorted(key for key in settings.keys() | found.keys() if found.get(key) != settings.get(key))
+        if differs:
+            raise ValueError(
+                f"{folder}: a run with other settings is kept here (differs in {differs}); give another output "
+                "folder, or delete this one to start over"
+            )
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{SETTINGS_FILE}.partial")
+    temporary.write_text(json.dumps(settings, indent=1), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def write_jsonl(dataset: Any, path: Path) -> None:
+    """The rows of `dataset` to `path`, one JSON object a line, through a temporary file."""
+    temporary = path.with_name(f".{path.name}.partial")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        for row in dataset:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(temporary, path)
+
+
+def read_jsonl(path: Path) -> Any:
+    """A `datasets.Dataset` of the rows `write_jsonl` wrote (columns in the first row's order)."""
+    from datasets import Dataset
+
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    names = list(rows[0]) if rows else []
+    return Dataset.from_dict({name: [row[name] for row in rows] for name in names})
+
+
+def last_checkpoint(folder: Path) -> str | None:
+    """The newest `checkpoint-N` in `folder`, or None."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+
+__all__ = ["check_settings", "last_checkpoint", "read_jsonl", "write_jsonl"]
