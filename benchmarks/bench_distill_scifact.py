@@ -70,21 +70,12 @@ def labelled(columns: dict, teacher_path: str, cache: Path):
 
 
 def student_scale(rows, start: str) -> float:
-    """The spread of the teacher's margins over the start student's, on the training rows."""
-    import numpy as np
-
     from hf_siamese.formats.loading import load_model
+    from hf_siamese.training.adapt import fit_margin_scale
 
     model, tokenizer = load_model(start)
     model.tokenizer = tokenizer
-    sample = rows.select(range(min(len(rows), 400)))
-    documents = [name for name in sample.column_names if name.startswith(("positive", "negative"))]
-    query = np.asarray(model.encode(sample["anchor"], convert_to_numpy=True))
-    scores = np.stack(
-        [(query * np.asarray(model.encode(sample[name], convert_to_numpy=True))).sum(1) for name in documents], 1
-    )
-    teacher = np.asarray(sample["label"])
-    return float((teacher[:, :1] - teacher[:, 1:]).std() / (scores[:, :1] - scores[:, 1:]).std())
+    return fit_margin_scale(rows, model)
 
 
 def train_ours(rows, start: str, loss_name: str, scale: float, epochs: float, out: Path) -> dict:

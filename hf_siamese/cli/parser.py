@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from .adapt import add_adapt_command
 from .arguments import (
     add_data_arguments,
     add_model_arguments,
@@ -206,4 +207,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_reranker_command(commands)
     add_distill_command(commands)
     add_augment_command(commands)
+    add_adapt_command(commands)
     return parser

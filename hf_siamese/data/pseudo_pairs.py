@@ -8,6 +8,8 @@
 - `ict`: one sentence of a passage as the query, the rest of the passage as its document (inverse cloze task, Lee et
   al. 2019); the sentence is left in the document 10% of the time, as the paper does, so lexical overlap is not
   always a shortcut. Passages of one sentence are skipped.
+- `sentence`: one sentence of a passage as the query of the whole passage: GPL's pseudo-query with its source as the
+  positive (the passage is then never mined as its own query's negative).
 
 Every generator reads the texts once, lazily (any `open_corpus` source: a file, a glob, a Hub id, a list), and draws
 from a seeded `random.Random`, so the same corpus and seed give the same rows.
@@ -20,13 +22,26 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-METHODS = ("simcse", "crop", "ict")
+METHODS = ("simcse", "crop", "ict", "sentence")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
+_ABBREVIATIONS = {"dr.", "mr.", "mrs.", "ms.", "prof.", "st.", "fig.", "al.", "e.g.", "i.e.", "vs.", "no.", "ref."}
+
+
 def split_sentences(text: str) -> list[str]:
-    """`text` cut after `.`, `!` or `?` followed by space and a capital letter or digit (no nltk, no download)."""
-    return [part.strip() for part in _SENTENCE_END.split(text.strip()) if part.strip()]
+    """`text` cut after `.`, `!` or `?` followed by space and a capital letter or digit, not after a common
+    abbreviation (Dr., Fig., et al., e.g., ...): no nltk, no download."""
+    sentences: list[str] = []
+    for part in _SENTENCE_END.split(text.strip()):
+        part = part.strip()
+        if not part:
+            continue
+        if sentences and sentences[-1].split()[-1].lower() in _ABBREVIATIONS:
+            sentences[-1] += " " + part
+        else:
+            sentences.append(part)
+    return sentences
 
 
 def _crop(words: list[str], rng: random.Random, low: float, high: float) -> str:
@@ -69,8 +84,11 @@ def pseudo_pairs(texts: Iterable[str], method: str, *, seed: int = 42, min_words
             pair: tuple[str, str] | None = (text, text)
         elif method == "crop":
             pair = crop_pair(text, rng)
-        else:
+        elif method == "ict":
             pair = ict_pair(text, rng)
+        else:
+            sentences = split_sentences(text)
+            pair = (sentences[rng.randrange(len(sentences))], text) if len(sentences) > 1 else None
         if pair is not None:
             yield {"anchor": pair[0], "positive": pair[1]}
 
@@ -85,7 +103,7 @@ def pseudo_pair_dataset(source: Any, method: str, *, seed: int = 42, text_column
     texts = (text for _, text in open_corpus(source, text_column=text_column, **kwargs))
     rows = list(pseudo_pairs(texts, method, seed=seed))
     if not rows:
-        needs = "passages of two sentences or more" if method == "ict" else "texts of 4 words or more"
+        needs = "passages of two sentences or more" if method in ("ict", "sentence") else "texts of 4 words or more"
         raise ValueError(f"the corpus gives no {method} pairs: {method} needs {needs}")
     return Dataset.from_dict({"anchor": [r["anchor"] for r in rows], "positive": [r["positive"] for r in rows]})
 

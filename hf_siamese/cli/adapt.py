@@ -1,0 +1,53 @@
+"""`hf-siamese adapt`: adapt a bi-encoder to a corpus without labels (`hf_siamese.training.adapt.adapt`): SimCSE,
+independent cropping, inverse cloze, or GPL with a cross-encoder teacher; stages kept in OUT, so the same command
+again resumes a stopped run."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .arguments import positive_float, positive_int
+from .common import default_model_path, load_cross_encoder, quiet_progress_bars
+
+
+def add_adapt_command(commands: Any) -> None:
+    """Register `adapt` on the `hf-siamese` subparsers."""
+    from ..training.adapt import METHODS
+
+    command = commands.add_parser(
+        "adapt",
+        help="adapt a bi-encoder to a corpus without labels (simcse, crop, ict, gpl)",
+        description="Train a bi-encoder on a corpus with no labels. simcse: each text twice with two dropout masks; "
+        "crop: two spans of the same text; ict: a sentence vs the rest of its passage (all three with in-batch "
+        "negatives); gpl: a sentence as the query of its passage, negatives mined from the corpus, margins from "
+        "the cross-encoder --teacher, MarginMSE. Stages are kept in OUT: run the same command again to resume.",
+    )
+    command.add_argument("data", metavar="CORPUS", help="texts: .txt (one per line), .jsonl/.csv/.parquet, or Hub id")
+    command.add_argument("--method", required=True, choices=METHODS, help="what to learn from the texts")
+    command.add_argument("-o", "--output", required=True, metavar="OUT", help="the run's folder (OUT/model at the end)")
+    command.add_argument("--model", metavar="BI", help="the bi-encoder to adapt (default: MiniLM)")
+    command.add_argument("--teacher", metavar="CE_DIR", help="gpl: the cross-encoder that scores the rows")
+    command.add_argument("--text-column", default="text", help="text column of a table or dataset (text)")
+    command.add_argument("--max-texts", type=positive_int, metavar="N", help="use the first N texts")
+    command.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
+    command.add_argument("--batch-size", type=positive_int, default=32, help="rows per batch (default: 32)")
+    command.add_argument("--lr", type=positive_float, help="default: 3e-5 for simcse, else 2e-5")
+    command.add_argument("--negatives", type=positive_int, default=4, help="gpl: mined negatives per query (4)")
+    command.add_argument("--seed", type=int, default=42, help="default: 42")
+    command.set_defaults(handler=run_adapt)
+
+
+def run_adapt(args: argparse.Namespace) -> int:
+    """Load the teacher if given, run the method's stages."""
+    from ..training.adapt import adapt
+
+    teacher = load_cross_encoder(args.teacher, option="--teacher") if args.teacher else None
+    with quiet_progress_bars():
+        adapt(
+            args.data, args.output, model=args.model or default_model_path(), method=args.method, teacher=teacher,
+            text_column=args.text_column, max_texts=args.max_texts, epochs=args.epochs, batch_size=args.batch_size,
+            lr=args.lr, num_negatives=args.negatives, seed=args.seed,
+        )  # fmt: skip
+    print(f"adapted ({args.method}): the bi-encoder is in {args.output}/model")
+    return 0

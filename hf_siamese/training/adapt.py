@@ -1,0 +1,202 @@
+"""Adapting a bi-encoder to a corpus without labels (`hf-siamese adapt`): one call per method, stages kept on disk.
+
+Methods (rows from `hf_siamese.data.pseudo_pairs`):
+
+- `simcse`: each text twice, two dropout masks, in-batch negatives (`MultipleNegativesRankingLoss`, scale 20 =
+  temperature 0.05; Gao et al. 2021).
+- `crop` / `ict`: pseudo (query, document) pairs cut from the texts (independent cropping / inverse cloze), the same
+  in-batch loss.
+- `gpl`: GPL (Wang et al. 2022) with the corpus's own pseudo-queries (a sentence of each passage, the passage its
+  positive: no query generator is needed):
+  negatives mined from the corpus by the bi-encoder, every (query, document) scored by a cross-encoder `teacher`, and
+  `MarginMSELoss` on the teacher's margins (the student's margins stretched by `fit_margin_scale`).
+
+The run folder:
+
+    output_dir/settings.json       the run's settings; another run with other settings is refused
+    output_dir/pairs.jsonl         stage 1: the pseudo pairs
+    output_dir/scored.jsonl        gpl: stage 2, mined negatives + the teacher's scores (scores stream to
+                                   output_dir/teacher-scores/ while it runs)
+    output_dir/checkpoints/        the training's checkpoints while it runs (resumed from the last)
+    output_dir/model/              the adapted bi-encoder, its model card naming the method and the corpus size
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .stages import check_settings, last_checkpoint, read_jsonl, write_jsonl
+
+METHODS = ("simcse", "crop", "ict", "gpl")
+DEFAULT_LR = {"simcse": 3e-5, "crop": 2e-5, "ict": 2e-5, "gpl": 2e-5}
+
+
+def fit_margin_scale(rows: Any, model: Any, sample: int = 400, batch_size: int = 32) -> float:
+    """The spread (standard deviation) of the teacher's margins over the model's own, on up to `sample` rows of
+    (anchor, positive, negative_1..k) with the teacher's `1 + k` scores in `label`: the `scale` of `MarginMSELoss`
+    that puts a normalized student's margins on the teacher's scale from the first step."""
+    import numpy as np
+
+    names = list(rows.column_names)
+    documents = [name for name in names if name.startswith(("positive", "negative"))]
+    if "anchor" not in names or len(documents) < 2 or "label" not in names:
+        raise ValueError(f"fit_margin_scale: expected anchor, positive, negative... and label columns, got {names}")
+    part = rows.select(range(min(len(rows), sample)))
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.asarray(model.encode(texts, batch_size=batch_size, convert_to_numpy=True), dtype=np.float64)
+
+    queries = embed(part["anchor"])
+    student = np.stack([(queries * embed(part[name])).sum(1) for name in documents], 1)
+    teacher = np.asarray(part["label"], dtype=np.float64)
+    spread = (student[:, :1] - student[:, 1:]).std()
+    if not spread > 0:
+        raise ValueError("fit_margin_scale: the model gives every document the same score; nothing to scale")
+    return float((teacher[:, :1] - teacher[:, 1:]).std() / spread)
+
+
+def _gpl_rows(pairs: Any, model: Any, tokenizer: Any, corpus: list[str], teacher: Any, folder: Path, settings: dict):
+    """Stage 2 of gpl: negatives from the bi-encoder's top 50 of the corpus (the pair's own document left out), the
+    teacher's raw scores of each row's documents."""
+    from ..cross_encoder.teacher import teacher_scores
+    from ..retrieval.mining import mine_hard_negatives
+
+    mined = mine_hard_negatives(
+        pairs, model, corpus, num_negatives=settings["num_negatives"], range_max=50, sampling="random",
+        tokenizer=tokenizer, seed=settings["seed"], show_progress_bar=settings["show_progress_bar"],
+    )  # fmt: skip
+    return teacher_scores(mined, teacher, output="scores", cache_dir=folder / "teacher-scores", batch_size=32)
+
+
+def adapt(
+    corpus: Any,
+    output_dir: str | os.PathLike,
+    *,
+    model: str,
+    method: str,
+    teacher: Any = None,
+    text_column: str = "text",
+    max_texts: int | None = None,
+    epochs: float = 1.0,
+    batch_size: int = 32,
+    lr: float | None = None,
+    num_negatives: int = 4,
+    seed: int = 42,
+    show_progress_bar: bool = True,
+) -> Any:
+    """Adapt the bi-encoder `model` (a path or Hub id) to `corpus` by `method`; returns it (saved in
+    `output_dir/model`). Called again on the same folder, a stopped run goes on (see the module docstring).
+
+    Args:
+        corpus: any `open_corpus` source: a .txt / .jsonl / .csv / .parquet file or glob, a Hub id, a list of texts.
+        method: `simcse`, `crop`, `ict` or `gpl`.
+        teacher: gpl only: a one-output cross-encoder (a `CrossEncoder` or its path) that scores the rows.
+        max_texts: use the first N texts of the corpus.
+        lr: default 3e-5 for simcse (the paper's), else 2e-5.
+        num_negatives: gpl: mined negatives per pseudo-query.
+    """
+    from transformers import TrainingArguments, set_seed
+
+    from ..cross_encoder.model import CrossEncoder
+    from ..data.corpus_stream import open_corpus
+    from ..data.pseudo_pairs import pseudo_pairs
+    from ..formats.loading import load_model
+    from ..losses import MarginMSELoss, MultipleNegativesRankingLoss
+    from .trainer import SiameseTrainer
+
+    if method not in METHODS:
+        raise ValueError(f"method={method!r}; accepted: {list(METHODS)}")
+    if (method == "gpl") != (teacher is not None):
+        raise ValueError(
+            "method='gpl' needs a cross-encoder teacher (teacher=...; --teacher CE_DIR)" if method == "gpl"
+            else f"teacher= applies to method='gpl', not {method!r}"
+        )  # fmt: skip
+    if max_texts is not None and (isinstance(max_texts, bool) or not isinstance(max_texts, int) or max_texts < 1):
+        raise ValueError(f"max_texts={max_texts!r}: expected a positive int")
+    folder = Path(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"output_dir={os.fspath(folder)!r} exists and is not a folder")
+    texts = []
+    for _, text in open_corpus(corpus, text_column=text_column):
+        if text.strip():
+            texts.append(text)
+        if max_texts is not None and len(texts) >= max_texts:
+            break
+    if len(texts) < 2 * batch_size and method != "gpl":
+        raise ValueError(
+            f"the corpus has {len(texts)} texts: in-batch negatives need at least two batches of {batch_size} (give "
+            "more texts or a smaller batch size)"
+        )
+    teacher_name = None
+    if isinstance(teacher, str | os.PathLike):
+        teacher_name, teacher = os.fspath(teacher), CrossEncoder.from_pretrained(os.fspath(teacher))
+    elif teacher is not None:
+        teacher_name = getattr(getattr(getattr(teacher, "model", None), "config", None), "_name_or_path", None)
+    if teacher is not None and getattr(teacher, "num_labels", 1) != 1:
+        raise ValueError(f"teacher: a cross-encoder of {teacher.num_labels} outputs; gpl needs one score per pair")
+    lr = lr if lr is not None else DEFAULT_LR[method]
+    settings = {
+        "model": os.fspath(model), "method": method, "teacher": teacher_name, "texts": len(texts), "epochs": epochs,
+        "batch_size": batch_size, "lr": lr, "num_negatives": num_negatives, "seed": seed,
+    }  # fmt: skip
+    check_settings(folder, settings)
+    settings["show_progress_bar"] = show_progress_bar
+    show = print if show_progress_bar else (lambda *_: None)
+    out = folder / "model"
+    if (out / "config.json").is_file():
+        show(f"adapt: done before: {out}")
+        return load_model(str(out))[0]
+
+    pairs_file = folder / "pairs.jsonl"
+    if not pairs_file.is_file():
+        rows = list(pseudo_pairs(texts, "sentence" if method == "gpl" else method, seed=seed))
+        if len(rows) < batch_size:
+            needs = "passages of two sentences or more" if method in ("ict", "gpl") else "texts of 4 words or more"
+            raise ValueError(f"the corpus gives {len(rows)} {method} pairs (needs {needs}); too few for a batch")
+        from datasets import Dataset
+
+        write_jsonl(Dataset.from_list(rows), pairs_file)
+    pairs = read_jsonl(pairs_file)
+    show(f"adapt: {len(pairs)} {method} pairs from {len(texts)} texts")
+
+    set_seed(seed)
+    student, tokenizer = load_model(os.fspath(model))
+    student.tokenizer = tokenizer
+    if method == "gpl":
+        scored_file = folder / "scored.jsonl"
+        if not scored_file.is_file():
+            write_jsonl(_gpl_rows(pairs, student, tokenizer, texts, teacher, folder, settings), scored_file)
+            shutil.rmtree(folder / "teacher-scores", ignore_errors=True)
+        rows = read_jsonl(scored_file)
+        loss: Any = MarginMSELoss(scale=fit_margin_scale(rows, student))
+        show(f"adapt: {len(rows)} scored rows; MarginMSE with student scale {loss.scale:.2f}")
+    else:
+        rows, loss = pairs, MultipleNegativesRankingLoss(scale=20.0)
+    checkpoints = folder / "checkpoints"
+    args = TrainingArguments(
+        output_dir=str(checkpoints), num_train_epochs=epochs, per_device_train_batch_size=batch_size, learning_rate=lr,
+        warmup_steps=0.1, seed=seed, report_to=[], logging_steps=50, save_strategy="steps", save_steps=500,
+        save_total_limit=1, disable_tqdm=not show_progress_bar,
+    )  # fmt: skip
+    trainer = SiameseTrainer(
+        model=student.train(), args=args, train_dataset=rows, processing_class=tokenizer, loss=loss
+    )
+    trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
+    source = f"`hf-siamese adapt --method {method}` on {len(texts)} unlabelled texts ({len(rows)} training rows"
+    source += f"; teacher {teacher_name})" if teacher_name else ")"
+    staging = folder / ".model.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    trainer.args.output_dir = str(staging)
+    trainer.save_model(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    trainer.create_model_card(data_source=source)
+    os.replace(staging, out)
+    shutil.rmtree(checkpoints, ignore_errors=True)
+    show(f"adapt: the adapted bi-encoder -> {out}")
+    return trainer.model
+
+
+__all__ = ["METHODS", "adapt", "fit_margin_scale"]

@@ -1,0 +1,110 @@
+"""adapt: SimCSE's two views of one text really get two dropout masks (a test that fails if the trainer merged
+them), the methods train and save from a corpus file, a second call resumes / reuses, gpl scores with a teacher and
+picks the margin scale; bad input named."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY, WORDS, make_tiny_model
+from transformers import BertConfig, BertForSequenceClassification
+
+from hf_siamese.cli import main
+from hf_siamese.cross_encoder import CrossEncoder
+from hf_siamese.training.adapt import adapt
+
+
+def _passage(rng: random.Random) -> str:
+    sentence = lambda: " ".join(rng.choice(WORDS[:60]) for _ in range(rng.randint(4, 7))).capitalize() + "."  # noqa: E731
+    return " ".join(sentence() for _ in range(rng.randint(2, 4)))
+
+
+@pytest.fixture
+def files(tmp_path: Path, tiny_tokenizer) -> Path:
+    make_tiny_model().save_pretrained(tmp_path / "bi")
+    tiny_tokenizer.save_pretrained(tmp_path / "bi")
+    torch.manual_seed(0)
+    config = BertConfig(**TINY, max_position_embeddings=64, num_labels=1)
+    CrossEncoder(BertForSequenceClassification(config).eval(), tiny_tokenizer).save_pretrained(tmp_path / "ce")
+    rng = random.Random(0)
+    (tmp_path / "corpus.txt").write_text("\n".join(_passage(rng) for _ in range(24)) + "\n")
+    return tmp_path
+
+
+def test_simcse_views_get_two_dropout_masks(tiny_tokenizer, tmp_path):
+    """Through the trainer's own data loader and loss call: the two copies of a text are two encodings with two
+    dropout masks (if the trainer sent each distinct text once, the views would be equal and SimCSE would learn
+    nothing)."""
+    from datasets import Dataset
+    from transformers import TrainingArguments
+
+    from hf_siamese import SiameseTrainer
+
+    model = make_tiny_model(hidden_dropout_prob=0.3)
+    texts = ["a dog runs in the park", "music plays today", "the market fell", "soup is hot"]
+    rows = Dataset.from_dict({"anchor": texts, "positive": texts})
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4, report_to=[], use_cpu=True)
+    trainer = SiameseTrainer(model=model, args=args, train_dataset=rows, processing_class=tiny_tokenizer, loss="mnr")
+    batch = next(iter(trainer.get_train_dataloader()))
+    torch.manual_seed(0)
+    _, outputs = trainer.compute_loss(model.train(), batch, return_outputs=True)
+    views = outputs.sentence_embedding
+    assert views.shape[:2] == (4, 2)
+    assert not torch.allclose(views[:, 0], views[:, 1], atol=1e-4)
+    _, outputs = trainer.compute_loss(model.eval(), batch, return_outputs=True)
+    assert torch.allclose(outputs.sentence_embedding[:, 0], outputs.sentence_embedding[:, 1], atol=1e-5)
+
+
+def _run(argv: list, capsys) -> tuple[int, str, str]:
+    code = main([str(part) for part in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("method", ["simcse", "crop", "ict"])
+def test_methods_train_from_a_corpus_file(files, capsys, method):
+    out = files / f"run_{method}"
+    argv = ["adapt", files / "corpus.txt", "--method", method, "--model", files / "bi", "-o", out, "--batch-size", "4"]
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    assert (out / "model" / "config.json").is_file() and not (out / "checkpoints").exists()
+    assert f"`hf-siamese adapt --method {method}` on 24 unlabelled texts" in (out / "model" / "README.md").read_text()
+    code, stdout, _ = _run(argv, capsys)
+    assert code == 0 and "done before" in stdout
+    code, _, stderr = _run([*argv, "--lr", "1e-3"], capsys)
+    assert code == 1 and "a run with other settings is kept here" in stderr
+
+
+def test_gpl_with_a_teacher(files, capsys):
+    out = files / "gpl"
+    argv = ["adapt", files / "corpus.txt", "--method", "gpl", "--model", files / "bi", "-o", out, "--batch-size", "4"]
+    code, stdout, stderr = _run([*argv, "--teacher", files / "ce", "--negatives", "2"], capsys)
+    assert code == 0, stderr
+    assert "MarginMSE with student scale" in stdout
+    assert (out / "scored.jsonl").is_file() and not (out / "teacher-scores").exists()
+    assert "teacher " in (out / "model" / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--method", "gpl"], "method='gpl' needs a cross-encoder teacher"),
+        (["--method", "simcse", "--teacher", "{w}/ce"], "teacher= applies to method='gpl', not 'simcse'"),
+        (["--method", "simcse", "--batch-size", "16"], "the corpus has 24 texts: in-batch negatives need at least"),
+        (["--method", "gpl", "--teacher", "{w}/bi"], "is a bi-encoder"),
+    ],
+)
+def test_bad_input(files, capsys, extra, message):
+    argv = ["adapt", files / "corpus.txt", "--model", files / "bi", "-o", files / "out"]
+    code, _, stderr = _run([*argv, *[str(part).format(w=files) for part in extra]], capsys)
+    assert code == 1 and message in stderr, stderr
+    assert not (files / "out").exists()
+
+
+def test_library_call_takes_a_list(files):
+    texts = (files / "corpus.txt").read_text().splitlines()
+    model = adapt(texts, files / "lib", model=str(files / "bi"), method="crop", batch_size=4, show_progress_bar=False)
+    assert model.encode(["a dog runs"]).shape == (1, 32)
