@@ -17,9 +17,11 @@ def add_adapt_command(commands: Any) -> None:
 
     command = commands.add_parser(
         "adapt",
-        help="adapt a bi-encoder to a corpus without labels (simcse, crop, ict, gpl)",
+        help="adapt a bi-encoder to a corpus without labels (simcse, tsdae, crop, ict, gpl)",
         description="Train a bi-encoder on a corpus with no labels. simcse: each text twice with two dropout masks; "
-        "crop: two spans of the same text; ict: a sentence vs the rest of its passage (all three with in-batch "
+        "tsdae: a decoder tied to the encoder rebuilds each text from the embedding of a copy missing 60%% of its "
+        "words; "
+        "crop: two spans of the same text; ict: a sentence vs the rest of its passage (simcse, crop, ict: in-batch "
         "negatives); gpl: a sentence as the query of its passage, negatives mined from the corpus, margins from "
         "the cross-encoder --teacher, MarginMSE. Stages are kept in OUT: run the same command again to resume.",
     )
@@ -32,7 +34,7 @@ def add_adapt_command(commands: Any) -> None:
     command.add_argument("--max-texts", type=positive_int, metavar="N", help="use the first N texts")
     command.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
     command.add_argument("--batch-size", type=positive_int, default=32, help="rows per batch (default: 32)")
-    command.add_argument("--lr", type=positive_float, help="default: 3e-5 for simcse, else 2e-5")
+    command.add_argument("--lr", type=positive_float, help="default: 3e-5 for simcse and tsdae, else 2e-5")
     command.add_argument("--negatives", type=positive_int, default=4, help="gpl: mined negatives per query (4)")
     command.add_argument("--seed", type=int, default=42, help="default: 42")
     command.set_defaults(handler=run_adapt)

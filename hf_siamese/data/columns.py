@@ -23,7 +23,8 @@ SINGLE_TEXT_COLUMNS: tuple[str, ...] = ("sentence", "text")
 ACCEPTED_LAYOUTS = (
     "scored pairs (sentence1, sentence2, score: float), labelled pairs (sentence1, sentence2 or premise, "
     "hypothesis, with label: int or str), ranking rows (anchor, positive[, negative, negative_2, ...]), or one "
-    "text with a target (sentence or text, with label); other names work with columns={'texts': [...], 'label': ...}"
+    "text (sentence or text, with a label where the loss needs a target); other names work with "
+    "columns={'texts': [...], 'label': ...}"
 )
 
 
@@ -77,6 +78,6 @@ def detect_layout(
             return ColumnLayout(texts=tuple(texts), label=label)
     single = next((c for c in SINGLE_TEXT_COLUMNS if c in names), None)
     label = next((c for c in LABEL_COLUMNS if c in names), None)
-    if single is not None and label is not None:  # one text and its target (e.g. a teacher's embedding)
+    if single is not None:  # one text, with a target (a teacher's embedding) or without (TSDAE)
         return ColumnLayout(texts=(single,), label=label)
     raise ValueError(f"Cannot read a dataset with columns {names}. Accepted layouts: {ACCEPTED_LAYOUTS}.")

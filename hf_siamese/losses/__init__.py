@@ -19,6 +19,7 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 | `MarginMSELoss` | anchor, positive, negative(s) | teacher margins / scores | a cross-encoder teaches (GPL) |
 | `EmbeddingMSELoss` | sentence (or source, translation) | teacher embedding | a smaller / multilingual student |
 | `ListDistillationLoss` | anchor, positive, negative(s) | teacher's 1 + k scores | KL to the teacher's softmax |
+| `DenoisingAutoEncoderLoss(model, tok)` | sentence / text | none | no labels: TSDAE (a decoder rebuilds the text) |
 | `MatryoshkaLoss(base, dims)` | the base loss's | the base loss's | embeddings that still work cut to fewer dims |
 | `CombinedLoss({loss: weight})` | its losses' (which must agree) | the same | several objectives on one forward pass |
 
@@ -35,6 +36,7 @@ from .angle import AnglELoss, angle_similarity
 from .base import SiameseLoss
 from .cached import CachedMultipleNegativesRankingLoss  # noqa: I001 - after ranking, which it builds on
 from .combined import CombinedLoss, parse_loss_spec
+from .denoising import DenoisingAutoEncoderLoss
 from .distillation import EmbeddingMSELoss, ListDistillationLoss, MarginMSELoss
 from .matryoshka import MatryoshkaLoss, truncated_output
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
@@ -74,6 +76,7 @@ def get_loss(loss: str | SiameseLoss, **kwargs: Any) -> SiameseLoss:
 
 __all__ = [
     "SiameseLoss",
+    "DenoisingAutoEncoderLoss",
     "CosineSimilarityLoss",
     "CoSENTLoss",
     "AnglELoss",

@@ -6,6 +6,8 @@ Methods (rows from `hf_siamese.data.pseudo_pairs`):
   temperature 0.05; Gao et al. 2021).
 - `crop` / `ict`: pseudo (query, document) pairs cut from the texts (independent cropping / inverse cloze), the same
   in-batch loss.
+- `tsdae`: TSDAE (Wang et al. 2021): 60% of each text's words deleted anew every step, a decoder tied to the encoder
+  rebuilds the text from the damaged copy's embedding (`DenoisingAutoEncoderLoss`); the decoder is dropped at the end.
 - `gpl`: GPL (Wang et al. 2022) with the corpus's own pseudo-queries (a sentence of each passage, the passage its
   positive: no query generator is needed):
   negatives mined from the corpus by the bi-encoder, every (query, document) scored by a cross-encoder `teacher`, and
@@ -30,8 +32,9 @@ from typing import Any
 
 from .stages import check_settings, last_checkpoint, read_jsonl, write_jsonl
 
-METHODS = ("simcse", "crop", "ict", "gpl")
-DEFAULT_LR = {"simcse": 3e-5, "crop": 2e-5, "ict": 2e-5, "gpl": 2e-5}
+METHODS = ("simcse", "tsdae", "crop", "ict", "gpl")
+DEFAULT_LR = {"simcse": 3e-5, "tsdae": 3e-5, "crop": 2e-5, "ict": 2e-5, "gpl": 2e-5}
+TSDAE_MIN_WORDS = 3  # fewer words leave nothing to delete at 60% (one word is always kept)
 
 
 def fit_margin_scale(rows: Any, model: Any, sample: int = 400, batch_size: int = 32) -> float:
@@ -92,10 +95,10 @@ def adapt(
 
     Args:
         corpus: any `open_corpus` source: a .txt / .jsonl / .csv / .parquet file or glob, a Hub id, a list of texts.
-        method: `simcse`, `crop`, `ict` or `gpl`.
+        method: `simcse`, `tsdae`, `crop`, `ict` or `gpl`.
         teacher: gpl only: a one-output cross-encoder (a `CrossEncoder` or its path) that scores the rows.
         max_texts: use the first N texts of the corpus.
-        lr: default 3e-5 for simcse (the paper's), else 2e-5.
+        lr: default 3e-5 for simcse and tsdae (the papers'), else 2e-5.
         num_negatives: gpl: mined negatives per pseudo-query.
     """
     from transformers import TrainingArguments, set_seed
@@ -104,7 +107,7 @@ def adapt(
     from ..data.corpus_stream import open_corpus
     from ..data.pseudo_pairs import pseudo_pairs
     from ..formats.loading import load_model
-    from ..losses import MarginMSELoss, MultipleNegativesRankingLoss
+    from ..losses import DenoisingAutoEncoderLoss, MarginMSELoss, MultipleNegativesRankingLoss
     from .trainer import SiameseTrainer
 
     if method not in METHODS:
@@ -125,10 +128,16 @@ def adapt(
             texts.append(text)
         if max_texts is not None and len(texts) >= max_texts:
             break
-    if len(texts) < 2 * batch_size and method != "gpl":
+    if len(texts) < 2 * batch_size and method in ("simcse", "crop", "ict"):
         raise ValueError(
             f"the corpus has {len(texts)} texts: in-batch negatives need at least two batches of {batch_size} (give "
             "more texts or a smaller batch size)"
+        )
+    usable = [text for text in texts if len(text.split()) >= TSDAE_MIN_WORDS]
+    if method == "tsdae" and len(usable) < batch_size:
+        raise ValueError(
+            f"tsdae: {len(usable)} texts of {TSDAE_MIN_WORDS} words or more (shorter ones are too short for the "
+            f"deletion noise); too few for a batch of {batch_size}"
         )
     teacher_name = None
     if isinstance(teacher, str | os.PathLike):
@@ -138,6 +147,11 @@ def adapt(
     if teacher is not None and getattr(teacher, "num_labels", 1) != 1:
         raise ValueError(f"teacher: a cross-encoder of {teacher.num_labels} outputs; gpl needs one score per pair")
     lr = lr if lr is not None else DEFAULT_LR[method]
+    set_seed(seed)
+    student, tokenizer = load_model(os.fspath(model))
+    student.tokenizer = tokenizer
+    # TSDAE's decoder is built (and an encoder without one refused) before anything is written
+    denoising = DenoisingAutoEncoderLoss(student, tokenizer, deletion_ratio=0.6) if method == "tsdae" else None
     settings = {
         "model": os.fspath(model), "method": method, "teacher": teacher_name, "texts": len(texts), "epochs": epochs,
         "batch_size": batch_size, "lr": lr, "num_negatives": num_negatives, "seed": seed,
@@ -151,7 +165,11 @@ def adapt(
         return load_model(str(out))[0]
 
     pairs_file = folder / "pairs.jsonl"
-    if not pairs_file.is_file():
+    if method == "tsdae" and not pairs_file.is_file():
+        from datasets import Dataset
+
+        write_jsonl(Dataset.from_dict({"text": usable}), pairs_file)
+    elif not pairs_file.is_file():
         rows = list(pseudo_pairs(texts, "sentence" if method == "gpl" else method, seed=seed))
         if len(rows) < batch_size:
             needs = "passages of two sentences or more" if method in ("ict", "gpl") else "texts of 4 words or more"
@@ -160,11 +178,8 @@ def adapt(
 
         write_jsonl(Dataset.from_list(rows), pairs_file)
     pairs = read_jsonl(pairs_file)
-    show(f"adapt: {len(pairs)} {method} pairs from {len(texts)} texts")
+    show(f"adapt: {len(pairs)} {method} rows from {len(texts)} texts")
 
-    set_seed(seed)
-    student, tokenizer = load_model(os.fspath(model))
-    student.tokenizer = tokenizer
     if method == "gpl":
         scored_file = folder / "scored.jsonl"
         if not scored_file.is_file():
@@ -173,6 +188,8 @@ def adapt(
         rows = read_jsonl(scored_file)
         loss: Any = MarginMSELoss(scale=fit_margin_scale(rows, student))
         show(f"adapt: {len(rows)} scored rows; MarginMSE with student scale {loss.scale:.2f}")
+    elif method == "tsdae":
+        rows, loss = pairs, denoising
     else:
         rows, loss = pairs, MultipleNegativesRankingLoss(scale=20.0)
     checkpoints = folder / "checkpoints"

@@ -245,6 +245,12 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
         optimizer = super().create_optimizer(model)
         unwrapped = self.accelerator.unwrap_model(self.model)
+        # A loss with weights of its own (TSDAE's decoder) trains them with the model's learning rate.
+        known = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        own = [p for p in self.loss.parameters() if p.requires_grad and id(p) not in known]
+        if own:
+            settings = {k: v for k, v in optimizer.param_groups[0].items() if k not in ("params", "initial_lr")}
+            optimizer.add_param_group({**settings, "params": own, "lr": self.args.learning_rate})
         head = getattr(unwrapped, "classifier", None)
         if head is None or self.optimizer_cls_and_kwargs is not None:
             return optimizer

@@ -29,6 +29,8 @@ def files(tmp_path: Path, tiny_tokenizer) -> Path:
     torch.manual_seed(0)
     config = BertConfig(**TINY, max_position_embeddings=64, num_labels=1)
     CrossEncoder(BertForSequenceClassification(config).eval(), tiny_tokenizer).save_pretrained(tmp_path / "ce")
+    make_tiny_model("distilbert").save_pretrained(tmp_path / "distil")
+    tiny_tokenizer.save_pretrained(tmp_path / "distil")
     rng = random.Random(0)
     (tmp_path / "corpus.txt").write_text("\n".join(_passage(rng) for _ in range(24)) + "\n")
     return tmp_path
@@ -64,7 +66,7 @@ def _run(argv: list, capsys) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-@pytest.mark.parametrize("method", ["simcse", "crop", "ict"])
+@pytest.mark.parametrize("method", ["simcse", "tsdae", "crop", "ict"])
 def test_methods_train_from_a_corpus_file(files, capsys, method):
     out = files / f"run_{method}"
     argv = ["adapt", files / "corpus.txt", "--method", method, "--model", files / "bi", "-o", out, "--batch-size", "4"]
@@ -95,6 +97,8 @@ def test_gpl_with_a_teacher(files, capsys):
         (["--method", "simcse", "--teacher", "{w}/ce"], "teacher= applies to method='gpl', not 'simcse'"),
         (["--method", "simcse", "--batch-size", "16"], "the corpus has 24 texts: in-batch negatives need at least"),
         (["--method", "gpl", "--teacher", "{w}/bi"], "is a bi-encoder"),
+        (["--method", "tsdae", "--model", "{w}/distil", "--batch-size", "4"], "'distilbert'"),
+        (["--method", "tsdae", "--batch-size", "30"], "tsdae: 24 texts of 3 words or more"),
     ],
 )
 def test_bad_input(files, capsys, extra, message):
