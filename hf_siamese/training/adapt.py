@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ def adapt(
     batch_size: int = 32,
     lr: float | None = None,
     num_negatives: int = 4,
+    query_generator: Callable[[list[str]], list[str]] | None = None,
     seed: int = 42,
     show_progress_bar: bool = True,
 ) -> Any:
@@ -102,6 +104,8 @@ def adapt(
         max_texts: use the first N texts of the corpus.
         lr: default 3e-5 for simcse and tsdae (the papers'), else 2e-5.
         num_negatives: gpl: mined negatives per pseudo-query.
+        query_generator: gpl: `texts -> one query per text` (e.g. a doc2query T5's generate) used instead of the
+            sentence pseudo-queries: GPL as published.
     """
     from transformers import TrainingArguments, set_seed
 
@@ -157,6 +161,7 @@ def adapt(
     settings = {
         "model": os.fspath(model), "method": method, "teacher": teacher_name, "texts": len(texts), "epochs": epochs,
         "batch_size": batch_size, "lr": lr, "num_negatives": num_negatives, "seed": seed,
+        "query_generator": query_generator is not None,
     }  # fmt: skip
     check_settings(folder, settings)
     settings["show_progress_bar"] = show_progress_bar
@@ -171,6 +176,16 @@ def adapt(
         from datasets import Dataset
 
         write_jsonl(Dataset.from_dict({"text": usable}), pairs_file)
+    elif method == "gpl" and query_generator is not None and not pairs_file.is_file():
+        queries = list(query_generator(list(texts)))
+        if len(queries) != len(texts) or not all(isinstance(q, str) and q.strip() for q in queries):
+            raise ValueError(
+                f"query_generator gave {len(queries)} queries for {len(texts)} texts; expected one non-empty string "
+                "per text"
+            )
+        from datasets import Dataset
+
+        write_jsonl(Dataset.from_dict({"anchor": queries, "positive": texts}), pairs_file)
     elif not pairs_file.is_file():
         rows = list(pseudo_pairs(texts, "sentence" if method == "gpl" else method, seed=seed))
         if len(rows) < batch_size:

@@ -112,3 +112,24 @@ def test_library_call_takes_a_list(files):
     texts = (files / "corpus.txt").read_text().splitlines()
     model = adapt(texts, files / "lib", model=str(files / "bi"), method="crop", batch_size=4, show_progress_bar=False)
     assert model.encode(["a dog runs"]).shape == (1, 32)
+
+
+def test_gpl_takes_a_query_generator(files):
+    texts = (files / "corpus.txt").read_text().splitlines()
+
+    def first_words(batch: list[str]) -> list[str]:
+        return [" ".join(text.split()[:3]) for text in batch]
+
+    adapt(
+        texts, files / "gen", model=str(files / "bi"), method="gpl", teacher=str(files / "ce"), batch_size=4,
+        num_negatives=2, query_generator=first_words, show_progress_bar=False,
+    )  # fmt: skip
+    import json
+
+    rows = [json.loads(line) for line in (files / "gen" / "pairs.jsonl").read_text().splitlines()]
+    assert [r["anchor"] for r in rows] == first_words(texts) and [r["positive"] for r in rows] == texts
+    with pytest.raises(ValueError, match="query_generator gave 1 queries for 24 texts"):
+        adapt(
+            texts, files / "bad", model=str(files / "bi"), method="gpl", teacher=str(files / "ce"), batch_size=4,
+            query_generator=lambda batch: ["one"], show_progress_bar=False,
+        )  # fmt: skip
