@@ -1,4 +1,4 @@
-"""Learning without labels (`hf_siamese.training.adapt.adapt`), from all-MiniLM-L6-v2 as shipped.
+"""Learning without labels (`hf_siamese.recipes.adapt.adapt`), from all-MiniLM-L6-v2 as shipped.
 
 SciFact: each method trains on the first --max-texts abstracts of the corpus (no claims, no qrels), then retrieves
 for the 300 test claims (nDCG@10 over the 5,183 abstracts). The method to pre-train with before the supervised recipe
@@ -46,7 +46,7 @@ def ndcg(workdir: Path, name: str, path: str, dataset, split: str) -> float:
 
 
 def scifact(args, workdir: Path, start: str) -> dict:
-    from hf_siamese.training.adapt import adapt
+    from hf_siamese.recipes.adapt import adapt
 
     train, test = stages.load_splits()
     texts = list(train.corpus.values())[: args.max_texts]
@@ -122,7 +122,7 @@ def st_steps_per_s(start: str, texts: list[str], method: str) -> float | str:
 
 def stsb(args, workdir: Path, start: str) -> dict:
     from hf_siamese.formats.loading import load_model
-    from hf_siamese.training.adapt import adapt
+    from hf_siamese.recipes.adapt import adapt
 
     table = stsb_split("train")
     texts = list(dict.fromkeys(table["sentence1"] + table["sentence2"]))

@@ -1,6 +1,6 @@
 """Augmented SBERT on STSb where the paper shows it: few gold pairs. 1,000 gold pairs of STSb train (seeded) train
 both the teacher and the student; silver pairs are sampled among ALL STSb train sentences (as unlabelled text: their
-gold scores are never read) by `hf_siamese.training.augmented.augmented_sbert`; the bi-encoder (all-MiniLM-L6-v2
+gold scores are never read) by `hf_siamese.recipes.augmented.augmented_sbert`; the bi-encoder (all-MiniLM-L6-v2
 start) trained on gold + silver is compared with the same start trained on the 1,000 gold pairs alone, and with
 sentence-transformers' trainer + CosineSimilarityLoss on the same two row sets (its own loss; it has no Augmented
 SBERT function, only example scripts).
@@ -119,8 +119,8 @@ def main() -> None:
 
     from hf_siamese.cross_encoder.evaluation import evaluate_scores
     from hf_siamese.cross_encoder.model import CrossEncoder
-    from hf_siamese.training.augmented import augmented_sbert
-    from hf_siamese.training.stages import read_jsonl
+    from hf_siamese.recipes.augmented import augmented_sbert
+    from hf_siamese.recipes.stages import read_jsonl
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gold", type=int, default=1000)

@@ -70,7 +70,7 @@ def labelled(columns: dict, teacher_path: str, cache: Path):
 
 def student_scale(rows, start: str) -> float:
     from hf_siamese.formats.loading import load_model
-    from hf_siamese.training.adapt import fit_margin_scale
+    from hf_siamese.recipes.adapt import fit_margin_scale
 
     model, tokenizer = load_model(start)
     model.tokenizer = tokenizer

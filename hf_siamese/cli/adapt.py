@@ -1,4 +1,4 @@
-"""`hf-siamese adapt`: adapt a bi-encoder to a corpus without labels (`hf_siamese.training.adapt.adapt`): SimCSE,
+"""`hf-siamese adapt`: adapt a bi-encoder to a corpus without labels (`hf_siamese.recipes.adapt.adapt`): SimCSE,
 independent cropping, inverse cloze, or GPL with a cross-encoder teacher; stages kept in OUT, so the same command
 again resumes a stopped run."""
 
@@ -13,7 +13,7 @@ from .common import default_model_path, load_cross_encoder, quiet_progress_bars
 
 def add_adapt_command(commands: Any) -> None:
     """Register `adapt` on the `hf-siamese` subparsers."""
-    from ..training.adapt import METHODS
+    from ..recipes.adapt import METHODS
 
     command = commands.add_parser(
         "adapt",
@@ -42,7 +42,7 @@ def add_adapt_command(commands: Any) -> None:
 
 def run_adapt(args: argparse.Namespace) -> int:
     """Load the teacher if given, run the method's stages."""
-    from ..training.adapt import adapt
+    from ..recipes.adapt import adapt
 
     teacher = load_cross_encoder(args.teacher, option="--teacher") if args.teacher else None
     with quiet_progress_bars():

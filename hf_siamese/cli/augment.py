@@ -1,4 +1,4 @@
-"""`hf-siamese augment`: Augmented SBERT in one command (`hf_siamese.training.augmented.augmented_sbert`): a
+"""`hf-siamese augment`: Augmented SBERT in one command (`hf_siamese.recipes.augmented.augmented_sbert`): a
 cross-encoder trained on the gold scored pairs (or `--teacher`) labels pairs sampled among the gold sentences by the
 bi-encoder's nearest neighbours (and BM25's), and the bi-encoder trains on gold + silver. Every stage is kept in OUT:
 the same command again resumes a stopped run."""
@@ -54,7 +54,7 @@ def run_augment(args: argparse.Namespace) -> int:
     """Read the gold (and eval) pairs, load the teacher if given, run the three stages."""
     import warnings
 
-    from ..training.augmented import augmented_sbert
+    from ..recipes.augmented import augmented_sbert
 
     if args.neighbours == 0 and args.bm25 == 0:
         raise ValueError("--neighbours 0 and --bm25 0 sample no pairs; give one of them")

@@ -103,8 +103,8 @@ def silver_pairs(
     With `cache_dir` the scores are streamed there and a stopped run resumes (`score_store.stored_scores`)."""
     import datasets
 
+    from ..storage.score_store import stored_scores
     from .evaluation import score_pairs
-    from .score_store import stored_scores
 
     low, high = score_range
     if not high > low:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .score_store import stored_scores
+from ..storage.score_store import stored_scores
 
 OUTPUTS = ("scores", "margins")
 
@@ -86,7 +86,7 @@ def teacher_scores(
         column: the column written; an existing one is refused unless `overwrite=True`.
         columns: the text columns, when their names are not a known layout.
         cache_dir: a folder the scores are streamed to, `chunk_size` distinct pairs a file
-            (`hf_siamese.cross_encoder.score_store`): called again after a stop, only the missing chunks are scored.
+            (`hf_siamese.storage.score_store`): called again after a stop, only the missing chunks are scored.
 
     Returns:
         A new `datasets.Dataset`: pairs get one float per row; ranking rows a list of `1 + k` (or `k`) floats.

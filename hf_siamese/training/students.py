@@ -160,7 +160,7 @@ def teacher_embeddings(
             sentence2`: source, translation).
         teacher: a `SiameseBertModel` (with its tokenizer).
         cache_dir: a folder the embeddings stream to, 20,000 distinct texts a file
-            (`hf_siamese.cross_encoder.score_store`): called again after a stop, only the missing files are embedded.
+            (`hf_siamese.storage.score_store`): called again after a stop, only the missing files are embedded.
     """
     from ..data.columns import detect_layout
 
@@ -181,7 +181,7 @@ def teacher_embeddings(
     unique = list(dict.fromkeys(texts))
     import torch
 
-    from ..cross_encoder.score_store import stored_scores
+    from ..storage.score_store import stored_scores
 
     def embed(chunk: list[str]) -> Any:
         return teacher.encode(chunk, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True)

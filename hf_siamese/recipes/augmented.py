@@ -144,7 +144,7 @@ def augmented_sbert(
     from ..formats.loading import load_model
     from ..losses import CosineSimilarityLoss
     from ..modeling.modeling_siamese import SiameseBertModel
-    from .trainer import SiameseTrainer
+    from ..training.trainer import SiameseTrainer
 
     folder = Path(output_dir)
     if folder.exists() and not folder.is_dir():

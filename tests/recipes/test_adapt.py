@@ -14,7 +14,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from hf_siamese.cli import main
 from hf_siamese.cross_encoder import CrossEncoder
-from hf_siamese.training.adapt import adapt
+from hf_siamese.recipes.adapt import adapt
 
 
 def _passage(rng: random.Random) -> str:

@@ -114,7 +114,7 @@ def adapt(
     from ..data.pseudo_pairs import pseudo_pairs
     from ..formats.loading import load_model
     from ..losses import DenoisingAutoEncoderLoss, MarginMSELoss, MultipleNegativesRankingLoss
-    from .trainer import SiameseTrainer
+    from ..training.trainer import SiameseTrainer
 
     if method not in METHODS:
         raise ValueError(f"method={method!r}; accepted: {list(METHODS)}")

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from datasets import Dataset
 
-from hf_siamese.cross_encoder.score_store import stored_scores
 from hf_siamese.cross_encoder.teacher import teacher_scores
+from hf_siamese.storage.score_store import stored_scores
 
 PAIRS = [(f"q{i}", f"d{i % 4}") for i in range(10)]
 

@@ -9,8 +9,8 @@ import pytest
 from conftest import make_tiny_model
 from datasets import Dataset
 
-from hf_siamese.training import augmented
-from hf_siamese.training.augmented import augmented_sbert
+from hf_siamese.recipes import augmented
+from hf_siamese.recipes.augmented import augmented_sbert
 from hf_siamese.training.trainer import SiameseTrainer
 
 WORDS = ("a dog runs", "music plays", "the market fell", "soup is hot", "a cat sleeps")
