@@ -62,6 +62,10 @@ _LAZY = {
     "ExportedEncoder": "formats.runtime",
     "CrossEncoder": "cross_encoder.model",
     "CrossEncoderTrainer": "cross_encoder.trainer",
+    "teacher_scores": "cross_encoder.teacher",
+    "augmented_sbert": "recipes.augmented",
+    "adapt": "recipes.adapt",
+    **dict.fromkeys(("student_from_teacher", "teacher_embeddings"), "training.students"),
 }
 
 
@@ -76,6 +80,11 @@ def __getattr__(name: str):
 __all__ = [
     "CrossEncoder",
     "CrossEncoderTrainer",
+    "teacher_scores",
+    "augmented_sbert",
+    "adapt",
+    "student_from_teacher",
+    "teacher_embeddings",
     "DataFormatError",
     "DatasetLoadError",
     "load_demo_dataset",
