@@ -6,8 +6,8 @@ sentence-transformers' trainer + CosineSimilarityLoss on the same two row sets (
 SBERT function, only example scripts).
 
 Settings are chosen on STSb dev (epochs of the gold-only run: 1 or 4; the sampling: bi-encoder neighbours, or
-neighbours + BM25 where run), test reported for every row. The start model's and the teacher's dev Spearman are reported: a
-teacher weaker than its student teaches nothing.
+neighbours + BM25 where run), test reported for every row. The start model's and the teacher's dev Spearman are
+reported: a teacher weaker than its student teaches nothing.
 
     python benchmarks/bench_augmented_sts.py [--gold 1000] [--workdir /tmp/augmented_sts] [--no-write]
 """

@@ -211,6 +211,7 @@ def _choose_fusion(model: Any, eval_set: Any, eval_split: str, batch_size: int) 
 
 def run_train_reranker(args: argparse.Namespace) -> int:
     """Read the pairs, mine the negatives, train (evaluating each epoch), save the best cross-encoder."""
+    import torch
     from transformers import TrainingArguments
 
     from ..cross_encoder import CrossEncoderTrainer
@@ -290,7 +291,9 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     try:
         strategy = "epoch" if eval_set is not None else "no"
         training = TrainingArguments(
-            output_dir=checkpoints, num_train_epochs=args.epochs, per_device_train_batch_size=batch_size,
+            # a CPU-only machine runs --bf16 on the CPU (transformers refuses bf16 without a GPU unless told so)
+            output_dir=checkpoints, use_cpu=not torch.cuda.is_available(), num_train_epochs=args.epochs,
+            per_device_train_batch_size=batch_size,
             per_device_eval_batch_size=max(32, batch_size), learning_rate=args.lr, warmup_steps=args.warmup_ratio,
             seed=args.seed, bf16=args.bf16, eval_strategy=strategy, save_strategy=strategy, save_total_limit=1,
             load_best_model_at_end=eval_set is not None, metric_for_best_model=EVAL_METRIC, greater_is_better=True,

@@ -104,6 +104,17 @@ def test_tuple_losses_continue_a_cross_encoder(files, tmp_path, capsys, loss):
     assert CrossEncoder.from_pretrained(out).num_labels == 1
 
 
+def test_bf16_runs_on_a_cpu_only_machine(files, tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "reranker"
+    argv = ["train-reranker", files / "beir", "--model", files / "ce", "--first-stage", files / "bi", "-o", out]
+    code, _, stderr = _run([*argv, *TRAIN, "--eval-split", "none", "--bf16"], capsys)
+    assert code == 0, stderr
+    assert CrossEncoder.from_pretrained(out).num_labels == 1
+
+
 def test_pairs_file_with_random_negatives_only(files, tmp_path, capsys):
     out = tmp_path / "reranker"
     argv = ["train-reranker", files / "pairs.jsonl", "--model", files / "ce", "--negatives", "0"]
