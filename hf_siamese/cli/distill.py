@@ -82,8 +82,8 @@ def _rows(args: argparse.Namespace) -> Any:
 def run_distill(args: argparse.Namespace) -> int:
     """Build the student, label the texts with the teacher's embeddings, train, save."""
     from transformers import TrainingArguments
-    from transformers.trainer_utils import get_last_checkpoint
 
+    from ..recipes.stages import check_settings, last_checkpoint
     from ..training.students import student_from_teacher, teacher_embeddings
     from ..training.trainer import SiameseTrainer
 
@@ -117,7 +117,12 @@ def run_distill(args: argparse.Namespace) -> int:
     # A fixed work folder beside the output: the teacher's embeddings and the checkpoints of a stopped run are found
     # there by the same command again, and removed once the student is saved.
     work = output.parent / f".{output.name}.distill"
-    _check_work(work, args, teacher_path, rows)
+    settings = {
+        "teacher": teacher_path, "student": args.student, "layers": args.layers, "keep": args.keep,
+        "projection": args.projection, "rows": len(rows), "epochs": args.epochs, "batch_size": args.batch_size,
+        "lr": args.lr, "seed": args.seed,
+    }  # fmt: skip
+    check_settings(work, settings)  # a stopped run with other settings is refused, not mixed in
     with quiet_progress_bars():
         rows = teacher_embeddings(
             rows, teacher, dim=width if width != teacher_width else None, show_progress_bar=True,
@@ -133,7 +138,7 @@ def run_distill(args: argparse.Namespace) -> int:
     trainer = SiameseTrainer(
         model=student, args=training, train_dataset=rows, processing_class=tokenizer, loss="embedding_mse"
     )
-    last = get_last_checkpoint(str(work / "checkpoints")) if (work / "checkpoints").is_dir() else None
+    last = last_checkpoint(work / "checkpoints")
     if last:
         print(f"resuming from {last}")
     trainer.train(resume_from_checkpoint=last)
@@ -141,26 +146,3 @@ def run_distill(args: argparse.Namespace) -> int:
     shutil.rmtree(work, ignore_errors=True)
     print(f"saved the student -> {output}")
     return 0
-
-
-def _check_work(work: Path, args: argparse.Namespace, teacher_path: str, rows: Any) -> None:
-    """Start `work` with the run's settings, or check that a stopped run kept there had the same ones."""
-    import json
-
-    settings = {
-        "teacher": teacher_path, "student": args.student, "layers": args.layers, "keep": args.keep,
-        "projection": args.projection,
-        "rows": len(rows), "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed,
-    }  # fmt: skip
-    path = work / "settings.json"
-    if path.is_file():
-        found = json.loads(path.read_text(encoding="utf-8"))
-        if found != settings:
-            differs = sorted(key for key in settings if found.get(key) != settings[key])
-            raise ValueError(
-                f"{work}: a stopped run with other settings (differs in {differs}); delete it to start over, or run "
-                "with its settings to resume"
-            )
-        return
-    work.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings), encoding="utf-8")

@@ -47,6 +47,16 @@ def _pairs_of_hits(
     return list(pairs.values())
 
 
+def check_sampling(neighbours: Any, bm25_neighbours: Any) -> None:
+    """`neighbours` (bi-encoder) and `bm25_neighbours` are counts, not both 0; else a `ValueError` naming them."""
+    if neighbours:
+        _check_neighbours(neighbours)
+    if bm25_neighbours:
+        _check_neighbours(bm25_neighbours, "bm25 neighbours")
+    if not neighbours and not bm25_neighbours:
+        raise ValueError(f"neighbours={neighbours!r} and bm25_neighbours={bm25_neighbours!r} sample no pairs; give one")
+
+
 def neighbour_pairs(
     sentences: Sequence[str],
     bi_encoder: Any,
@@ -103,7 +113,7 @@ def silver_pairs(
     With `cache_dir` the scores are streamed there and a stopped run resumes (`score_store.stored_scores`)."""
     import datasets
 
-    from ..storage.score_store import stored_scores
+    from ..storage.score_store import stored_scores, teacher_id
     from .evaluation import score_pairs
 
     low, high = score_range
@@ -111,8 +121,7 @@ def silver_pairs(
         raise ValueError(f"score_range={score_range!r}: expected (low, high) with high > low")
     if getattr(teacher, "num_labels", 1) != 1 or not callable(getattr(teacher, "predict", None)):
         raise ValueError("silver_pairs: the teacher must be a one-output cross-encoder (a .predict(pairs) scorer)")
-    if neighbours == 0 and not bm25_neighbours:
-        raise ValueError("silver_pairs: neighbours=0 and bm25_neighbours=0 sample no pairs; give one of them")
+    check_sampling(neighbours, bm25_neighbours)
     gold_pairs = list(gold_pairs)
     found: dict[tuple[str, str], None] = {}
     if neighbours:
@@ -137,8 +146,9 @@ def silver_pairs(
     if cache_dir is None:
         scores = score(pairs)
     else:
-        name = getattr(getattr(teacher, "config", None), "_name_or_path", None) or type(teacher).__name__
-        scores = stored_scores(score, pairs, cache_dir, teacher_id=f"{name} (activation)", show_progress=print)
+        scores = stored_scores(
+            score, pairs, cache_dir, teacher_id=f"{teacher_id(teacher)} (activation)", show_progress=print
+        )
     scores = scores.astype(np.float64)
     if scores.min() < 0 or scores.max() > 1:
         raise ValueError(
@@ -154,4 +164,4 @@ def silver_pairs(
     )
 
 
-__all__ = ["bm25_pairs", "neighbour_pairs", "silver_pairs"]
+__all__ = ["bm25_pairs", "check_sampling", "neighbour_pairs", "silver_pairs"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..storage.score_store import stored_scores
+from ..storage.score_store import stored_scores, teacher_id
 
 OUTPUTS = ("scores", "margins")
 
@@ -113,9 +113,8 @@ def teacher_scores(
     if cache_dir is None:
         values = np.asarray(score(unique))
     else:
-        name = getattr(getattr(teacher, "config", None), "_name_or_path", None) or type(teacher).__name__
         values = stored_scores(
-            score, unique, cache_dir, teacher_id=str(name), chunk_size=chunk_size, show_progress=print
+            score, unique, cache_dir, teacher_id=teacher_id(teacher), chunk_size=chunk_size, show_progress=print
         )
     if values.ndim != 1:
         raise ValueError(f"teacher_scores: the teacher gave scores of shape {values.shape}; expected one per pair")

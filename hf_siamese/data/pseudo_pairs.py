@@ -93,6 +93,11 @@ def pseudo_pairs(texts: Iterable[str], method: str, *, seed: int = 42, min_words
             yield {"anchor": pair[0], "positive": pair[1]}
 
 
+def pseudo_pair_needs(method: str) -> str:
+    """What texts `method` needs to give rows, for error messages."""
+    return "passages of two sentences or more" if method in ("ict", "sentence") else "texts of 4 words or more"
+
+
 def pseudo_pair_dataset(source: Any, method: str, *, seed: int = 42, text_column: str = "text", **kwargs: Any) -> Any:
     """A `datasets.Dataset` of `pseudo_pairs` over a corpus source (`open_corpus`); a corpus that gives no row is a
     `ValueError` naming the method and what it needs."""
@@ -103,9 +108,16 @@ def pseudo_pair_dataset(source: Any, method: str, *, seed: int = 42, text_column
     texts = (text for _, text in open_corpus(source, text_column=text_column, **kwargs))
     rows = list(pseudo_pairs(texts, method, seed=seed))
     if not rows:
-        needs = "passages of two sentences or more" if method in ("ict", "sentence") else "texts of 4 words or more"
-        raise ValueError(f"the corpus gives no {method} pairs: {method} needs {needs}")
+        raise ValueError(f"the corpus gives no {method} pairs: {method} needs {pseudo_pair_needs(method)}")
     return Dataset.from_dict({"anchor": [r["anchor"] for r in rows], "positive": [r["positive"] for r in rows]})
 
 
-__all__ = ["METHODS", "crop_pair", "ict_pair", "pseudo_pair_dataset", "pseudo_pairs", "split_sentences"]
+__all__ = [
+    "METHODS",
+    "crop_pair",
+    "ict_pair",
+    "pseudo_pair_dataset",
+    "pseudo_pair_needs",
+    "pseudo_pairs",
+    "split_sentences",
+]

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .stages import check_settings, last_checkpoint, read_jsonl, write_jsonl
+from .stages import check_settings, last_checkpoint, read_jsonl, save_final_model, write_jsonl
 
 METHODS = ("simcse", "tsdae", "crop", "ict", "gpl")
 DEFAULT_LR = {"simcse": 3e-5, "tsdae": 3e-5, "crop": 2e-5, "ict": 2e-5, "gpl": 2e-5}
@@ -107,13 +107,15 @@ def adapt(
         query_generator: gpl: `texts -> one query per text` (e.g. a doc2query T5's generate) used instead of the
             sentence pseudo-queries: GPL as published.
     """
+    from datasets import Dataset
     from transformers import TrainingArguments, set_seed
 
     from ..cross_encoder.model import CrossEncoder
     from ..data.corpus_stream import open_corpus
-    from ..data.pseudo_pairs import pseudo_pairs
+    from ..data.pseudo_pairs import pseudo_pair_dataset, pseudo_pair_needs
     from ..formats.loading import load_model
     from ..losses import DenoisingAutoEncoderLoss, MarginMSELoss, MultipleNegativesRankingLoss
+    from ..storage.score_store import teacher_id
     from ..training.trainer import SiameseTrainer
 
     if method not in METHODS:
@@ -145,11 +147,9 @@ def adapt(
             f"tsdae: {len(usable)} texts of {TSDAE_MIN_WORDS} words or more (shorter ones are too short for the "
             f"deletion noise); too few for a batch of {batch_size}"
         )
-    teacher_name = None
+    teacher_name = None if teacher is None else teacher_id(teacher)
     if isinstance(teacher, str | os.PathLike):
-        teacher_name, teacher = os.fspath(teacher), CrossEncoder.from_pretrained(os.fspath(teacher))
-    elif teacher is not None:
-        teacher_name = getattr(getattr(getattr(teacher, "model", None), "config", None), "_name_or_path", None)
+        teacher = CrossEncoder.from_pretrained(os.fspath(teacher))
     if teacher is not None and getattr(teacher, "num_labels", 1) != 1:
         raise ValueError(f"teacher: a cross-encoder of {teacher.num_labels} outputs; gpl needs one score per pair")
     lr = lr if lr is not None else DEFAULT_LR[method]
@@ -173,8 +173,6 @@ def adapt(
 
     pairs_file = folder / "pairs.jsonl"
     if method == "tsdae" and not pairs_file.is_file():
-        from datasets import Dataset
-
         write_jsonl(Dataset.from_dict({"text": usable}), pairs_file)
     elif method == "gpl" and query_generator is not None and not pairs_file.is_file():
         queries = list(query_generator(list(texts)))
@@ -183,17 +181,15 @@ def adapt(
                 f"query_generator gave {len(queries)} queries for {len(texts)} texts; expected one non-empty string "
                 "per text"
             )
-        from datasets import Dataset
-
         write_jsonl(Dataset.from_dict({"anchor": queries, "positive": texts}), pairs_file)
     elif not pairs_file.is_file():
-        rows = list(pseudo_pairs(texts, "sentence" if method == "gpl" else method, seed=seed))
+        kind = "sentence" if method == "gpl" else method
+        rows = pseudo_pair_dataset(texts, kind, seed=seed)
         if len(rows) < batch_size:
-            needs = "passages of two sentences or more" if method in ("ict", "gpl") else "texts of 4 words or more"
-            raise ValueError(f"the corpus gives {len(rows)} {method} pairs (needs {needs}); too few for a batch")
-        from datasets import Dataset
-
-        write_jsonl(Dataset.from_list(rows), pairs_file)
+            raise ValueError(
+                f"the corpus gives {len(rows)} {method} pairs (needs {pseudo_pair_needs(kind)}); too few for a batch"
+            )
+        write_jsonl(rows, pairs_file)
     pairs = read_jsonl(pairs_file)
     show(f"adapt: {len(pairs)} {method} rows from {len(texts)} texts")
 
@@ -222,15 +218,7 @@ def adapt(
     (folder / "train_metrics.json").write_text(json.dumps({**result.metrics, "global_step": result.global_step}))
     source = f"`hf-siamese adapt --method {method}` on {len(texts)} unlabelled texts ({len(rows)} training rows"
     source += f"; teacher {teacher_name})" if teacher_name else ")"
-    staging = folder / ".model.partial"
-    shutil.rmtree(staging, ignore_errors=True)
-    trainer.args.output_dir = str(staging)
-    trainer.save_model(str(staging))
-    tokenizer.save_pretrained(str(staging))
-    trainer.create_model_card(data_source=source)
-    os.replace(staging, out)
-    shutil.rmtree(checkpoints, ignore_errors=True)
-    show(f"adapt: the adapted bi-encoder -> {out}")
+    show(f"adapt: the adapted bi-encoder -> {save_final_model(trainer, tokenizer, folder, source)}")
     return trainer.model
 
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .stages import check_settings, last_checkpoint, read_jsonl, write_jsonl
+from .stages import check_settings, last_checkpoint, read_jsonl, save_final_model, write_jsonl
 
 
 def _gold_pairs(gold: Any, where: str) -> tuple[list[tuple[str, str]], list[float]]:
@@ -138,12 +138,13 @@ def augmented_sbert(
     from datasets import concatenate_datasets
     from transformers import TrainingArguments, set_seed
 
-    from ..cross_encoder.augment import silver_pairs
+    from ..cross_encoder.augment import check_sampling, silver_pairs
     from ..cross_encoder.evaluation import evaluate_scores
     from ..cross_encoder.model import CrossEncoder
     from ..formats.loading import load_model
     from ..losses import CosineSimilarityLoss
     from ..modeling.modeling_siamese import SiameseBertModel
+    from ..storage.score_store import teacher_id
     from ..training.trainer import SiameseTrainer
 
     folder = Path(output_dir)
@@ -155,12 +156,8 @@ def augmented_sbert(
         raise ValueError(f"gold: every score is {span[0]:g}; a teacher needs scores that differ")
     if eval_pairs is not None:
         dev_pairs, dev_scores = _gold_pairs(eval_pairs, "eval_pairs")
-    teacher_name = None
-    if isinstance(teacher, str | os.PathLike):
-        teacher_name = os.fspath(teacher)
-    elif teacher is not None:
-        config = getattr(getattr(teacher, "model", None), "config", None)
-        teacher_name = getattr(config, "_name_or_path", None) or type(teacher).__name__
+    check_sampling(neighbours, bm25_neighbours)
+    teacher_name = None if teacher is None else teacher_id(teacher)
     settings = {
         "model": os.fspath(model), "teacher": teacher_name, "gold_pairs": len(pairs), "neighbours": neighbours,
         "bm25_neighbours": bm25_neighbours, "unlabelled": _text_fingerprint(unlabelled),
@@ -185,11 +182,6 @@ def augmented_sbert(
 
     bi_encoder, tokenizer = load_model(os.fspath(model))
     bi_encoder.tokenizer = tokenizer
-    facts: dict[str, Any] = {}
-    if eval_pairs is not None:
-        teacher_dev = 100 * evaluate_scores(teacher, dev_pairs, dev_scores)["spearman"]
-        facts["teacher_dev"] = teacher_dev
-        show(f"augment: the teacher's Spearman x100 on eval_pairs: {teacher_dev:.2f}")
 
     # stage 2: silver pairs
     silver_file = folder / "silver.jsonl"
@@ -213,6 +205,10 @@ def augmented_sbert(
         return SiameseBertModel.from_pretrained(str(out))
     from datasets import Dataset
 
+    facts: dict[str, Any] = {}
+    if eval_pairs is not None:  # measured only when stage 3 runs: the card and the warning read it
+        facts["teacher_dev"] = 100 * evaluate_scores(teacher, dev_pairs, dev_scores)["spearman"]
+        show(f"augment: the teacher's Spearman x100 on eval_pairs: {facts['teacher_dev']:.2f}")
     gold_rows = Dataset.from_dict(
         {"sentence1": [a for a, _ in pairs], "sentence2": [b for _, b in pairs], "score": scores}
     )
@@ -261,15 +257,7 @@ def augmented_sbert(
     if "teacher_dev" in facts:
         source += f" (Spearman x100 on the eval pairs: teacher {facts['teacher_dev']:.2f}"
         source += f", start bi-encoder {facts['start_dev']:.2f})" if "start_dev" in facts else ")"
-    staging = folder / ".model.partial"
-    shutil.rmtree(staging, ignore_errors=True)
-    trainer.args.output_dir = str(staging)
-    trainer.save_model(str(staging))
-    tokenizer.save_pretrained(str(staging))
-    trainer.create_model_card(data_source=source, eval_results=final)
-    os.replace(staging, out)
-    shutil.rmtree(checkpoints, ignore_errors=True)
-    show(f"augment: stage 3: the bi-encoder -> {out}")
+    show(f"augment: stage 3: the bi-encoder -> {save_final_model(trainer, tokenizer, folder, source, final)}")
     return trainer.model
 
 

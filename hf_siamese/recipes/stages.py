@@ -1,6 +1,6 @@
 """What the multi-stage training recipes (`augmented_sbert`, `adapt`) share: a run folder whose settings file
-refuses a second run with other settings, rows kept as JSON lines written whole or not at all, and the last
-checkpoint of a stopped training."""
+refuses a second run with other settings, rows kept as JSON lines written whole or not at all, the last
+checkpoint of a stopped training, and the final model moved into place whole."""
 
 from __future__ import annotations
 
@@ -49,6 +49,22 @@ def read_jsonl(path: Path) -> Any:
     return Dataset.from_dict({name: [row[name] for row in rows] for name in names})
 
 
+def save_final_model(trainer: Any, tokenizer: Any, folder: Path, data_source: str, eval_results: Any = None) -> Path:
+    """The trained model, its tokenizer and a model card saying where its rows came from, written to
+    `folder/.model.partial` and moved to `folder/model` whole; the run's checkpoints go after it."""
+    import shutil
+
+    out, staging = folder / "model", folder / ".model.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    trainer.args.output_dir = str(staging)
+    trainer.save_model(str(staging))
+    tokenizer.save_pretrained(str(staging))
+    trainer.create_model_card(data_source=data_source, eval_results=eval_results)
+    os.replace(staging, out)
+    shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+    return out
+
+
 def last_checkpoint(folder: Path) -> str | None:
     """The newest `checkpoint-N` in `folder`, or None."""
     from transformers.trainer_utils import get_last_checkpoint
@@ -56,4 +72,4 @@ def last_checkpoint(folder: Path) -> str | None:
     return get_last_checkpoint(str(folder)) if folder.is_dir() else None
 
 
-__all__ = ["check_settings", "last_checkpoint", "read_jsonl", "write_jsonl"]
+__all__ = ["check_settings", "last_checkpoint", "read_jsonl", "save_final_model", "write_jsonl"]

@@ -31,6 +31,14 @@ def pairs_fingerprint(items: Sequence[tuple[str, ...] | str]) -> str:
     return digest.hexdigest()
 
 
+def teacher_id(teacher: Any) -> str:
+    """How a run's manifest and settings name a teacher: its path or Hub id (as given, or as the model was loaded
+    from), else its class."""
+    if isinstance(teacher, str | os.PathLike):
+        return os.fspath(teacher)
+    return getattr(getattr(teacher, "config", None), "_name_or_path", None) or type(teacher).__name__
+
+
 def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
     temporary = path.with_name(f".{path.name}.partial")
     write(temporary)
@@ -115,4 +123,4 @@ def _load_chunk(path: Path, size: int) -> np.ndarray | None:
     return values if values.ndim and values.shape[0] == size and values.dtype == np.float32 else None
 
 
-__all__ = ["pairs_fingerprint", "stored_scores"]
+__all__ = ["pairs_fingerprint", "stored_scores", "teacher_id"]

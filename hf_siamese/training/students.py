@@ -181,7 +181,7 @@ def teacher_embeddings(
     unique = list(dict.fromkeys(texts))
     import torch
 
-    from ..storage.score_store import stored_scores
+    from ..storage.score_store import stored_scores, teacher_id
 
     def embed(chunk: list[str]) -> Any:
         return teacher.encode(chunk, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True)
@@ -189,8 +189,7 @@ def teacher_embeddings(
     if cache_dir is None:
         vectors = embed(unique)
     else:
-        name = getattr(teacher.config, "_name_or_path", None) or type(teacher).__name__
-        vectors = stored_scores(embed, unique, cache_dir, teacher_id=f"{name} (embeddings)")
+        vectors = stored_scores(embed, unique, cache_dir, teacher_id=f"{teacher_id(teacher)} (embeddings)")
 
     vectors = torch.as_tensor(vectors, dtype=torch.float64)
     if dim is not None and dim != vectors.shape[1]:

@@ -121,7 +121,7 @@ def test_a_stopped_run_resumes(files, tmp_path, capsys, monkeypatch):
     assert [p.name for p in (work / "checkpoints").glob("checkpoint-*")] == ["checkpoint-2"]
     monkeypatch.undo()
     code, _, stderr = _run([*argv, "--lr", "1e-3"], capsys)  # other settings: refused, the stopped run kept
-    assert code == 1 and "a stopped run with other settings (differs in ['lr'])" in stderr
+    assert code == 1 and "a run with other settings is kept here (differs in ['lr'])" in stderr
     code, stdout, stderr = _run(argv, capsys)
     assert code == 0, stderr
     assert "resuming from" in stdout and "checkpoint-2" in stdout
