@@ -66,17 +66,16 @@ def run_mine(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, seed=args.seed, embeddings_dir=args.embeddings_dir, text_column=args.text_column,
         id_column=args.id_column, shard_size=args.shard_size, approximate=args.approximate, dtype=args.dtype,
     )  # fmt: skip
+    cache = output.with_name(output.name + ".scores")  # the teacher's scores while they stream (a stop resumes)
+    if teacher is not None:
+        from ..cross_encoder.teacher import teacher_scores
+
+        mined = teacher_scores(mined, teacher, output="scores", batch_size=args.batch_size, cache_dir=cache)
+    write_rows(mined, output)
     if teacher is not None:
         import shutil
 
-        from ..cross_encoder.teacher import teacher_scores
-
-        cache = output.with_name(output.name + ".scores")
-        mined = teacher_scores(mined, teacher, output="scores", batch_size=args.batch_size, cache_dir=cache)
-        write_rows(mined, output)
         shutil.rmtree(cache, ignore_errors=True)
-    else:
-        write_rows(mined, output)
     scored = ", scored by the teacher" if teacher is not None else ""
     print(f"mined {len(mined)} of {len(rows)} rows ({args.num_negatives} negatives each{scored}) -> {output}")
     return 0
