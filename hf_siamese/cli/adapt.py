@@ -1,6 +1,6 @@
 """`hf-siamese adapt`: adapt a bi-encoder to a corpus without labels (`hf_siamese.recipes.adapt.adapt`): SimCSE,
-independent cropping, inverse cloze, or GPL with a cross-encoder teacher; stages kept in OUT, so the same command
-again resumes a stopped run."""
+TSDAE, independent cropping, inverse cloze, title vs body, or GPL with a cross-encoder teacher; stages kept in OUT,
+so the same command again resumes a stopped run."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ def add_adapt_command(commands: Any) -> None:
 
     command = commands.add_parser(
         "adapt",
-        help="adapt a bi-encoder to a corpus without labels (simcse, tsdae, crop, ict, gpl)",
+        help="adapt a bi-encoder to a corpus without labels (simcse, tsdae, crop, ict, title, gpl)",
         description="Train a bi-encoder on a corpus with no labels. simcse: each text twice with two dropout masks; "
         "tsdae: a decoder tied to the encoder rebuilds each text from the embedding of a copy missing 60%% of its "
         "words; "
-        "crop: two spans of the same text; ict: a sentence vs the rest of its passage (simcse, crop, ict: in-batch "
-        "negatives); gpl: a sentence as the query of its passage, negatives mined from the corpus, margins from "
+        "crop: two spans of the same text; ict: a sentence vs the rest of its passage; title: a document's title vs "
+        "its body (simcse, crop, ict, title: in-batch negatives); gpl: a sentence as the query of its passage, "
+        "negatives mined from the corpus, margins from "
         "the cross-encoder --teacher, MarginMSE. Stages are kept in OUT: run the same command again to resume.",
     )
     command.add_argument("data", metavar="CORPUS", help="texts: .txt (one per line), .jsonl/.csv/.parquet, or Hub id")
@@ -31,6 +32,7 @@ def add_adapt_command(commands: Any) -> None:
     command.add_argument("--model", metavar="BI", help="the bi-encoder to adapt (default: MiniLM)")
     command.add_argument("--teacher", metavar="CE_DIR", help="gpl: the cross-encoder that scores the rows")
     command.add_argument("--text-column", default="text", help="text column of a table or dataset (text)")
+    command.add_argument("--title-column", default="title", help="title: the column of the titles (title)")
     command.add_argument("--max-texts", type=positive_int, metavar="N", help="use the first N texts")
     command.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
     command.add_argument("--batch-size", type=positive_int, default=32, help="rows per batch (default: 32)")
@@ -48,8 +50,8 @@ def run_adapt(args: argparse.Namespace) -> int:
     with quiet_progress_bars():
         adapt(
             args.data, args.output, model=args.model or default_model_path(), method=args.method, teacher=teacher,
-            text_column=args.text_column, max_texts=args.max_texts, epochs=args.epochs, batch_size=args.batch_size,
-            lr=args.lr, num_negatives=args.negatives, seed=args.seed,
+            text_column=args.text_column, title_column=args.title_column, max_texts=args.max_texts, epochs=args.epochs,
+            batch_size=args.batch_size, lr=args.lr, num_negatives=args.negatives, seed=args.seed,
         )  # fmt: skip
     print(f"adapted ({args.method}): the bi-encoder is in {args.output}/model")
     return 0

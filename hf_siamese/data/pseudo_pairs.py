@@ -10,19 +10,25 @@
   always a shortcut. Passages of one sentence are skipped.
 - `sentence`: one sentence of a passage as the query of the whole passage: GPL's pseudo-query with its source as the
   positive (the passage is then never mined as its own query's negative).
+- `title`: a document's title as the query of its body, for corpora with a title column (`corpus_texts(...,
+  title_column=)` gives the `(title, body)` items); rows with a blank title give none.
 
-Every generator reads the texts once, lazily (any `open_corpus` source: a file, a glob, a Hub id, a list), and draws
-from a seeded `random.Random`, so the same corpus and seed give the same rows.
+`corpus_texts` reads a corpus lazily (any `open_corpus` source: a file, a glob, a Hub id, a list) and `pseudo_pairs`
+makes rows one text at a time, drawing from a seeded `random.Random`: the rows stream to disk with no list of them,
+and the same corpus and seed give the same rows.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-METHODS = ("simcse", "crop", "ict", "sentence")
+import datasets
+
+METHODS = ("simcse", "crop", "ict", "sentence", "title")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
@@ -69,15 +75,20 @@ def ict_pair(text: str, rng: random.Random, keep_rate: float = 0.1) -> tuple[str
     return sentences[chosen], " ".join(rest)
 
 
-def pseudo_pairs(texts: Iterable[str], method: str, *, seed: int = 42, min_words: int = 4) -> Iterator[dict[str, Any]]:
-    """`{"anchor", "positive"}` rows made from `texts` by `method` (see the module docstring); texts of fewer than
-    `min_words` words (or, for `ict`, of one sentence) give no row."""
+def pseudo_pairs(
+    texts: Iterable[str | tuple[str, str]], method: str, *, seed: int = 42, min_words: int = 4
+) -> Iterator[dict[str, Any]]:
+    """`{"anchor", "positive"}` rows made from `texts` by `method` (see the module docstring), lazily; texts of fewer
+    than `min_words` words (for `ict`, of one sentence; for `title`, bodies that short or blank titles) give no row.
+    `title` takes `(title, body)` items, the other methods strings."""
     if method not in METHODS:
         raise ValueError(f"method={method!r}; accepted: {list(METHODS)}")
     rng = random.Random(seed)
-    for text in texts:
-        if not isinstance(text, str):
-            raise ValueError(f"pseudo_pairs: a text is {text!r:.60}; expected strings")
+    for item in texts:
+        title, text = item if method == "title" and isinstance(item, tuple) and len(item) == 2 else (None, item)
+        if not isinstance(text, str) or not isinstance(title, str | None) or (method == "title") == (title is None):
+            expected = "(title, body) pairs of strings" if method == "title" else "strings"
+            raise ValueError(f"pseudo_pairs: a text is {item!r:.60}; {method} expects {expected}")
         if len(text.split()) < min_words:
             continue
         if method == "simcse":
@@ -86,6 +97,8 @@ def pseudo_pairs(texts: Iterable[str], method: str, *, seed: int = 42, min_words
             pair = crop_pair(text, rng)
         elif method == "ict":
             pair = ict_pair(text, rng)
+        elif method == "title":
+            pair = (title.strip(), text) if title.strip() else None
         else:
             sentences = split_sentences(text)
             pair = (sentences[rng.randrange(len(sentences))], text) if len(sentences) > 1 else None
@@ -95,28 +108,43 @@ def pseudo_pairs(texts: Iterable[str], method: str, *, seed: int = 42, min_words
 
 def pseudo_pair_needs(method: str) -> str:
     """What texts `method` needs to give rows, for error messages."""
+    if method == "title":
+        return "rows with a title and a body of 4 words or more"
     return "passages of two sentences or more" if method in ("ict", "sentence") else "texts of 4 words or more"
 
 
-def pseudo_pair_dataset(source: Any, method: str, *, seed: int = 42, text_column: str = "text", **kwargs: Any) -> Any:
-    """A `datasets.Dataset` of `pseudo_pairs` over a corpus source (`open_corpus`); a corpus that gives no row is a
-    `ValueError` naming the method and what it needs."""
-    from datasets import Dataset
+def corpus_texts(
+    source: Any, *, text_column: str = "text", title_column: str | None = None, max_texts: int | None = None
+) -> Iterator[str | tuple[str, str]]:
+    """The non-blank texts of a corpus (`open_corpus`: a file or glob, a Hub id, a `Dataset`, a list), lazily, the
+    first `max_texts` of them; with `title_column`, `(title, text)` pairs read from the same rows (a table or
+    dataset with that column: a `.txt` file or a list of strings has no titles, a `ValueError`)."""
+    import itertools
 
-    from .corpus_stream import open_corpus
+    from .corpus_stream import open_corpus, resolve_corpus
 
-    texts = (text for _, text in open_corpus(source, text_column=text_column, **kwargs))
-    rows = list(pseudo_pairs(texts, method, seed=seed))
-    if not rows:
-        raise ValueError(f"the corpus gives no {method} pairs: {method} needs {pseudo_pair_needs(method)}")
-    return Dataset.from_dict({"anchor": [r["anchor"] for r in rows], "positive": [r["positive"] for r in rows]})
+    source = resolve_corpus(source)
+    texts: Iterator[Any] = (text for _, text in open_corpus(source, text_column=text_column))
+    if title_column is not None:
+        if not isinstance(source, str | os.PathLike | datasets.Dataset | datasets.IterableDataset):
+            raise ValueError(
+                f"title_column={title_column!r}: titles are read from a table or dataset column; the corpus is a "
+                f"{type(source).__name__} of texts"
+            )
+        try:
+            titles = (title for _, title in open_corpus(source, text_column=title_column))
+        except ValueError as err:  # a .txt file: no columns
+            raise ValueError(f"title_column={title_column!r}: {err}") from None
+        texts = zip(titles, texts, strict=True)
+    kept = (item for item in texts if (item[1] if title_column is not None else item).strip())
+    return itertools.islice(kept, max_texts)
 
 
 __all__ = [
     "METHODS",
+    "corpus_texts",
     "crop_pair",
     "ict_pair",
-    "pseudo_pair_dataset",
     "pseudo_pair_needs",
     "pseudo_pairs",
     "split_sentences",

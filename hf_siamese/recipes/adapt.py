@@ -4,8 +4,8 @@ Methods (rows from `hf_siamese.data.pseudo_pairs`):
 
 - `simcse`: each text twice, two dropout masks, in-batch negatives (`MultipleNegativesRankingLoss`, scale 20 =
   temperature 0.05; Gao et al. 2021).
-- `crop` / `ict`: pseudo (query, document) pairs cut from the texts (independent cropping / inverse cloze), the same
-  in-batch loss.
+- `crop` / `ict` / `title`: pseudo (query, document) pairs cut from the texts (independent cropping / inverse cloze)
+  or a document's title and its body (corpora with a title column), the same in-batch loss.
 - `tsdae`: TSDAE (Wang et al. 2021): 60% of each text's words deleted anew every step, a decoder tied to the encoder
   rebuilds the text from the damaged copy's embedding (`DenoisingAutoEncoderLoss`); the decoder is dropped at the end.
 - `gpl`: GPL (Wang et al. 2022) with the corpus's own pseudo-queries (a sentence of each passage, the passage its
@@ -16,7 +16,7 @@ Methods (rows from `hf_siamese.data.pseudo_pairs`):
 The run folder:
 
     output_dir/settings.json       the run's settings; another run with other settings is refused
-    output_dir/pairs.jsonl         stage 1: the pseudo pairs
+    output_dir/pairs.jsonl         stage 1: the pseudo pairs, streamed from the corpus (no list of them in memory)
     output_dir/scored.jsonl        gpl: stage 2, mined negatives + the teacher's scores (scores stream to
                                    output_dir/teacher-scores/ while it runs)
     output_dir/checkpoints/        the training's checkpoints while it runs (resumed from the last)
@@ -29,14 +29,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from .stages import check_settings, last_checkpoint, read_jsonl, save_final_model, write_jsonl
 
-METHODS = ("simcse", "tsdae", "crop", "ict", "gpl")
-DEFAULT_LR = {"simcse": 3e-5, "tsdae": 3e-5, "crop": 2e-5, "ict": 2e-5, "gpl": 2e-5}
+METHODS = ("simcse", "tsdae", "crop", "ict", "title", "gpl")
+IN_BATCH = ("simcse", "crop", "ict", "title")  # the methods trained with in-batch negatives
+DEFAULT_LR = {"simcse": 3e-5, "tsdae": 3e-5, "crop": 2e-5, "ict": 2e-5, "title": 2e-5, "gpl": 2e-5}
 TSDAE_MIN_WORDS = 3  # fewer words leave nothing to delete at 60% (one word is always kept)
 
 
@@ -85,6 +86,7 @@ def adapt(
     method: str,
     teacher: Any = None,
     text_column: str = "text",
+    title_column: str = "title",
     max_texts: int | None = None,
     epochs: float = 1.0,
     batch_size: int = 32,
@@ -99,7 +101,10 @@ def adapt(
 
     Args:
         corpus: any `open_corpus` source: a .txt / .jsonl / .csv / .parquet file or glob, a Hub id, a list of texts.
-        method: `simcse`, `tsdae`, `crop`, `ict` or `gpl`.
+            It is read lazily, once to count and check it and once to write the rows (gpl keeps its texts in memory:
+            they are the corpus its negatives are mined from).
+        method: `simcse`, `tsdae`, `crop`, `ict`, `title` or `gpl`.
+        title_column: `title`: the column of the titles (the bodies are `text_column`).
         teacher: gpl only: a one-output cross-encoder (a `CrossEncoder` or its path) that scores the rows.
         max_texts: use the first N texts of the corpus.
         lr: default 3e-5 for simcse and tsdae (the papers'), else 2e-5.
@@ -111,8 +116,8 @@ def adapt(
     from transformers import TrainingArguments, set_seed
 
     from ..cross_encoder.model import CrossEncoder
-    from ..data.corpus_stream import open_corpus
-    from ..data.pseudo_pairs import pseudo_pair_dataset, pseudo_pair_needs
+    from ..data.corpus_stream import resolve_corpus
+    from ..data.pseudo_pairs import corpus_texts, pseudo_pair_needs, pseudo_pairs
     from ..formats.loading import load_model
     from ..losses import DenoisingAutoEncoderLoss, MarginMSELoss, MultipleNegativesRankingLoss
     from ..storage.score_store import teacher_id
@@ -130,21 +135,26 @@ def adapt(
     folder = Path(output_dir)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"output_dir={os.fspath(folder)!r} exists and is not a folder")
-    texts = []
-    for _, text in open_corpus(corpus, text_column=text_column):
-        if text.strip():
-            texts.append(text)
-        if max_texts is not None and len(texts) >= max_texts:
-            break
-    if len(texts) < 2 * batch_size and method in ("simcse", "crop", "ict"):
+    source = resolve_corpus(corpus)  # a Hub id opened once, read twice
+    if isinstance(source, Iterator):  # a one-pass iterator (a generator) is kept, as it cannot be read twice
+        source = list(source)
+
+    def read() -> Any:  # the corpus's texts (title: (title, body) pairs), lazily
+        titles = title_column if method == "title" else None
+        return corpus_texts(source, text_column=text_column, title_column=titles, max_texts=max_texts)
+
+    count = usable = 0
+    for item in read():
+        count += 1
+        usable += len((item[1] if method == "title" else item).split()) >= TSDAE_MIN_WORDS
+    if count < 2 * batch_size and method in IN_BATCH:
         raise ValueError(
-            f"the corpus has {len(texts)} texts: in-batch negatives need at least two batches of {batch_size} (give "
+            f"the corpus has {count} texts: in-batch negatives need at least two batches of {batch_size} (give "
             "more texts or a smaller batch size)"
         )
-    usable = [text for text in texts if len(text.split()) >= TSDAE_MIN_WORDS]
-    if method == "tsdae" and len(usable) < batch_size:
+    if method == "tsdae" and usable < batch_size:
         raise ValueError(
-            f"tsdae: {len(usable)} texts of {TSDAE_MIN_WORDS} words or more (shorter ones are too short for the "
+            f"tsdae: {usable} texts of {TSDAE_MIN_WORDS} words or more (shorter ones are too short for the "
             f"deletion noise); too few for a batch of {batch_size}"
         )
     teacher_name = None if teacher is None else teacher_id(teacher)
@@ -159,10 +169,12 @@ def adapt(
     # TSDAE's decoder is built (and an encoder without one refused) before anything is written
     denoising = DenoisingAutoEncoderLoss(student, tokenizer, deletion_ratio=0.6) if method == "tsdae" else None
     settings = {
-        "model": os.fspath(model), "method": method, "teacher": teacher_name, "texts": len(texts), "epochs": epochs,
+        "model": os.fspath(model), "method": method, "teacher": teacher_name, "texts": count, "epochs": epochs,
         "batch_size": batch_size, "lr": lr, "num_negatives": num_negatives, "seed": seed,
         "query_generator": query_generator is not None,
     }  # fmt: skip
+    if method == "title":
+        settings["title_column"] = title_column
     check_settings(folder, settings)
     settings["show_progress_bar"] = show_progress_bar
     show = print if show_progress_bar else (lambda *_: None)
@@ -171,9 +183,10 @@ def adapt(
         show(f"adapt: done before: {out}")
         return load_model(str(out))[0]
 
+    texts = list(read()) if method == "gpl" else None  # the corpus the negatives are mined from
     pairs_file = folder / "pairs.jsonl"
     if method == "tsdae" and not pairs_file.is_file():
-        write_jsonl(Dataset.from_dict({"text": usable}), pairs_file)
+        write_jsonl(({"text": text} for text in read() if len(text.split()) >= TSDAE_MIN_WORDS), pairs_file)
     elif method == "gpl" and query_generator is not None and not pairs_file.is_file():
         queries = list(query_generator(list(texts)))
         if len(queries) != len(texts) or not all(isinstance(q, str) and q.strip() for q in queries):
@@ -184,14 +197,15 @@ def adapt(
         write_jsonl(Dataset.from_dict({"anchor": queries, "positive": texts}), pairs_file)
     elif not pairs_file.is_file():
         kind = "sentence" if method == "gpl" else method
-        rows = pseudo_pair_dataset(texts, kind, seed=seed)
-        if len(rows) < batch_size:
+        written = write_jsonl(pseudo_pairs(read(), kind, seed=seed), pairs_file)
+        if written < batch_size:
+            pairs_file.unlink()
             raise ValueError(
-                f"the corpus gives {len(rows)} {method} pairs (needs {pseudo_pair_needs(kind)}); too few for a batch"
+                f"the corpus gives {written} {method} pairs ({method} needs {pseudo_pair_needs(kind)}); too few for "
+                f"a batch of {batch_size}"
             )
-        write_jsonl(rows, pairs_file)
     pairs = read_jsonl(pairs_file)
-    show(f"adapt: {len(pairs)} {method} rows from {len(texts)} texts")
+    show(f"adapt: {len(pairs)} {method} rows from {count} texts")
 
     if method == "gpl":
         scored_file = folder / "scored.jsonl"
@@ -216,9 +230,9 @@ def adapt(
     )
     result = trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
     (folder / "train_metrics.json").write_text(json.dumps({**result.metrics, "global_step": result.global_step}))
-    source = f"`hf-siamese adapt --method {method}` on {len(texts)} unlabelled texts ({len(rows)} training rows"
-    source += f"; teacher {teacher_name})" if teacher_name else ")"
-    show(f"adapt: the adapted bi-encoder -> {save_final_model(trainer, tokenizer, folder, source)}")
+    origin = f"`hf-siamese adapt --method {method}` on {count} unlabelled texts ({len(rows)} training rows"
+    origin += f"; teacher {teacher_name})" if teacher_name else ")"
+    show(f"adapt: the adapted bi-encoder -> {save_final_model(trainer, tokenizer, folder, origin)}")
     return trainer.model
 
 

@@ -31,13 +31,17 @@ def check_settings(folder: Path, settings: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
-def write_jsonl(dataset: Any, path: Path) -> None:
-    """The rows of `dataset` to `path`, one JSON object a line, through a temporary file."""
+def write_jsonl(rows: Any, path: Path) -> int:
+    """The rows (a `Dataset` or any iterable of dicts, read one at a time) to `path`, one JSON object a line,
+    through a temporary file; returns how many."""
     temporary = path.with_name(f".{path.name}.partial")
+    count = 0
     with open(temporary, "w", encoding="utf-8") as handle:
-        for row in dataset:
+        for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
     os.replace(temporary, path)
+    return count
 
 
 def read_jsonl(path: Path) -> Any:

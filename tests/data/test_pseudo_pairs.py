@@ -1,13 +1,17 @@
 """Pseudo pairs from unlabelled texts: crops are spans of 10-50% of the words, inverse cloze takes one sentence out
-(kept in about 10% of the rows), `sentence` pairs a sentence with its whole passage; seeded; bad input named."""
+(kept in about 10% of the rows), `sentence` pairs a sentence with its whole passage, `title` a title with its body;
+seeded; the corpus read lazily (titles from the same rows); bad input named."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 
 import pytest
 
-from hf_siamese.data.pseudo_pairs import crop_pair, pseudo_pair_dataset, pseudo_pairs, split_sentences
+from hf_siamese.data.pseudo_pairs import corpus_texts, crop_pair, pseudo_pairs, split_sentences
+from hf_siamese.data.readers import DataFormatError
 
 PASSAGE = "Cells divide. The nucleus splits first! Then 3 new walls form? Dr. Smith saw it."
 
@@ -52,5 +56,36 @@ def test_bad_input():
         list(pseudo_pairs(["a b c d"], "mlm"))
     with pytest.raises(ValueError, match="a text is 3"):
         list(pseudo_pairs(["a b c d", 3], "crop"))
-    with pytest.raises(ValueError, match="gives no ict pairs: ict needs passages of two sentences"):
-        pseudo_pair_dataset(["one sentence with many words here"], "ict")
+    with pytest.raises(ValueError, match=r"a text is 'a b c d'; title expects \(title, body\) pairs of strings"):
+        list(pseudo_pairs(["a b c d"], "title"))
+    with pytest.raises(ValueError, match=r"a text is \('t', 'a b c d'\); crop expects strings"):
+        list(pseudo_pairs([("t", "a b c d")], "crop"))
+
+
+def test_title_rows():
+    items = [("Cell division", "The nucleus splits and walls form."), ("  ", "A body with no title here."),
+             ("Short", "too short")]  # fmt: skip
+    assert list(pseudo_pairs(items, "title")) == [
+        {"anchor": "Cell division", "positive": "The nucleus splits and walls form."}
+    ]
+
+
+def test_corpus_texts_reads_titles_from_the_same_rows(tmp_path):
+    rows = [{"title": f"T{i}", "text": f"body {i}" if i != 2 else "  "} for i in range(5)]
+    (tmp_path / "c.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    assert list(corpus_texts(tmp_path / "c.jsonl", max_texts=3)) == ["body 0", "body 1", "body 3"]
+    titled = list(corpus_texts(tmp_path / "c.jsonl", title_column="title"))
+    assert titled == [("T0", "body 0"), ("T1", "body 1"), ("T3", "body 3"), ("T4", "body 4")]
+    endless = (f"text {i}" for i in itertools.count())  # read lazily: an endless source gives its first texts
+    assert list(corpus_texts(endless, max_texts=2)) == ["text 0", "text 1"]
+
+
+def test_corpus_texts_without_a_title_column(tmp_path):
+    (tmp_path / "c.txt").write_text("one\ntwo\n")
+    with pytest.raises(ValueError, match=r"title_column='title': text_column / id_column .* not to \.txt"):
+        corpus_texts(tmp_path / "c.txt", title_column="title")
+    with pytest.raises(ValueError, match="title_column='title': titles are read from a table or dataset column"):
+        corpus_texts(["one", "two"], title_column="title")
+    (tmp_path / "c.jsonl").write_text('{"text": "body"}\n')
+    with pytest.raises(DataFormatError, match="has no column 'title'"):
+        list(corpus_texts(tmp_path / "c.jsonl", title_column="title"))

@@ -4,6 +4,7 @@ picks the margin scale; bad input named."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -80,6 +81,49 @@ def test_methods_train_from_a_corpus_file(files, capsys, method):
     assert code == 1 and "a run with other settings is kept here" in stderr
 
 
+def test_title_pairs_from_a_table(files, capsys):
+    rng = random.Random(1)
+    rows = [{"title": f"title {i} " + rng.choice(WORDS), "text": _passage(rng)} for i in range(12)]
+    (files / "titled.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    out = files / "titled"
+    argv = [
+        "adapt",
+        files / "titled.jsonl",
+        "--method",
+        "title",
+        "--model",
+        files / "bi",
+        "-o",
+        out,
+        "--batch-size",
+        "4",
+    ]
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 0, stderr
+    written = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
+    assert written == [{"anchor": row["title"], "positive": row["text"]} for row in rows]
+    assert json.loads((out / "settings.json").read_text())["title_column"] == "title"
+    code, _, stderr = _run([*argv[:-4], "-o", files / "t2", "--title-column", "heading"], capsys)
+    assert code == 1 and "has no column 'heading'" in stderr, stderr
+    code, _, stderr = _run(["adapt", files / "corpus.txt", *argv[2:-4], "-o", files / "t3"], capsys)
+    assert code == 1 and "title_column='title'" in stderr and not (files / "t3").exists(), stderr
+
+
+def test_too_few_pairs_leave_no_rows(files):
+    texts = [f"one sentence of words number {i}" for i in range(24)]  # ict needs passages of two sentences
+    with pytest.raises(ValueError, match="the corpus gives 0 ict pairs .ict needs passages of two sentences or more"):
+        adapt(texts, files / "few", model=str(files / "bi"), method="ict", batch_size=4, show_progress_bar=False)
+    assert not (files / "few" / "pairs.jsonl").exists()
+
+
+def test_a_generator_corpus_is_read_twice(files):
+    lines = (files / "corpus.txt").read_text().splitlines()
+    adapt((line for line in lines), files / "gen_src", model=str(files / "bi"), method="crop", batch_size=4,
+          show_progress_bar=False)  # fmt: skip
+    assert json.loads((files / "gen_src" / "settings.json").read_text())["texts"] == 24
+    assert (files / "gen_src" / "model" / "config.json").is_file()
+
+
 def test_gpl_with_a_teacher(files, capsys):
     out = files / "gpl"
     argv = ["adapt", files / "corpus.txt", "--method", "gpl", "--model", files / "bi", "-o", out, "--batch-size", "4"]
@@ -124,7 +168,6 @@ def test_gpl_takes_a_query_generator(files):
         texts, files / "gen", model=str(files / "bi"), method="gpl", teacher=str(files / "ce"), batch_size=4,
         num_negatives=2, query_generator=first_words, show_progress_bar=False,
     )  # fmt: skip
-    import json
 
     rows = [json.loads(line) for line in (files / "gen" / "pairs.jsonl").read_text().splitlines()]
     assert [r["anchor"] for r in rows] == first_words(texts) and [r["positive"] for r in rows] == texts
