@@ -38,6 +38,7 @@ def add_adapt_command(commands: Any) -> None:
     command.add_argument("--batch-size", type=positive_int, default=32, help="rows per batch (default: 32)")
     command.add_argument("--lr", type=positive_float, help="default: 3e-5 for simcse and tsdae, else 2e-5")
     command.add_argument("--negatives", type=positive_int, default=4, help="gpl: mined negatives per query (4)")
+    command.add_argument("--save-steps", type=positive_int, default=500, help="a checkpoint every N steps (500)")
     command.add_argument("--seed", type=int, default=42, help="default: 42")
     command.set_defaults(handler=run_adapt)
 
@@ -51,7 +52,8 @@ def run_adapt(args: argparse.Namespace) -> int:
         adapt(
             args.data, args.output, model=args.model or default_model_path(), method=args.method, teacher=teacher,
             text_column=args.text_column, title_column=args.title_column, max_texts=args.max_texts, epochs=args.epochs,
-            batch_size=args.batch_size, lr=args.lr, num_negatives=args.negatives, seed=args.seed,
+            batch_size=args.batch_size, lr=args.lr, num_negatives=args.negatives, save_steps=args.save_steps,
+            seed=args.seed,
         )  # fmt: skip
     print(f"adapted ({args.method}): the bi-encoder is in {args.output}/model")
     return 0

@@ -92,6 +92,7 @@ def adapt(
     batch_size: int = 32,
     lr: float | None = None,
     num_negatives: int = 4,
+    save_steps: int = 500,
     query_generator: Callable[[list[str]], list[str]] | None = None,
     seed: int = 42,
     show_progress_bar: bool = True,
@@ -109,6 +110,7 @@ def adapt(
         max_texts: use the first N texts of the corpus.
         lr: default 3e-5 for simcse and tsdae (the papers'), else 2e-5.
         num_negatives: gpl: mined negatives per pseudo-query.
+        save_steps: a checkpoint every N training steps (the last one kept), to resume from after a stop.
         query_generator: gpl: `texts -> one query per text` (e.g. a doc2query T5's generate) used instead of the
             sentence pseudo-queries: GPL as published.
     """
@@ -222,7 +224,7 @@ def adapt(
     checkpoints = folder / "checkpoints"
     args = TrainingArguments(
         output_dir=str(checkpoints), num_train_epochs=epochs, per_device_train_batch_size=batch_size, learning_rate=lr,
-        warmup_steps=0.1, seed=seed, report_to=[], logging_steps=50, save_strategy="steps", save_steps=500,
+        warmup_steps=0.1, seed=seed, report_to=[], logging_steps=50, save_strategy="steps", save_steps=save_steps,
         save_total_limit=1, disable_tqdm=not show_progress_bar,
     )  # fmt: skip
     trainer = SiameseTrainer(

@@ -134,6 +134,38 @@ def test_gpl_with_a_teacher(files, capsys):
     assert "teacher " in (out / "model" / "README.md").read_text()
 
 
+def test_gpl_stopped_in_training_resumes_from_its_checkpoint(files, monkeypatch):
+    """A stop after the first checkpoint: the second call scores nothing again and goes on from the checkpoint."""
+    from hf_siamese import SiameseTrainer
+
+    original = SiameseTrainer._save_checkpoint
+
+    def stop_after_saving(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SiameseTrainer, "_save_checkpoint", stop_after_saving)
+    texts = (files / "corpus.txt").read_text().splitlines()
+    settings = dict(model=str(files / "bi"), method="gpl", teacher=str(files / "ce"), batch_size=4, num_negatives=2,
+                    save_steps=2, show_progress_bar=False)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        adapt(texts, files / "run", **settings)
+    checkpoints = list((files / "run" / "checkpoints").glob("checkpoint-*"))
+    assert [c.name for c in checkpoints] == ["checkpoint-2"] and (files / "run" / "scored.jsonl").is_file()
+    monkeypatch.undo()
+    import hf_siamese.cross_encoder.teacher as teacher_module
+    import hf_siamese.retrieval.mining as mining
+
+    monkeypatch.setattr(teacher_module, "teacher_scores", lambda *a, **k: pytest.fail("scored again"))
+    monkeypatch.setattr(mining, "mine_hard_negatives", lambda *a, **k: pytest.fail("mined again"))
+    resumed = []
+    original_train = SiameseTrainer.train
+    monkeypatch.setattr(SiameseTrainer, "train", lambda self, **kw: resumed.append(kw) or original_train(self, **kw))
+    adapt(texts, files / "run", **settings)
+    assert resumed == [{"resume_from_checkpoint": str(checkpoints[0])}]
+    assert (files / "run" / "model" / "config.json").is_file() and not (files / "run" / "checkpoints").exists()
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
