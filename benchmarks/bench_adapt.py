@@ -86,6 +86,12 @@ def scifact(args, workdir: Path, start: str) -> dict:
         workdir, start=str(workdir / f"adapt_{chosen}_{len(texts)}" / "model"), name=f"bi_mnr_after_{chosen}"
     )
     results["pipeline"] = {"method": chosen, "test": ndcg(workdir, f"bi_mnr_after_{chosen}", supervised, test, "test")}
+    # pipelines an earlier run chose (on fewer methods) are shown beside the choice, never chosen on test
+    results["other_pipelines"] = {
+        method: ndcg(workdir, f"bi_mnr_after_{method}", str(workdir / f"bi_mnr_after_{method}"), test, "test")
+        for method in methods
+        if method != chosen and (workdir / f"first_stage_bi_mnr_after_{method}.json").is_file()
+    }
     results["texts"] = len(texts)
     return results
 
@@ -175,19 +181,26 @@ def render(sf: dict | None, sts: dict | None) -> str:
                     f"{r['seconds']:.0f} | {r['load'] or 0:.1f} |"
                 )
         # gpl's teacher learnt from SciFact's train labels: not a corpus-only method here
-        best = max((m for m in CORPUS_ONLY if m in sf), key=lambda m: sf[m]["test"] - zero["test"])
-        gain = sf[best]["test"] - zero["test"]
+        # the target is judged on the method chosen on TRAIN claims; the best on test is shown, never chosen by it
+        picked = max((m for m in CORPUS_ONLY if m in sf), key=lambda m: sf[m]["train"])
+        gain = sf[picked]["test"] - zero["test"]
+        best = max((m for m in CORPUS_ONLY if m in sf), key=lambda m: sf[m]["test"])
+        also = "" if best == picked else f"; each method as run: {best} {sf[best]['test'] - zero['test']:+.2f}"
         pipe = sf["pipeline"]
         lines += [
             "",
             f"Pre-training chosen on train claims: {pipe['method']}; then the supervised recipe (919 train pairs, "
             "MNR): "
-            f"test {pipe['test']:.2f} (the same recipe from the shipped model: {SUPERVISED_TODAY}).",
+            f"test {pipe['test']:.2f} (the same recipe from the shipped model: {SUPERVISED_TODAY})."
+            + "".join(
+                f" After {method} (not the choice, shown as measured): {figure:.2f}."
+                for method, figure in sf.get("other_pipelines", {}).items()
+            ),
             "",
             "| target | figure | met? |",
             "|---|---|---|",
-            f"| a corpus-only method gains >= +{TARGET_GAIN:g} | {best} {gain:+.2f} | "
-            f"{'met' if gain >= TARGET_GAIN else 'NOT met'} |",
+            f"| a corpus-only method gains >= +{TARGET_GAIN:g} | chosen on train claims: {picked} {gain:+.2f}{also} | "
+            f"{'met' if gain >= TARGET_GAIN else 'NOT met'} by the choice |",
             f"| pre-training + supervised >= {TARGET_PIPELINE} | {pipe['test']:.2f} | "
             f"{'met' if pipe['test'] >= TARGET_PIPELINE else 'NOT met'} |",
             "",
@@ -205,6 +218,10 @@ def render(sf: dict | None, sts: dict | None) -> str:
             theirs = r["theirs_steps_per_s"]
             theirs = f"{theirs:.2f} ({r['steps_per_s'] / theirs:.2f}x)" if isinstance(theirs, float) else theirs
             lines.append(f"| {method} | {r['test']:.2f} | {r['steps_per_s']:.2f} | {theirs} |")
+        lines += [
+            "",
+            "steps/s: each trainer's own clock (train_runtime), one run each, ours then theirs; runs vary about 15%.",
+        ]
     return "\n".join(lines)
 
 
