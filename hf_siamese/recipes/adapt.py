@@ -16,7 +16,7 @@ Methods (rows from `hf_siamese.data.pseudo_pairs`):
 The run folder:
 
     output_dir/settings.json       the run's settings; another run with other settings is refused
-    output_dir/pairs.jsonl         stage 1: the pseudo pairs, streamed from the corpus (no list of them in memory)
+    output_dir/pairs.jsonl         stage 1: the pseudo pairs, written as they are made from the corpus (no list)
     output_dir/scored.jsonl        gpl: stage 2, mined negatives + the teacher's scores (scores stream to
                                    output_dir/teacher-scores/ while it runs)
     output_dir/checkpoints/        the training's checkpoints while it runs (resumed from the last)
