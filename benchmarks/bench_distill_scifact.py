@@ -192,7 +192,7 @@ def main() -> None:
         runs[key] = json.loads(info.read_text())
         name = f"distill_{lib}_{loss}_{tag}"
         runs[key]["test"] = retrieve(workdir, name, str(out), test, sorted(zero_shot["test"]))
-        if key == "ours margin_mse":  # the reranker's test scores cost minutes per first stage: the headline run only
+        if lib == "ours":  # the reranker's test scores cost minutes per first stage: our two losses only
             runs[key]["two_stages"] = two_stages(workdir, name, teacher_path, test)
         print(key, runs[key], flush=True)
     if args.zero_shot_two_stages:
