@@ -102,8 +102,8 @@ def adapt(
 
     Args:
         corpus: any `open_corpus` source: a .txt / .jsonl / .csv / .parquet file or glob, a Hub id, a list of texts.
-            It is read lazily, once to count and check it and once to write the rows (gpl keeps its texts in memory:
-            they are the corpus its negatives are mined from).
+            It is read lazily, once to count and check it and once to write the rows (gpl reads it once and keeps
+            its texts in memory: they are the corpus its negatives are mined from).
         method: `simcse`, `tsdae`, `crop`, `ict`, `title` or `gpl`.
         title_column: `title`: the column of the titles (the bodies are `text_column`).
         teacher: gpl only: a one-output cross-encoder (a `CrossEncoder` or its path) that scores the rows.
@@ -146,9 +146,12 @@ def adapt(
         return corpus_texts(source, text_column=text_column, title_column=titles, max_texts=max_texts)
 
     count = usable = 0
+    texts: list[str] | None = [] if method == "gpl" else None  # gpl keeps the corpus it mines negatives from
     for item in read():
         count += 1
         usable += len((item[1] if method == "title" else item).split()) >= TSDAE_MIN_WORDS
+        if texts is not None:
+            texts.append(item)
     if count < 2 * batch_size and method in IN_BATCH:
         raise ValueError(
             f"the corpus has {count} texts: in-batch negatives need at least two batches of {batch_size} (give "
@@ -185,7 +188,6 @@ def adapt(
         show(f"adapt: done before: {out}")
         return load_model(str(out))[0]
 
-    texts = list(read()) if method == "gpl" else None  # the corpus the negatives are mined from
     pairs_file = folder / "pairs.jsonl"
     if method == "tsdae" and not pairs_file.is_file():
         write_jsonl(({"text": text} for text in read() if len(text.split()) >= TSDAE_MIN_WORDS), pairs_file)
@@ -199,7 +201,7 @@ def adapt(
         write_jsonl(Dataset.from_dict({"anchor": queries, "positive": texts}), pairs_file)
     elif not pairs_file.is_file():
         kind = "sentence" if method == "gpl" else method
-        written = write_jsonl(pseudo_pairs(read(), kind, seed=seed), pairs_file)
+        written = write_jsonl(pseudo_pairs(read() if texts is None else texts, kind, seed=seed), pairs_file)
         if written < batch_size:
             pairs_file.unlink()
             raise ValueError(
