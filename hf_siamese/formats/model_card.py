@@ -1,6 +1,6 @@
 """Model cards for siamese encoders: facts from the model, its trainer and the caller, rendered into a template.
 
-The template is ``model_cards/siamese_model_card.md`` (installed as the data package ``hf_siamese.model_cards``): a
+The template is ``hf_siamese/model_cards/siamese_model_card.md`` (package data of ``hf_siamese.model_cards``): a
 `string.Template` whose YAML front matter is generated here and whose sections sit between
 ``<!-- section: NAME -->`` and ``<!-- /section -->``. A section is rendered only when its facts are known, so a card
 never holds "TBD"; a card never holds a local filesystem path either (`scrub_local_paths`).
@@ -267,7 +267,7 @@ def _evaluation_table(facts: ModelCardFacts) -> str:
 
 
 def load_template() -> str:
-    """The card template, from the installed package data (`model_cards/` in the source tree)."""
+    """The card template, from the installed package data (`hf_siamese/model_cards/`)."""
     return resources.files(TEMPLATE_PACKAGE).joinpath(TEMPLATE_NAME).read_text(encoding="utf-8")
 
 
