@@ -41,6 +41,12 @@ def group_scores(
     return grid, torch.ones_like(grid, dtype=torch.bool)
 
 
+def masked_mean(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean of `values` where `valid` (a boolean mask of its shape), without indexing by the mask (which reads the
+    number of valid entries back from the device)."""
+    return values.masked_fill(~valid, 0).sum() / valid.sum().clamp(min=1)
+
+
 def single_scores(logits: torch.Tensor) -> torch.Tensor:
     """`(num_pairs, 1)` or `(num_pairs,)` logits -> float32 `(num_pairs,)`; a model with several outputs is refused."""
     if logits.dim() == 2:
@@ -84,6 +90,9 @@ class CrossEncoderLoss:
 
     shapes: tuple[str, ...] = (PAIRS, TUPLES, LISTS)
     num_labels: str = "1"  # "1" (one score per pair) or "many" (classification)
+    # Set by CrossEncoderTrainer once it has checked every training row's labels (`check_rows`): the step then reads
+    # nothing back from the device to check them again.
+    _rows_checked: bool = False
 
     def __call__(
         self,
@@ -134,10 +143,11 @@ class BinaryCrossEntropyLoss(CrossEncoderLoss):
     def compute(self, logits, labels, group_size, mask):
         scores, valid = group_scores(logits, group_size, mask)
         target = relevance(labels, scores, group_size, mask, "BinaryCrossEntropyLoss")
-        self.check_labels(target, valid)
+        if not self._rows_checked:
+            self.check_labels(target, valid)
         weight = None if self.pos_weight is None else torch.tensor(self.pos_weight, device=scores.device)
         losses = F.binary_cross_entropy_with_logits(scores, target, pos_weight=weight, reduction="none")
-        return losses[valid].mean()
+        return masked_mean(losses, valid)
 
 
 class MultipleNegativesRankingLoss(CrossEncoderLoss):
@@ -211,7 +221,8 @@ class LambdaLoss(CrossEncoderLoss):
     def compute(self, logits, labels, group_size, mask):
         scores, valid = group_scores(logits, group_size, mask)
         target = relevance(labels, scores, group_size, mask, "LambdaLoss")
-        self.check_labels(target, valid)
+        if not self._rows_checked:
+            self.check_labels(target, valid)
         n = scores.shape[1]
         # Padding sorts last (scores far below the rest); its labels are -inf, so it forms no pair.
         ordered, order = with_floor(scores, valid).sort(dim=1, descending=True)
@@ -329,7 +340,7 @@ class MSELoss(CrossEncoderLoss):
         target = relevance(labels, scores, group_size, mask, "MSELoss")
         if self.activation == "sigmoid":
             scores = torch.sigmoid(scores)
-        return F.mse_loss(scores[valid], target[valid])
+        return masked_mean((scores - target).square(), valid)
 
 
 class CrossEntropyLoss(CrossEncoderLoss):
@@ -359,7 +370,8 @@ class CrossEntropyLoss(CrossEncoderLoss):
             raise ValueError(
                 f"CrossEntropyLoss needs a model with num_labels > 1; logits have shape {tuple(logits.shape)}"
             )
-        self.check_labels(labels, classes=logits.shape[1])
+        if not self._rows_checked:
+            self.check_labels(labels, classes=logits.shape[1])
         logits = logits if logits.dtype == torch.float64 else logits.float()
         return F.cross_entropy(logits, labels.to(logits.device))
 

@@ -13,8 +13,9 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
+from ..modeling.packing import encoder_mask, packed_route
 from ..training.streaming import first_rows, is_stream
-from ..training.trainer_setup import copy_pad_token, start_trainer, text_column_args
+from ..training.trainer_setup import HostFreeStepMixin, copy_pad_token, start_trainer, text_column_args
 from .collator import MODEL_INPUTS, CrossEncoderCollator
 from .evaluation import RerankingDataset
 from .losses import (
@@ -39,7 +40,7 @@ CHECK_CHUNK_ROWS = 1000
 HEAD_ATTRIBUTES = ("pre_classifier", "head", "classifier", "score")
 
 
-class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
+class CrossEncoderTrainer(HostFreeStepMixin, CrossEncoderEvaluationMixin, Trainer):
     """Fine-tune a cross-encoder (a transformers `...ForSequenceClassification`) with a `cross_encoder.losses` loss.
 
     Args:
@@ -113,6 +114,7 @@ class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
         if isinstance(data_collator, CrossEncoderCollator) and train_dataset is not None:
             rows = first_rows(train_dataset, CHECK_CHUNK_ROWS) if is_stream(train_dataset) else train_dataset
             check_rows(rows, data_collator, self.loss, num_labels, "train_dataset")
+            self.loss._rows_checked = not is_stream(train_dataset)
         eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
         for name, dataset in eval_sets.items():
             checkable = dataset is not None and not is_stream(dataset) and not isinstance(dataset, RerankingDataset)
@@ -162,7 +164,14 @@ class CrossEncoderTrainer(CrossEncoderEvaluationMixin, Trainer):
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
         """Score the batch's pairs and apply `self.loss` to the logits `(num_pairs, num_labels)` with the collator's
         `labels`, `group_size` and `documents_mask`. `num_items_in_batch` is unused: every loss averages itself."""
-        outputs = model(**{key: inputs[key] for key in MODEL_INPUTS if key in inputs})
+        model_inputs = {key: inputs[key] for key in MODEL_INPUTS if key in inputs}
+        mask = model_inputs.get("attention_mask")
+        unwrapped = self.accelerator.unwrap_model(model)
+        if mask is not None and mask.dim() == 2 and packed_route(unwrapped) == "block_mask":
+            # A 4-D mask goes to attention as it is; from a 2-D one transformers asks the device whether anything is
+            # padded (a read-back every step).
+            model_inputs["attention_mask"] = encoder_mask(mask[:, None, None, :].bool(), unwrapped)
+        outputs = model(**model_inputs)
         loss = self.loss(
             outputs.logits, inputs.get("labels"), group_size=inputs.get("group_size"), mask=inputs.get("documents_mask")
         )

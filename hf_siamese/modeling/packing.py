@@ -131,49 +131,65 @@ def first_fit_rows(lengths: list[int], capacity: int) -> tuple[list[int], list[i
 
 def pack_texts(
     input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
+    attention_mask: torch.Tensor | None,
     token_type_ids: torch.Tensor | None = None,
     pad_token_id: int = 0,
     first_position: int = 0,
     capacity: int | None = None,
+    lengths: Sequence[int] | None = None,
 ) -> PackedTexts:
-    """Pack the texts of a padded batch `(texts, seq_len)` (right or left padding: the real tokens are where
-    `attention_mask` is 1, and must be contiguous) into rows of `capacity` tokens (default and at least: the longest
-    text's length. Longer rows were slower here: the attention work of a row grows with its length squared)."""
-    real = attention_mask.bool()
-    lengths_tensor = real.sum(dim=1)
-    lengths = lengths_tensor.tolist()
+    """Pack the texts of a padded batch `(texts, seq_len)` into rows of `capacity` tokens (default and at least: the
+    longest text's length. Longer rows were slower here: the attention work of a row grows with its length squared).
+
+    `lengths`: each text's real tokens, known on the host (the collator's `text_lengths`), for a right-padded batch:
+    then the whole layout is computed on the host and copied without blocking, and nothing is read back from the
+    device. Without it the lengths and starts are read from `attention_mask` (right or left padding: the real tokens
+    are where it is 1, and must be contiguous)."""
+    seq_len = input_ids.shape[-1]
+    if lengths is None:
+        real = attention_mask.bool()
+        lengths = real.sum(dim=1).tolist()
+        first = real.int().argmax(dim=1).tolist()  # where each text starts: 0 when right-padded
+    else:
+        lengths, first = list(lengths), [0] * len(lengths)
     capacity = max(max(lengths, default=0), capacity or 0, 1)
     row, column, rows = first_fit_rows(lengths, capacity)
-    device = input_ids.device
-    starts = torch.tensor([r * capacity + c for r, c in zip(row, column, strict=True)], device=device)
-    total = int(lengths_tensor.sum())
+    count = torch.tensor(lengths, dtype=torch.long)
+    starts = torch.tensor([r * capacity + c for r, c in zip(row, column, strict=True)], dtype=torch.long)
+    total = sum(lengths)
     # Token k of the concatenated real tokens belongs to text t(k) and is its j-th token: it goes to starts[t] + j.
-    source_start = torch.cumsum(lengths_tensor, dim=0) - lengths_tensor
-    owner = torch.repeat_interleave(torch.arange(len(lengths), device=device), lengths_tensor)
-    offset = torch.arange(total, device=device) - source_start[owner]
+    owner = torch.repeat_interleave(torch.arange(len(lengths)), count, output_size=total)
+    offset = torch.arange(total) - (torch.cumsum(count, dim=0) - count)[owner]
     destination = starts[owner] + offset
+    source = _to(owner * seq_len + torch.tensor(first, dtype=torch.long)[owner] + offset, input_ids.device)
+    target = _to(destination, input_ids.device)
 
     def scatter(values: torch.Tensor, fill: int) -> torch.Tensor:
-        flat = torch.full((rows * capacity,), fill, dtype=values.dtype, device=device)
-        flat[destination] = values[real]
-        return flat.view(rows, capacity)
+        flat = torch.full((rows * capacity,), fill, dtype=values.dtype, device=values.device)
+        return flat.scatter_(0, target, values.reshape(-1)[source]).view(rows, capacity)
 
     packed_ids = scatter(input_ids, pad_token_id)
     packed_types = scatter(token_type_ids, 0) if token_type_ids is not None else None
-    positions = torch.zeros(rows * capacity, dtype=torch.long, device=device)
+    positions = torch.zeros(rows * capacity, dtype=torch.long)
     positions[destination] = offset + first_position
     # Segment of every position: its text, or -1 for the padding at a row's end (a block of its own).
-    segment = torch.full((rows * capacity,), -1, dtype=torch.long, device=device)
+    segment = torch.full((rows * capacity,), -1, dtype=torch.long)
     segment[destination] = owner
-    segment = segment.view(rows, capacity)
+    segment = _to(segment.view(rows, capacity), input_ids.device)
     mask = (segment[:, :, None] == segment[:, None, :]).unsqueeze(1)
 
-    longest = max(lengths, default=0)
-    steps = torch.arange(longest, device=device)
-    text_mask = (steps[None, :] < lengths_tensor[:, None]).long()
+    steps = torch.arange(max(lengths, default=0))
+    text_mask = (steps[None, :] < count[:, None]).long()
     gather = starts[:, None] + steps[None, :] * text_mask
-    return PackedTexts(packed_ids, packed_types, positions.view(rows, capacity), mask, gather, text_mask)
+    device = input_ids.device
+    return PackedTexts(
+        packed_ids,
+        packed_types,
+        _to(positions.view(rows, capacity), device),
+        mask,
+        _to(gather, device),
+        _to(text_mask, device),
+    )
 
 
 def encoder_mask(mask: torch.Tensor, encoder: Any) -> torch.Tensor:
@@ -186,9 +202,14 @@ def encoder_mask(mask: torch.Tensor, encoder: Any) -> torch.Tensor:
 
 
 def host_lengths(attention_mask: torch.Tensor, text_lengths: Any = None) -> list[int]:
-    """Each text's number of real tokens, as Python ints: from `text_lengths` (a list, nested list or tensor the
-    caller computed on the host) when given, else from `attention_mask` (one device-to-host copy when that is on an
-    accelerator)."""
+    """Each text's number of real tokens, as Python ints: from `text_lengths` (a list or nested list the collator
+    computed on the host, or a tensor) when given, else from `attention_mask` (one device-to-host copy when that is on
+    an accelerator)."""
+    if isinstance(text_lengths, (list, tuple)):
+        flat: list[int] = []
+        for item in text_lengths:
+            flat.extend(item if isinstance(item, (list, tuple)) else [item])
+        return [int(n) for n in flat]
     source = text_lengths if text_lengths is not None else attention_mask.sum(dim=-1)
     return [int(n) for n in torch.as_tensor(source).reshape(-1).tolist()]
 
@@ -208,7 +229,9 @@ def document_block_mask(lengths: Sequence[int], device: torch.device, block_size
     from torch.nn.attention.flex_attention import BlockMask
 
     total = sum(lengths)
-    document = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(list(lengths), dtype=torch.long))
+    document = torch.repeat_interleave(
+        torch.arange(len(lengths)), torch.tensor(list(lengths), dtype=torch.long), output_size=total
+    )
     starts = torch.arange(0, total, block_size)
     ends = torch.clamp(starts + block_size, max=total) - 1
     first, last = document[starts], document[ends]  # texts are contiguous: a block holds texts first..last
@@ -249,7 +272,7 @@ def pack_varlen(
     total, longest = sum(lengths), max(lengths, default=0)
     ends = torch.cumsum(count, dim=0)
     starts = ends - count
-    owner = torch.repeat_interleave(torch.arange(len(lengths)), count)
+    owner = torch.repeat_interleave(torch.arange(len(lengths)), count, output_size=total)
     offset = torch.arange(total) - starts[owner]
     steps = torch.arange(longest)
     text_mask = (steps[None, :] < count[:, None]).long()
@@ -294,10 +317,12 @@ def pack_for_encoder(
     read from `attention_mask`); the varlen and flex routes then read nothing back from the device."""
     pad_token_id = getattr(encoder.config, "pad_token_id", None) or 0
     route = packed_route(encoder)
-    if route == "block_mask":
-        packed = pack_texts(input_ids, attention_mask, token_type_ids, pad_token_id, position_start(encoder))
-        return replace(packed, attention_mask=encoder_mask(packed.attention_mask, encoder))
     lengths = host_lengths(attention_mask, text_lengths)
+    if route == "block_mask":
+        packed = pack_texts(
+            input_ids, attention_mask, token_type_ids, pad_token_id, position_start(encoder), lengths=lengths
+        )
+        return replace(packed, attention_mask=encoder_mask(packed.attention_mask, encoder))
     return pack_varlen(input_ids, lengths, token_type_ids, position_start(encoder), route or "varlen")
 
 

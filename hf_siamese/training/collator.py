@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..data.columns import ColumnLayout, detect_layout
+from .pretokenize import is_tokenized, pad_tokenized
 from .streaming import stream_row_names
 
 
@@ -112,6 +113,8 @@ class SiamesePairCollator:
     def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if len(rows) == 0:
             raise ValueError("SiamesePairCollator got an empty batch; is the dataset empty?")
+        if is_tokenized(rows[0]):  # rows of the train set tokenized before training (pretokenize.py): pad only
+            return pad_tokenized(self, rows)
         layout = self.layout(list(rows[0].keys()))
         # Rows of a stream carry their position in it: errors name that, not the row's place in the batch.
         names = stream_row_names(rows) or [f"batch row {position}" for position in range(len(rows))]
@@ -129,6 +132,9 @@ class SiamesePairCollator:
             return_tensors="pt",
         )
         batch = {key: value.reshape(len(rows), len(layout.texts), -1) for key, value in encoded.items()}
+        if getattr(self.tokenizer, "padding_side", "right") == "right":
+            # Real tokens per text, known here on the host: packing reads nothing back from the device.
+            batch["text_lengths"] = batch["attention_mask"].sum(dim=-1).tolist()
         if any(self.prompt_for(column) for column in layout.texts):
             lengths = [self.prompt_length(column) for column in layout.texts]
             batch["prompt_length"] = torch.tensor([lengths] * len(rows), dtype=torch.long)

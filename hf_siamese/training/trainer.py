@@ -20,7 +20,7 @@ from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
 from .trainer_data import SiameseDataMixin
 from .trainer_evaluation import SiameseEvaluationMixin
-from .trainer_setup import copy_pad_token, start_trainer, text_column_args
+from .trainer_setup import HostFreeStepMixin, copy_pad_token, start_trainer, text_column_args
 
 # Rows of a streamed train_dataset checked before training (later rows are checked as batches are built).
 STREAM_CHECK_ROWS = 1000
@@ -28,7 +28,7 @@ STREAM_CHECK_ROWS = 1000
 logger = logging.getLogger(__name__)
 
 
-class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
+class SiameseTrainer(HostFreeStepMixin, SiameseEvaluationMixin, SiameseDataMixin, Trainer):
     """Fine-tune a `SiameseBertModel` with a siamese loss.
 
     Args:
@@ -55,6 +55,9 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
             loss (grouped NLI batches cost 0.27 STSb test there; cosine and MNR stayed within 0.2). `True`: always (for
             ranking losses the no-duplicates batches are grouped too); `False`: never.
             `TrainingArguments(train_sampling_strategy="group_by_length")` means `True`, `"sequential"` `False`.
+        pretokenize: tokenize a map-style `datasets.Dataset` train set once before training (batched, cached by its
+            fingerprint; training/pretokenize.py), so a step only pads token ids; False tokenizes every batch in the
+            collator, between steps. Streams are always tokenized batch by batch.
         Other arguments are the Trainer's.
 
     Streams: `train_dataset` may be a `datasets.IterableDataset` (`load_dataset(..., streaming=True)`) with every
@@ -79,6 +82,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         prompts: dict[str, str] | str | None = None,
         stream_buffer_size: int | None = None,
         group_by_length: bool | str = "auto",
+        pretokenize: bool = True,
         **kwargs: Any,
     ) -> None:
         if not isinstance(model, SiameseBertModel):
@@ -129,6 +133,7 @@ class SiameseTrainer(SiameseEvaluationMixin, SiameseDataMixin, Trainer):
         if not (isinstance(group_by_length, bool) or group_by_length == "auto"):
             raise ValueError(f"SiameseTrainer: group_by_length={group_by_length!r}; accepted: True, False, 'auto'.")
         self.group_by_length = group_by_length
+        self.pretokenize = bool(pretokenize)
         if is_stream(train_dataset) and args.max_steps <= 0:
             raise ValueError(
                 f"SiameseTrainer: train_dataset is a stream ({type(train_dataset).__name__}, no length), so the "

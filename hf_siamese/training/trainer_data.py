@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import datasets
 import torch
 from torch.utils.data import DataLoader
 from transformers.trainer_pt_utils import LengthGroupedSampler
@@ -13,6 +14,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from ..losses import SoftmaxLoss
 from ..modeling.packing import can_pack
 from .collator import SiamesePairCollator
+from .pretokenize import TOKENS, is_tokenized, tokenize_dataset
 from .sampler import NoDuplicatesBatchSampler
 from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
 
@@ -21,7 +23,9 @@ logger = logging.getLogger(__name__)
 
 class SiameseDataMixin:
     """Train-loader methods of `SiameseTrainer` (which provides `data_collator`, `no_duplicates_sampler`,
-    `stream_buffer_size` and the Trainer's state)."""
+    `stream_buffer_size`, `pretokenize` and the Trainer's state)."""
+
+    _tokenized: tuple[Any, Any] | None = None
 
     def groups_by_length(self) -> bool:
         """Whether training batches are grouped by length (see `SiameseTrainer(group_by_length=...)`)."""
@@ -55,6 +59,10 @@ class SiameseDataMixin:
 
     def row_lengths(self, dataset: Any) -> list[int]:
         """Token count of the longest text of every row (truncated to the collator's `max_length`)."""
+        if is_tokenized(dataset.column_names):
+            columns = [c for c in dataset.column_names if c.startswith(TOKENS)]
+            counts = [[len(ids) for ids in dataset[c]] for c in columns]
+            return [max(row) for row in zip(*counts, strict=True)]
         layout = self.data_collator.layout(dataset.column_names)
         tokenizer = self.data_collator.tokenizer
         longest = [0] * len(dataset)
@@ -64,13 +72,36 @@ class SiameseDataMixin:
             longest = [max(a, len(b)) for a, b in zip(longest, ids["input_ids"], strict=True)]
         return longest
 
+    def training_rows(self) -> Any:
+        """What the train loader reads: the train set tokenized once (`pretokenize.tokenize_dataset`) when it is a
+        map-style `datasets.Dataset` read by a `SiamesePairCollator` (not a subclass with its own `__call__`) and
+        `pretokenize` is on, else the set itself."""
+        dataset = self.train_dataset
+        collator = self.data_collator
+        # A collator class with a __call__ of its own reads the raw rows itself: it gets them.
+        if not (self.pretokenize and type(collator).__call__ is SiamesePairCollator.__call__):
+            return dataset
+        if not isinstance(dataset, datasets.Dataset) or is_tokenized(dataset.column_names):
+            return dataset
+        if self._tokenized is None or self._tokenized[0] is not dataset:
+            with self.args.main_process_first(desc="tokenizing the train set"):
+                self._tokenized = (dataset, tokenize_dataset(self.data_collator, dataset))
+        return self._tokenized[1]
+
     def get_train_dataloader(self) -> DataLoader:
         if is_stream(self.train_dataset):
             return self._stream_dataloader()
-        if not self.no_duplicates_sampler:
-            return super().get_train_dataloader()
         if self.train_dataset is None:
             raise ValueError("SiameseTrainer: training requires a train_dataset.")
+        rows = self.training_rows()
+        if not self.no_duplicates_sampler:
+            return self._get_dataloader(
+                dataset=rows,
+                description="Training",
+                batch_size=self._train_batch_size,
+                sampler_fn=self._get_train_sampler,
+                is_training=True,
+            )
         layout = self.data_collator.layout(self.train_dataset.column_names)
         columns = [list(self.train_dataset[c]) for c in layout.texts]
         grouped = self.groups_by_length() and isinstance(self.data_collator, SiamesePairCollator)
@@ -79,10 +110,10 @@ class SiameseDataMixin:
             batch_size=self._train_batch_size,
             drop_last=self.args.dataloader_drop_last,
             seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
-            lengths=self.row_lengths(self.train_dataset) if grouped else None,
+            lengths=self.row_lengths(rows) if grouped else None,
         )
         loader = DataLoader(
-            self.train_dataset,
+            rows,
             batch_sampler=sampler,
             collate_fn=self.data_collator,
             num_workers=self.args.dataloader_num_workers,

@@ -1,21 +1,31 @@
-"""The `__init__` steps `SiameseTrainer` and `CrossEncoderTrainer` share around the Trainer's own: arguments that keep
-the text columns, the tokenizer's pad token in the model config, and the Trainer started without loss rescaling."""
+"""What `SiameseTrainer` and `CrossEncoderTrainer` share around the Trainer's own: arguments that keep the text
+columns and copy batches without blocking, the tokenizer's pad token in the model config, the Trainer started without
+loss rescaling, and a training step that never waits for the device (`HostFreeStepMixin`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from transformers import TrainingArguments
 
 
 def text_column_args(args: TrainingArguments | None, output_dir: str) -> TrainingArguments:
-    """`args` (default: `TrainingArguments(output_dir=output_dir)`) with `remove_unused_columns` turned off: the
-    collators need the raw text columns."""
+    """`args` (default: `TrainingArguments(output_dir=output_dir)`) with `remove_unused_columns` turned off (the
+    collators need the raw text columns), batches copied to the device without blocking when they come from pinned
+    memory (a blocking copy waits for the previous step's kernels), and the NaN/inf loss filter moved onto the device
+    (`HostFreeStepMixin`; the Trainer's own reads every step's loss back)."""
     if args is None:
         args = TrainingArguments(output_dir=output_dir)
     if args.remove_unused_columns:
         args.remove_unused_columns = False
+    config = getattr(args, "accelerator_config", None)
+    if args.dataloader_pin_memory and config is not None and not config.non_blocking:
+        config.non_blocking = True
+    if args.logging_nan_inf_filter:
+        args.logging_nan_inf_filter = False
+        args.on_device_nan_inf_filter = True
     return args
 
 
@@ -50,3 +60,19 @@ def start_trainer(
         **kwargs,
     )
     trainer.model_accepts_loss_kwargs = False
+
+
+class HostFreeStepMixin:
+    """The Trainer's step without its one read-back: `TrainingArguments(logging_nan_inf_filter=True)` (the default)
+    replaces a NaN or inf step loss by the mean loss since the last log, and the Trainer decides that with
+    `torch.isnan(loss)` on the host every step. Here the same replacement is a `torch.where` on the device."""
+
+    def training_step(self, model: torch.nn.Module, inputs: dict[str, Any], num_items_in_batch: Any = None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not getattr(self.args, "on_device_nan_inf_filter", False) or not isinstance(loss, torch.Tensor):
+            return loss
+        logged = getattr(self, "_tr_loss", None)
+        if logged is None:
+            return torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0)
+        steps = 1 + self.state.global_step - getattr(self, "_globalstep_last_logged", 0)
+        return torch.where(torch.isfinite(loss), loss, (logged / steps).to(loss.dtype))

@@ -213,12 +213,13 @@ def test_flash_varlen_encoder_inputs_and_gradients(tiny_tokenizer, flash_calls) 
 
 @pytest.mark.parametrize("attention", ["flash_attention_2", "flex_attention"])
 def test_host_lengths_spare_reading_the_mask(tiny_tokenizer, flash_calls, eager_flex, attention: str) -> None:
-    # Given `text_lengths` (as a collator could compute them), the forward never reads the attention mask: here it
-    # lies on the meta device, where reading it would raise.
+    # Given `text_lengths` (the collator computes them on the host), the forward never reads the attention mask: here
+    # it lies on the meta device, where reading it would raise.
     model = _model("bert", "sdpa")
     batch = _batch(tiny_tokenizer, TRIPLETS)
+    lengths = batch.pop("text_lengths")
+    assert lengths == batch["attention_mask"].sum(-1).tolist()
     padded = _embeddings(model, batch, "sdpa", False)
-    lengths = batch["attention_mask"].sum(-1).tolist()
     batch["attention_mask"] = batch["attention_mask"].to("meta")
     packed = _embeddings(model, batch, attention, True, text_lengths=lengths)
     assert (packed - padded).abs().max() < 1e-5
