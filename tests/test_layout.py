@@ -68,6 +68,7 @@ REMOTE_CODE = (
     "devices",
     "packing",
     "short_attention",
+    "attention_kernels",
 )
 
 

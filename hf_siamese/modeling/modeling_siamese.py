@@ -20,6 +20,7 @@ from torch import nn
 from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
+from .attention_kernels import register_varlen_attention  # noqa: F401 - importing registers attn_implementation="varlen_attn"
 from .checkpoints import SiameseCheckpointMixin, check_model_source
 from .configuration_siamese import SiameseBertConfig
 from .encoding import SiameseEncodingMixin

@@ -39,6 +39,9 @@ PACKABLE_MODEL_TYPES: dict[str, str] = {
 # Attention implementations packed into rows with a 4-D block mask; flash and flex attention take the varlen route.
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 FLEX_BLOCK_SIZE = 128  # flex attention's default sparse block size
+# PyTorch's own FlashAttention varlen kernel (torch.nn.attention.varlen, torch 2.10+), registered with transformers
+# under this name: `attn_implementation="varlen_attn"` needs no flash-attn wheel.
+VARLEN_ATTENTION = "varlen_attn"
 
 
 @dataclass
@@ -92,6 +95,8 @@ def packed_route(encoder: Any) -> str | None:
         return "block_mask"
     if implementation == "flex_attention":
         return "flex"
+    if implementation == VARLEN_ATTENTION:
+        return "varlen"
     if "flash" in implementation and not implementation.startswith("paged"):
         return "varlen"
     return None

@@ -88,6 +88,10 @@ class SiamesePairCollator:
                 )
         return layout
 
+    def token_limit(self) -> int:
+        """Texts are cut to this many tokens: `max_length`, else the tokenizer's `model_max_length`."""
+        return self.max_length or _tokenizer_limit(self.tokenizer)
+
     def prompt_for(self, column: str) -> str:
         """The prompt put before the texts of `column` (`""` for none)."""
         if isinstance(self.prompts, str):
@@ -122,7 +126,7 @@ class SiamesePairCollator:
         for name, row in zip(names, rows, strict=True):
             for column in layout.texts:
                 texts.append(self.prepare(_check_text(row.get(column), column, name), column))
-        max_length = self.max_length or _tokenizer_limit(self.tokenizer)
+        max_length = self.token_limit()
         encoded = self.tokenizer(
             texts,
             padding="longest",

@@ -23,8 +23,6 @@ import torch
 if TYPE_CHECKING:
     import datasets
 
-    from .collator import SiamesePairCollator
-
 TOKENS = "__hf_siamese_input_ids_"  # + the text column's position: its texts' token ids
 TYPES = "__hf_siamese_token_type_ids_"
 PROMPTS = "__hf_siamese_prompt_length"  # one int per text column, when the collator has prompts
@@ -48,14 +46,13 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def tokenize_dataset(collator: SiamesePairCollator, dataset: datasets.Dataset) -> datasets.Dataset:
-    """`dataset`'s rows tokenized as `collator` would tokenize them: per text column (in the layout's order) the
-    unpadded token ids (and token types when the tokenizer makes them), the label column kept, the prompts' token
-    counts when there are prompts. Rows stay in their order, so a sampler built on `dataset` indexes this one."""
-    from .collator import _tokenizer_limit
-
+def tokenize_dataset(collator: Any, dataset: datasets.Dataset) -> datasets.Dataset:
+    """`dataset`'s rows tokenized as `collator` (a `SiamesePairCollator`) would tokenize them: per text column (in
+    the layout's order) the unpadded token ids (and token types when the tokenizer makes them), the label column kept,
+    the prompts' token counts when there are prompts. Rows stay in their order, so a sampler built on `dataset` indexes
+    this one."""
     layout = collator.layout(dataset.column_names)
-    max_length = collator.max_length or _tokenizer_limit(collator.tokenizer)
+    max_length = collator.token_limit()
     prompt_lengths = [collator.prompt_length(c) for c in layout.texts] if collator.prompts else None
 
     def tokenize(batch: dict[str, list]) -> dict[str, list]:
@@ -85,7 +82,7 @@ def tokenize_dataset(collator: SiamesePairCollator, dataset: datasets.Dataset) -
     )
 
 
-def pad_tokenized(collator: SiamesePairCollator, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def pad_tokenized(collator: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Rows of `tokenize_dataset` -> the batch `SiamesePairCollator` makes from raw rows: `input_ids`,
     `attention_mask` (and `token_type_ids`) `(batch, num_texts, longest)`, `text_lengths` (host ints), `labels`,
     `prompt_length`."""

@@ -14,7 +14,8 @@ from transformers import Trainer, TrainingArguments
 from ..data.beir import RetrievalDataset
 from ..data.columns import detect_layout
 from ..losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
-from ..modeling import encoding
+from ..modeling import encoding, packing
+from ..modeling.attention_kernels import attention_dropout_off
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
@@ -169,6 +170,12 @@ class SiameseTrainer(HostFreeStepMixin, SiameseEvaluationMixin, SiameseDataMixin
                 launched,
             )
         self.check_parallel_setup()
+        if getattr(model, "packing", False) and attention_dropout_off(model.encoder):
+            logger.warning(
+                "SiameseTrainer: attention dropout set to 0: the %s kernel of packed rows has none (hidden dropout "
+                "stays).",
+                packing.attention_implementation(model.encoder),
+            )
         for flag, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
             if getattr(self.args, flag) and self.args.device.type == "cpu" and not encoding.native_low_precision(dtype):
                 logger.warning(

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The GPU training benchmark in one device call (issue: host-free training step), about 8 minutes on one H100/H200.
+# Needs, beside the checkout: .whl/ (datasets, evaluate, dill, multiprocess, xxhash wheels for the machine's Python:
+# see /work/.library/device/README.md), .gpu/data/ (nli_triplets.tsv, sts-train.csv, scifact_corpus.jsonl) and
+# .gpu/tokenizer/ (all-MiniLM-L6-v2's tokenizer files). Writes its tables and JSON under $OUT (default: ./gpu-out).
+#   bash benchmarks/gpu_train_step.sh
+set -u
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+python3 -c "import torch, transformers, pyarrow, datasets, sentence_transformers as st; print('torch', torch.__version__, 'transformers', transformers.__version__, 'st', st.__version__, 'pyarrow', pyarrow.__version__, torch.cuda.get_device_name())" 2>&1 | tee "$OUT/versions.txt"
+B="python3 benchmarks/bench_train_step.py --data .gpu/data --tokenizer .gpu/tokenizer --steps ${STEPS:-50} --warmup ${WARMUP:-15} --timeout 150"
+timeout 100 python3 benchmarks/gpu_routes.py --tokenizer .gpu/tokenizer 2>&1 | tee "$OUT/routes.md"
+timeout 330 $B --runs nli,scifact --orders ours,st,st,ours --phases --json "$OUT/main.json" >"$OUT/main.log" 2>&1
+tail -25 "$OUT/main.log"
+timeout 120 $B --runs nli,scifact --orders ours --attn varlen_attn --json "$OUT/varlen.json" >"$OUT/varlen.log" 2>&1
+tail -8 "$OUT/varlen.log"
+timeout 240 $B --runs minilm-nli,cosine,nli-fp32,ce-plistmle --orders ours,st --json "$OUT/rest.json" >"$OUT/rest.log" 2>&1
+tail -16 "$OUT/rest.log"
