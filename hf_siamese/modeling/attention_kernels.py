@@ -71,6 +71,25 @@ def register_varlen_attention() -> bool:
     return True
 
 
+def varlen_available() -> bool:
+    """Whether this torch has the varlen kernel (and it is registered)."""
+    from transformers import AttentionInterface
+
+    return VARLEN_ATTENTION in AttentionInterface._global_mapping
+
+
+def training_attention(encoder: Any, device_type: str, low_precision: bool) -> str | None:
+    """The attention implementation packed training should switch `encoder` to, or None to keep its own: on CUDA in
+    bf16/fp16, an SDPA encoder that packs takes "varlen_attn" (measured on an H200, BERT-base MNR on NLI triplets at
+    batch 128: 2060 rows/s against 726-831 with SDPA's block mask, and sentence-transformers' 782). float32, the
+    CPU, and any implementation chosen explicitly (eager, flash, flex) stay as they are."""
+    if device_type != "cuda" or not low_precision or not varlen_available():
+        return None
+    if getattr(encoder.config, "_attn_implementation", None) != "sdpa" or not can_pack(encoder):
+        return None
+    return VARLEN_ATTENTION
+
+
 def attention_dropout_off(encoder: Any) -> bool:
     """Set the attention-probability dropout of `encoder` to 0 where its packed route's kernel has none (varlen_attn,
     flex attention: transformers refuses flex with dropout); returns whether anything changed. Hidden-state dropout

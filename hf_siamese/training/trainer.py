@@ -15,7 +15,7 @@ from ..data.beir import RetrievalDataset
 from ..data.columns import detect_layout
 from ..losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
 from ..modeling import encoding, packing
-from ..modeling.attention_kernels import attention_dropout_off
+from ..modeling.attention_kernels import attention_dropout_off, training_attention
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
@@ -170,6 +170,11 @@ class SiameseTrainer(HostFreeStepMixin, SiameseEvaluationMixin, SiameseDataMixin
                 launched,
             )
         self.check_parallel_setup()
+        low_precision = bool(self.args.bf16 or self.args.fp16)
+        kernel = training_attention(model.encoder, self.args.device.type, low_precision) if model.packing else None
+        if kernel is not None:
+            model.encoder.config._attn_implementation = kernel
+            logger.info("SiameseTrainer: packed batches run attn_implementation=%r on CUDA.", kernel)
         if getattr(model, "packing", False) and attention_dropout_off(model.encoder):
             logger.warning(
                 "SiameseTrainer: attention dropout set to 0: the %s kernel of packed rows has none (hidden dropout "

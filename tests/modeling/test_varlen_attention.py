@@ -108,3 +108,16 @@ def test_trainer_turns_attention_dropout_off_for_the_kernel_routes(tiny_tokenize
     assert any(m.p > 0 for n, m in model.encoder.named_modules() if n.endswith("output.dropout"))  # hidden stays
     sdpa = _model("bert", "sdpa")
     assert not attention_dropout_off(sdpa.encoder)  # SDPA has dropout: nothing changes
+
+
+def test_cuda_bf16_training_takes_the_varlen_kernel_only_where_it_fits() -> None:
+    from hf_siamese.modeling.attention_kernels import training_attention
+
+    model = _model("bert", "sdpa")
+    assert training_attention(model.encoder, "cuda", True) == VARLEN_ATTENTION
+    assert training_attention(model.encoder, "cuda", False) is None  # float32: the kernel has no fp32
+    assert training_attention(model.encoder, "cpu", True) is None
+    model.encoder.config._attn_implementation = "eager"  # chosen explicitly: kept
+    assert training_attention(model.encoder, "cuda", True) is None
+    distil = _model("distilbert", "sdpa")  # cannot pack: kept
+    assert training_attention(distil.encoder, "cuda", True) is None
