@@ -101,7 +101,7 @@ def main() -> None:
     done = run([cli, "train", "--output-dir", "demo-model"])
     seconds = time.perf_counter() - start
     ok = done.returncode == 0 and (Path("demo-model") / "config.json").is_file()
-    check(f"hf-siamese train (the demo, {seconds:.0f} s)", ok, (done.stdout + done.stderr)[-800:])
+    check(f"hf-siamese train (the demo, {seconds:.0f} s)", ok, "" if ok else (done.stdout + done.stderr)[-800:])
     print("\n".join("     " + line for line in done.stdout.strip().splitlines()[-4:]))
     Path("texts.txt").write_text("A man plays a guitar.\nSomeone plays music.\nThe sky is blue.\n", encoding="utf-8")
     done = run([cli, "encode", "texts.txt", "--model", "demo-model", "-o", "emb.npy"])

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..data.columns import ColumnLayout, detect_layout
-from .pretokenize import is_tokenized, pad_tokenized
+from .pretokenize import ArrowRows, is_tokenized, pad_arrow, pad_tokenized
 from .streaming import stream_row_names
 
 
@@ -117,7 +117,10 @@ class SiamesePairCollator:
     def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         if len(rows) == 0:
             raise ValueError("SiamesePairCollator got an empty batch; is the dataset empty?")
-        if is_tokenized(rows[0]):  # rows of the train set tokenized before training (pretokenize.py): pad only
+        # Rows of the train set tokenized before training (pretokenize.py): pad only.
+        if isinstance(rows, ArrowRows):
+            return pad_arrow(self, rows)
+        if is_tokenized(rows[0]):
             return pad_tokenized(self, rows)
         layout = self.layout(list(rows[0].keys()))
         # Rows of a stream carry their position in it: errors name that, not the row's place in the batch.

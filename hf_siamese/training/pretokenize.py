@@ -7,7 +7,9 @@ collator's prompts, lowercasing and `max_length`) once over the whole set with `
 several processes for large sets; cached under the dataset's cache files by a fingerprint of the rows and of every
 tokenization setting, so a second run on the same files tokenizes nothing). Each text column becomes a column of
 unpadded token ids; `pad_tokenized` turns rows of those into the batch `SiamesePairCollator` makes from raw text,
-with the texts' lengths (`text_lengths`, the packing layout's input) known on the host.
+with the texts' lengths (`text_lengths`, the packing layout's input) known on the host. The train loader reads the
+set through `TokenizedRows`: a batch is taken from the Arrow table at once and padded with array operations
+(`pad_arrow`), with no Python list per text.
 """
 
 from __future__ import annotations
@@ -121,5 +123,98 @@ def pad_tokenized(collator: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str,
     if labels:
         (label,) = labels
         values = [row[label] for row in rows]
+        batch["labels"] = collator.labels_to_tensor(values, label, lambda i: f"batch row {i}")
+    return batch
+
+
+class ArrowRows:
+    """A batch of rows of a tokenized set, as one Arrow table (what `TokenizedRows` hands the collator)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+
+class TokenizedRows(torch.utils.data.Dataset):
+    """The tokenized train set as the train loader reads it: `__getitems__` (the DataLoader's batch fetch) takes the
+    batch's rows from the Arrow table in one call and returns them as `ArrowRows`."""
+
+    def __init__(self, dataset: datasets.Dataset) -> None:
+        self.dataset = dataset
+        self.column_names = dataset.column_names
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> ArrowRows:
+        return self.__getitems__([index])
+
+    def __getitems__(self, indices: Sequence[int]) -> ArrowRows:
+        from datasets.formatting import query_table
+
+        return ArrowRows(query_table(self.dataset._data, list(indices), indices=self.dataset._indices))
+
+    def longest(self) -> list[int]:
+        """Token count of the longest text of every row."""
+        table = query_table_all(self.dataset)
+        counts = [_lengths(table.column(c)) for c in self.column_names if c.startswith(TOKENS)]
+        return np.max(np.stack(counts), axis=0).tolist()
+
+
+def query_table_all(dataset: datasets.Dataset) -> Any:
+    from datasets.formatting import query_table
+
+    return query_table(dataset._data, range(len(dataset)), indices=dataset._indices)
+
+
+def _lengths(column: Any) -> np.ndarray:
+    offsets = column.combine_chunks().offsets.to_numpy()
+    return np.diff(offsets)
+
+
+def pad_arrow(collator: Any, rows: ArrowRows) -> dict[str, Any]:
+    """`pad_tokenized` for a batch fetched as one Arrow table: the same batch, built with array operations."""
+    table = rows.table
+    n = table.num_rows
+    columns = sum(1 for name in table.column_names if name.startswith(TOKENS))
+    left = getattr(collator.tokenizer, "padding_side", "right") == "left"
+    flat = [table.column(f"{TOKENS}{j}").combine_chunks() for j in range(columns)]
+    lengths = np.stack([np.diff(c.offsets.to_numpy()) for c in flat], axis=1)  # (rows, columns)
+    width = max(int(lengths.max(initial=0)), 1)
+    if collator.pad_to_multiple_of:
+        width = -(-width // collator.pad_to_multiple_of) * collator.pad_to_multiple_of
+
+    def padded(prefix: str, fill: int) -> torch.Tensor:
+        out = np.full((n, columns, width), fill, dtype=np.int64)
+        for j in range(columns):
+            column = table.column(f"{prefix}{j}").combine_chunks()
+            offsets = column.offsets.to_numpy()
+            values = column.flatten().to_numpy(zero_copy_only=False)
+            count = lengths[:, j]
+            owner = np.repeat(np.arange(n), count)
+            position = np.arange(len(values)) - np.repeat(offsets[:-1] - offsets[0], count)
+            if left:
+                position += width - count[owner]
+            out[owner, j, position] = values
+        return torch.from_numpy(out)
+
+    steps = np.arange(width)[::-1] if left else np.arange(width)
+    mask = (steps[None, None, :] < lengths[:, :, None]).astype(np.int64)
+    batch: dict[str, Any] = {
+        "input_ids": padded(TOKENS, collator.tokenizer.pad_token_id or 0),
+        "attention_mask": torch.from_numpy(mask),
+    }
+    if f"{TYPES}0" in table.column_names:
+        batch["token_type_ids"] = padded(TYPES, 0)
+    if not left:
+        batch["text_lengths"] = lengths.tolist()
+    if PROMPTS in table.column_names:
+        batch["prompt_length"] = torch.tensor(table.column(PROMPTS).to_pylist(), dtype=torch.long)
+    labels = [name for name in table.column_names if not name.startswith((TOKENS, TYPES, PROMPTS))]
+    if labels:
+        (label,) = labels
+        values = table.column(label).to_pylist()
         batch["labels"] = collator.labels_to_tensor(values, label, lambda i: f"batch row {i}")
     return batch

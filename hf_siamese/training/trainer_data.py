@@ -14,7 +14,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from ..losses import SoftmaxLoss
 from ..modeling.packing import can_pack
 from .collator import SiamesePairCollator
-from .pretokenize import TOKENS, is_tokenized, tokenize_dataset
+from .pretokenize import TokenizedRows, is_tokenized, tokenize_dataset
 from .sampler import NoDuplicatesBatchSampler
 from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
 
@@ -59,10 +59,8 @@ class SiameseDataMixin:
 
     def row_lengths(self, dataset: Any) -> list[int]:
         """Token count of the longest text of every row (truncated to the collator's `max_length`)."""
-        if is_tokenized(dataset.column_names):
-            columns = [c for c in dataset.column_names if c.startswith(TOKENS)]
-            counts = [[len(ids) for ids in dataset[c]] for c in columns]
-            return [max(row) for row in zip(*counts, strict=True)]
+        if isinstance(dataset, TokenizedRows):
+            return dataset.longest()
         layout = self.data_collator.layout(dataset.column_names)
         tokenizer = self.data_collator.tokenizer
         longest = [0] * len(dataset)
@@ -85,7 +83,7 @@ class SiameseDataMixin:
             return dataset
         if self._tokenized is None or self._tokenized[0] is not dataset:
             with self.args.main_process_first(desc="tokenizing the train set"):
-                self._tokenized = (dataset, tokenize_dataset(self.data_collator, dataset))
+                self._tokenized = (dataset, TokenizedRows(tokenize_dataset(self.data_collator, dataset)))
         return self._tokenized[1]
 
     def get_train_dataloader(self) -> DataLoader:

@@ -11,7 +11,7 @@ from helpers import make_args, scored_pairs
 from transformers import BertTokenizer
 
 from hf_siamese import SiamesePairCollator, SiameseTrainer, losses
-from hf_siamese.training.pretokenize import TOKENS, pad_tokenized, tokenize_dataset
+from hf_siamese.training.pretokenize import TOKENS, TokenizedRows, pad_tokenized, tokenize_dataset
 
 
 def tokenizer(side: str = "right") -> BertTokenizer:
@@ -46,15 +46,20 @@ def test_padded_tokenized_rows_equal_the_collators_batch(rows, settings, side) -
     expected = collator(list(rows))
     tokenized = tokenize_dataset(collator, rows)
     assert f"{TOKENS}0" in tokenized.column_names and "anchor" not in tokenized.column_names
-    got = collator(list(tokenized))  # the collator sees tokenized rows and only pads them
-    assert got.keys() == expected.keys()
-    for key, value in expected.items():
-        if isinstance(value, torch.Tensor):
-            assert torch.equal(got[key], value), key
-            assert got[key].dtype == value.dtype, key
-        else:
-            assert got[key] == value, key
-    assert ("text_lengths" in got) == (side == "right")
+    # The collator sees tokenized rows and only pads them: as a list of rows, and as the Arrow batch the train loader
+    # fetches (TokenizedRows), here in another order than the set's.
+    order = list(range(len(rows)))[::-1]
+    expected_reversed = collator([rows[i] for i in order])
+    arrow = collator(TokenizedRows(tokenized).__getitems__(order))
+    for got, wanted in ((collator(list(tokenized)), expected), (arrow, expected_reversed)):
+        assert got.keys() == wanted.keys()
+        for key, value in wanted.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(got[key], value), key
+                assert got[key].dtype == value.dtype, key
+            else:
+                assert got[key] == value, key
+        assert ("text_lengths" in got) == (side == "right")
 
 
 def test_fingerprint_follows_every_setting() -> None:
