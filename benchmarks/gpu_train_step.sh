@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU training benchmark in one device call (issue: host-free training step), about 8 minutes on one H100/H200.
-# Needs, beside the checkout: .whl/ (datasets, evaluate, dill, multiprocess, xxhash wheels for the machine's Python:
+# Needs, beside the checkout: .whl/ (datasets, evaluate, dill, multiprocess, xxhash and transformers>=5.20 wheels for
+# the machine's Python (its image had transformers 5.17, which hf-siamese cannot import):
 # see /work/.library/device/README.md), .gpu/data/ (nli_triplets.tsv, sts-train.csv, scifact_corpus.jsonl) and
 # .gpu/tokenizer/ (all-MiniLM-L6-v2's tokenizer files). Writes its tables and JSON under $OUT (default: ./gpu-out).
 #   bash benchmarks/gpu_train_step.sh
