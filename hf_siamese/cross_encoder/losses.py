@@ -24,14 +24,15 @@ PAIRS, TUPLES, LISTS = "pairs", "tuples", "lists"
 
 
 def group_scores(
-    logits: torch.Tensor, group_size: int | None = None, mask: torch.Tensor | None = None
+    logits: torch.Tensor, group_size: int | None = None, mask: torch.Tensor | None = None, checked: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One-output pair logits `(num_pairs, 1)` -> `(scores, valid)` of shape `(batch, n)`: `n` is `group_size` for
-    tuple rows, `mask.shape[1]` for list rows (padding scores 0, `valid` False), 1 for plain pairs."""
+    tuple rows, `mask.shape[1]` for list rows (padding scores 0, `valid` False), 1 for plain pairs. `checked`: the
+    mask comes from the collator of rows already checked (the trainer's), so its count is not read back to compare."""
     scores = single_scores(logits)
     if mask is not None:
         mask = mask.to(device=scores.device, dtype=torch.bool)
-        if int(mask.sum()) != scores.numel():
+        if not checked and int(mask.sum()) != scores.numel():
             raise ValueError(f"mask marks {int(mask.sum())} documents but the model scored {scores.numel()} pairs")
         return scores.new_zeros(mask.shape).masked_scatter(mask, scores), mask
     size = group_size or 1
@@ -81,8 +82,9 @@ def relevance(
 def with_floor(scores: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """`scores` with padding set far (1e4) below the lowest real score: it sorts last and adds exp(-1e4) = 0 to sums
     of exponentials, and unlike -inf it keeps gradients free of NaN."""
-    lowest = scores.detach().masked_fill(~valid, float("inf")).min() if bool(valid.any()) else scores.new_zeros(())
-    return scores.masked_fill(~valid, float(lowest) - 1e4)
+    lowest = scores.detach().masked_fill(~valid, float("inf")).amin()
+    lowest = torch.where(torch.isfinite(lowest), lowest, torch.zeros_like(lowest))  # no valid score: floor at -1e4
+    return torch.where(valid, scores, lowest - 1e4)
 
 
 class CrossEncoderLoss:
@@ -141,7 +143,7 @@ class BinaryCrossEntropyLoss(CrossEncoderLoss):
             )
 
     def compute(self, logits, labels, group_size, mask):
-        scores, valid = group_scores(logits, group_size, mask)
+        scores, valid = group_scores(logits, group_size, mask, self._rows_checked)
         target = relevance(labels, scores, group_size, mask, "BinaryCrossEntropyLoss")
         if not self._rows_checked:
             self.check_labels(target, valid)
@@ -219,7 +221,7 @@ class LambdaLoss(CrossEncoderLoss):
             raise ValueError(f"LambdaLoss: relevance label {float(bad[0])!r} must be a finite number >= 0")
 
     def compute(self, logits, labels, group_size, mask):
-        scores, valid = group_scores(logits, group_size, mask)
+        scores, valid = group_scores(logits, group_size, mask, self._rows_checked)
         target = relevance(labels, scores, group_size, mask, "LambdaLoss")
         if not self._rows_checked:
             self.check_labels(target, valid)
@@ -248,9 +250,7 @@ class LambdaLoss(CrossEncoderLoss):
         differences = (ordered[:, :, None] - ordered[:, None, :]).masked_fill(~pairs, 0.0)
         probabilities = torch.sigmoid(self.sigma * differences).clamp(min=self.eps)
         losses = -(weights * torch.log2(probabilities))
-        if not bool(pairs.any()):
-            return scores.sum() * 0.0
-        return losses[pairs].mean()
+        return masked_mean(losses, pairs) + scores.sum() * 0.0  # 0, with a gradient path, when no pair counts
 
 
 class PListMLELoss(CrossEncoderLoss):
@@ -269,7 +269,7 @@ class PListMLELoss(CrossEncoderLoss):
         self.weighted = weighted
 
     def compute(self, logits, labels, group_size, mask):
-        scores, valid = group_scores(logits, group_size, mask)
+        scores, valid = group_scores(logits, group_size, mask, self._rows_checked)
         target = relevance(labels, scores, group_size, mask, "PListMLELoss")
         order = target.masked_fill(~valid, float("-inf")).sort(dim=1, descending=True, stable=True).indices
         ordered = with_floor(scores, valid).gather(1, order)
@@ -336,7 +336,7 @@ class MSELoss(CrossEncoderLoss):
     def compute(self, logits, labels, group_size, mask):
         if labels is None:
             raise ValueError("MSELoss needs target scores: a label / scores column")
-        scores, valid = group_scores(logits, group_size, mask)
+        scores, valid = group_scores(logits, group_size, mask, self._rows_checked)
         target = relevance(labels, scores, group_size, mask, "MSELoss")
         if self.activation == "sigmoid":
             scores = torch.sigmoid(scores)

@@ -130,12 +130,29 @@ def test_siamese_trainer_step_reads_nothing_back(loss, tmp_path, monkeypatch) ->
     assert not extra, "\n".join(extra)
 
 
-def test_cross_encoder_trainer_step_reads_nothing_back(tmp_path, monkeypatch) -> None:
-    rows = Dataset.from_list(
-        [
-            {"query": f"query {i % 5}", "document": f"document {i} man dog", "label": float(i % 3 == 0)}
-            for i in range(64)
-        ]
+LIST_ROWS = Dataset.from_list(
+    [
+        {
+            "query": f"query {i % 5}",
+            "documents": [f"dog {i}", "man", "a cat plays"][: 2 + i % 2],
+            "scores": [1.0, 0.0, 0.5][: 2 + i % 2],
+        }
+        for i in range(64)
+    ]
+)
+
+
+@pytest.mark.parametrize("loss", ["bce", "plistmle", "lambda"])
+def test_cross_encoder_trainer_step_reads_nothing_back(loss, tmp_path, monkeypatch) -> None:
+    rows = (
+        LIST_ROWS
+        if loss != "bce"
+        else Dataset.from_list(
+            [
+                {"query": f"query {i % 5}", "document": f"document {i} man dog", "label": float(i % 3 == 0)}
+                for i in range(64)
+            ]
+        )
     )
 
     def make(steps: int) -> CrossEncoderTrainer:
@@ -151,7 +168,7 @@ def test_cross_encoder_trainer_step_reads_nothing_back(tmp_path, monkeypatch) ->
         )
         model = BertForSequenceClassification(config)
         args = make_args(tmp_path, max_steps=steps, logging_steps=1000, per_device_train_batch_size=8)
-        return CrossEncoderTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer())
+        return CrossEncoderTrainer(model=model, args=args, train_dataset=rows, processing_class=tokenizer(), loss=loss)
 
     extra = per_step_reads(make, monkeypatch)
     assert not extra, "\n".join(extra)
