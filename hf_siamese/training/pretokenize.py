@@ -85,46 +85,11 @@ def tokenize_dataset(collator: Any, dataset: datasets.Dataset) -> datasets.Datas
 
 
 def pad_tokenized(collator: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Rows of `tokenize_dataset` -> the batch `SiamesePairCollator` makes from raw rows: `input_ids`,
-    `attention_mask` (and `token_type_ids`) `(batch, num_texts, longest)`, `text_lengths` (host ints), `labels`,
-    `prompt_length`."""
-    first = rows[0]
-    columns = sum(1 for key in first if key.startswith(TOKENS))
-    ids = [row[f"{TOKENS}{j}"] for row in rows for j in range(columns)]
-    lengths = [len(x) for x in ids]
-    width = max(max(lengths), 1)
-    if collator.pad_to_multiple_of:
-        width = -(-width // collator.pad_to_multiple_of) * collator.pad_to_multiple_of
-    pad = collator.tokenizer.pad_token_id or 0
-    left = getattr(collator.tokenizer, "padding_side", "right") == "left"
+    """Rows of `tokenize_dataset` as dicts (a loop over the tokenized set) -> the batch `SiamesePairCollator` makes
+    from raw rows: the rows become one Arrow table, padded by `pad_arrow`, the train loader's path."""
+    import pyarrow as pa
 
-    def padded(sequences: list[list[int]], fill: int) -> torch.Tensor:
-        array = np.full((len(sequences), width), fill, dtype=np.int64)
-        for i, sequence in enumerate(sequences):
-            if left:
-                array[i, width - len(sequence) :] = sequence
-            else:
-                array[i, : len(sequence)] = sequence
-        return torch.from_numpy(array).view(len(rows), columns, width)
-
-    steps = np.arange(width)[::-1] if left else np.arange(width)
-    mask = (steps[None, :] < np.asarray(lengths)[:, None]).astype(np.int64)
-    batch: dict[str, Any] = {
-        "input_ids": padded(ids, pad),
-        "attention_mask": torch.from_numpy(mask).view(len(rows), columns, width),
-    }
-    if f"{TYPES}0" in first:
-        batch["token_type_ids"] = padded([row[f"{TYPES}{j}"] for row in rows for j in range(columns)], 0)
-    if not left:
-        batch["text_lengths"] = [lengths[i * columns : (i + 1) * columns] for i in range(len(rows))]
-    if PROMPTS in first:
-        batch["prompt_length"] = torch.tensor([row[PROMPTS] for row in rows], dtype=torch.long)
-    labels = [key for key in first if not key.startswith((TOKENS, TYPES, PROMPTS))]
-    if labels:
-        (label,) = labels
-        values = [row[label] for row in rows]
-        batch["labels"] = collator.labels_to_tensor(values, label, lambda i: f"batch row {i}")
-    return batch
+    return pad_arrow(collator, ArrowRows(pa.Table.from_pylist([dict(row) for row in rows])))
 
 
 class ArrowRows:
