@@ -301,6 +301,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         dataloader_drop_last=True,
     )
     library, cross = spec["library"], run.get("cross_encoder", False)
+    if library == "ours+compile":  # torch_compile=True: the encoder's layers compiled with dynamic shapes
+        common["torch_compile"] = True
     if library == "st" and not cross:
         from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
         from sentence_transformers.sentence_transformer.training_args import (
@@ -418,7 +420,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--orders", default="ours,st,st,ours", help="the order of the processes of each run")
+    parser.add_argument(
+        "--orders",
+        default="ours,st,st,ours",
+        help="the order of the processes of each run: ours, st, ours+compile (ours with torch_compile=True)",
+    )
     parser.add_argument("--phases", action="store_true", help="also one phase-timing process per (run, library)")
     parser.add_argument("--attn", default="sdpa", help="hf-siamese's attn_implementation (sdpa, varlen_attn, ...)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100/H200 SXM: 989)")
@@ -489,8 +495,9 @@ def print_table(results: list[dict[str, Any]], device: str) -> None:
                 f"| {run} | {library} | {' / '.join(f'{s:.0f}' for s in speeds)} | {wait:.1f} | "
                 f"{'-' if syncs is None else f'{syncs:.1f}'} | {peak:.2f} | {mfu:.1f} |"
             )
-        if "ours" in means and "st" in means:
-            print(f"| {run} | **ratio ours / st** | **{means['ours'] / means['st']:.2f}x** | | | | |")
+        for mine in ("ours", "ours+compile"):
+            if mine in means and "st" in means:
+                print(f"| {run} | **ratio {mine} / st** | **{means[mine] / means['st']:.2f}x** | | | | |")
     phases = [r for r in results if r.get("phases") and "error" not in r]
     if phases:
         print("\n| run | library | " + " | ".join(PHASES) + " |")

@@ -50,8 +50,8 @@ def varlen_attention(
         v,
         kwargs["cu_seq_lens_q"],
         kwargs["cu_seq_lens_k"],
-        int(kwargs["max_length_q"]),
-        int(kwargs["max_length_k"]),
+        kwargs["max_length_q"],  # a Python int (or, compiled, a symbolic one: int() would fix it and recompile)
+        kwargs["max_length_k"],
         scale=scaling,
     )
     return output.view(batch, total, heads, dim), None

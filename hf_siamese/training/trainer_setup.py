@@ -4,11 +4,16 @@ loss rescaling, and a training step that never waits for the device (`HostFreeSt
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from transformers import TrainingArguments
+
+from ..modeling.compilation import compile_layers, take_compile_option
+
+logger = logging.getLogger(__name__)
 
 
 def text_column_args(args: TrainingArguments | None, output_dir: str) -> TrainingArguments:
@@ -49,7 +54,9 @@ def start_trainer(
     kwargs: dict[str, Any],
 ) -> None:
     """Run `init` (the trainer's `super().__init__`) with these arguments, then keep the Trainer from rescaling the
-    loss by label or token counts: the losses average over their batch themselves."""
+    loss by label or token counts: the losses average over their batch themselves. `torch_compile=True` compiles the
+    encoder's layers one by one with dynamic shapes (modeling/compilation.py), not the whole model."""
+    compile_settings = take_compile_option(args)
     init(
         model=model,
         args=args,
@@ -60,6 +67,9 @@ def start_trainer(
         **kwargs,
     )
     trainer.model_accepts_loss_kwargs = False
+    if compile_settings is not None:
+        count = compile_layers(getattr(model, "encoder", model), **compile_settings)
+        logger.info("torch_compile: %d encoder layers compiled with dynamic shapes (%s).", count, compile_settings)
 
 
 class HostFreeStepMixin:
