@@ -184,6 +184,39 @@ def add_embeddings_dir_arguments(
     parser.add_argument("--approximate", action=argparse.BooleanOptionalAction, help=approximate)
 
 
+def add_lexical_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the lexical (BM25) part of an index tokenizes and weighs: --language, --no-stemmer, --no-stopwords, --k1,
+    --b (recorded in the index)."""
+    group = parser.add_argument_group("lexical (BM25) part, bm25s: pip install 'hf-siamese[lexical]'")
+    group.add_argument(
+        "--language", default="english",
+        help="stemmer and stopwords language (PyStemmer's names: english, german, french, ...; default: english)",
+    )  # fmt: skip
+    group.add_argument("--no-stemmer", dest="stemmer", action="store_false", help="index whole words, not stems")
+    group.add_argument("--no-stopwords", dest="stopwords", action="store_false", help="keep the stopwords")
+    group.add_argument("--k1", type=float, default=1.5, help="BM25 term-frequency saturation (default: 1.5)")
+    group.add_argument("--b", type=float, default=0.75, help="BM25 length normalization, 0-1 (default: 0.75)")
+
+
+def add_first_stage_arguments(parser: argparse.ArgumentParser) -> None:
+    """--first-stage dense|lexical|hybrid, --fusion rrf|zscore, --dense-weight W: what retrieves (before a rerank)."""
+    parser.add_argument(
+        "--first-stage", choices=("dense", "lexical", "hybrid"),
+        help="what retrieves: the vectors (dense), BM25 (lexical), or both fused (hybrid); default: hybrid where the "
+        "index has its lexical part and bm25s is installed, else dense",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fusion", choices=("rrf", "zscore"), default="rrf",
+        help="how hybrid fuses the two lists: reciprocal ranks (rrf, default, nothing to set) or standardized scores "
+        "weighted by --dense-weight (zscore)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dense-weight", type=float, metavar="W",
+        help="zscore fusion: the dense list's weight, 0-1 (default: 0.5; eval --choose-dense-weight picks it on "
+        "held-out queries)",
+    )  # fmt: skip
+
+
 def add_rerank_arguments(parser: argparse.ArgumentParser) -> None:
     """`--rerank CE_DIR` / `--rerank-top N`: the second stage of a search or of a retrieval evaluation."""
     parser.add_argument(

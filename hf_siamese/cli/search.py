@@ -38,6 +38,10 @@ def run_search(args: argparse.Namespace) -> int:
     if not queries or not all(queries):
         raise ValueError("give at least one non-empty --query TEXT or a --queries FILE")
     reranker, rerank_top = rerank_options(args)
+    if not args.index:
+        for flag, value in (("--first-stage", args.first_stage), ("--dense-weight", args.dense_weight)):
+            if value is not None:
+                raise ValueError(f"{flag} applies to --index (an index holds the lexical part); --corpus is dense")
     if args.index:
         given = [flag for flag, (name, default) in _CORPUS_ONLY.items() if getattr(args, name) != default]
         if given:
@@ -129,9 +133,19 @@ def _search_index(
     args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
 ) -> list[list[dict[str, Any]]]:
     """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
+    from ..retrieval.hybrid import check_first_stage
     from ..retrieval.vector_index import load_index
 
     index = load_index(args.index)
+    first_stage = check_first_stage(args.first_stage or index.default_first_stage(), args.fusion, args.dense_weight)
+    if first_stage == "lexical":
+        index.lexical  # noqa: B018  (fails now, naming --add-lexical, where the index has no lexical part)
+        return index.search(
+            None, queries, top_k=args.top_k, batch_size=args.batch_size, rerank=reranker, rerank_top=rerank_top,
+            first_stage="lexical",
+        )  # fmt: skip
+    if first_stage == "hybrid":
+        index.lexical  # noqa: B018
     model_path = args.model or index.model_name
     if not model_path:
         raise ValueError(f"the index {args.index!r} records no model path (built from an unsaved model); pass --model")
@@ -141,5 +155,6 @@ def _search_index(
     )
     return index.search(
         model, queries, top_k=args.top_k, tokenizer=tokenizer, prompt_name=args.prompt_name,
-        batch_size=args.batch_size, rerank=reranker, rerank_top=rerank_top,
+        batch_size=args.batch_size, rerank=reranker, rerank_top=rerank_top, first_stage=first_stage,
+        fusion=args.fusion, dense_weight=args.dense_weight,
     )  # fmt: skip

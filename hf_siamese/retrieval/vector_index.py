@@ -11,6 +11,9 @@ An index folder holds:
                    `model.encode` returns them), memory-mapped for exact search and for re-scoring
     embeddings/ann the approximate index (`ann_build.build_ann_index`), from `ann.EXACT_BELOW` documents on when faiss
                    is installed and the similarity is one faiss serves
+    lexical/       the BM25 index of the same texts (`lexical.py`, bm25s's format), built in the same pass when bm25s
+                   is installed (`lexical=None`), or added later without re-encoding (`add_lexical`); searched alone
+                   or fused with the vectors (`search(first_stage="hybrid")`, `hybrid.py`)
 
 The build runs in `.NAME.building` beside the output (a fixed name: a stopped build resumes its finished shards when
 called again; one made with another model or other settings is started afresh) and is swapped into place at the end
@@ -38,6 +41,7 @@ from ..storage import recover_output, replace_folder
 from .corpus import encode_corpus
 from .corpus_groups import corpus_matrix, neighbour_search
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
+from .hybrid import FIRST_STAGES, check_first_stage, fuse, hits_of
 from .index_parts import (
     FAISS_METRICS,
     check_ids,
@@ -48,6 +52,7 @@ from .index_parts import (
     resolve_dtype,
     unit_length_rows,
 )
+from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, require_lexical
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
 logger = logging.getLogger(__name__)
@@ -84,12 +89,15 @@ def _link_folder(source: Path, target: Path) -> None:
 
 
 class _TextTable:
-    """Writes the ids and texts of each shard, as `encode_corpus` reads them, to an Arrow stream file."""
+    """Writes the ids and texts of each shard, as `encode_corpus` reads them, to an Arrow stream file (and gives the
+    texts to the lexical index's builder, when there is one)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.writer, self.rows = path, None, 0
+    def __init__(self, path: Path, lexical: LexicalBuilder | None = None) -> None:
+        self.path, self.writer, self.rows, self.lexical = path, None, 0, lexical
 
     def __call__(self, shard: int, ids: list, texts: list[str]) -> None:
+        if self.lexical is not None:
+            self.lexical.add(texts)
         id_type = pa.string() if isinstance(ids[0], str) else pa.int64()
         table = pa.table({"id": pa.array(ids, id_type), "text": pa.array(texts, pa.string())})
         self.writer = self.writer or pa.ipc.new_stream(str(self.path), table.schema)
@@ -99,6 +107,21 @@ class _TextTable:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.lexical is not None:
+            self.lexical.close()
+
+
+def _wants_lexical(lexical: bool | None, settings: LexicalSettings | None) -> bool:
+    """Whether to build the lexical part: `lexical=None` builds it when bm25s (and PyStemmer) are installed."""
+    if lexical is None:
+        try:
+            require_lexical((settings or LexicalSettings()).stemmer)
+        except ImportError:
+            return False
+        return True
+    if lexical:
+        require_lexical((settings or LexicalSettings()).stemmer)
+    return bool(lexical)
 
 
 def _source(corpus: Any, ids: Any, text_column: str, id_column: str | None) -> tuple[Any, str, str | None]:
@@ -146,6 +169,8 @@ def build_index(
     embeddings_dir: str | os.PathLike | None = None,
     show_progress_bar: bool = True,
     overwrite: bool = False,
+    lexical: bool | None = None,
+    lexical_settings: LexicalSettings | None = None,
 ) -> VectorIndex:
     """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
 
@@ -168,6 +193,9 @@ def build_index(
         embeddings_dir: an embeddings folder of this corpus to reuse (what `encode_corpus` / 'hf-siamese embed'
             wrote, e.g. on N GPUs): embedded into or resumed as `encode_corpus` does (another model or setting is
             refused), then hard-linked into the index (copied where links cannot be made).
+        lexical: build the BM25 index of the texts beside the vectors, in the same pass (None: when bm25s and
+            PyStemmer are installed, `pip install 'hf-siamese[lexical]'`; True: an ImportError naming that install
+            where they are not). `lexical_settings`: its language, stemmer, stopwords, k1 and b.
     """
     output = Path(output_dir)
     recover_output(output)  # first: a half-swapped old index is an existing index
@@ -183,13 +211,15 @@ def build_index(
         raise ImportError("approximate=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
     if approximate is None and not (similarity in FAISS_METRICS and faiss_available()):
         approximate = False
+    with_lexical = _wants_lexical(lexical, lexical_settings)
     calibration = _embed_queries(model, calibration_queries, tokenizer, batch_size)
     staging = output.with_name(f".{output.name}.building")  # a fixed name: a stopped build resumes its shards
     if staging.exists() and not (staging / EMBEDDINGS_DIR).is_dir():
         shutil.rmtree(staging) if staging.is_dir() else staging.unlink()
     staging.mkdir(parents=True, exist_ok=True)
     embeddings = staging / EMBEDDINGS_DIR
-    texts = _TextTable(staging / f"{TEXTS_FILE}.tmp")
+    builder = LexicalBuilder(staging / LEXICAL_DIR, lexical_settings) if with_lexical else None
+    texts = _TextTable(staging / f"{TEXTS_FILE}.tmp", builder)
     try:
         encode_corpus(
             model, source, embeddings if embeddings_dir is None else embeddings_dir, tokenizer=tokenizer,
@@ -209,6 +239,10 @@ def build_index(
     if texts.rows != len(vectors):
         raise ValueError(f"the corpus gave {texts.rows} texts for {len(vectors)} vectors: it must not change")
     os.replace(staging / f"{TEXTS_FILE}.tmp", staging / TEXTS_FILE)
+    if builder is not None:
+        builder.finish()
+    elif (staging / LEXICAL_DIR).exists():  # left by a stopped build that had one
+        shutil.rmtree(staging / LEXICAL_DIR)
     search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
     if calibration is not None and search is None:
         logger.info("%s: exact search (%d documents): the calibration queries are not needed", output, len(vectors))
@@ -223,6 +257,8 @@ def build_index(
             "%s: approximate index %s, nprobe %s, recall@10 %s measured on %s", output, ann["factory"],
             ann["nprobe"], ann["recall"]["value"], ann["recall"]["measured_on"],
         )  # fmt: skip
+    if builder is not None:
+        info["lexical"] = LexicalIndex.record_of(staging / LEXICAL_DIR)
     del vectors, search
     (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     replace_folder(staging, output)
@@ -258,6 +294,7 @@ def index_record(
         "id_type": type(ids[0]).__name__,
         "backend": backend,
         "ann": None,
+        "lexical": None,
     }
 
 
@@ -292,6 +329,7 @@ class VectorIndex:
         self.similarity = info["settings"]["similarity"]
         self.embeddings = vectors  # (count, dim) float32, memory-mapped
         self._unit: bool | None = None  # whether its rows have unit length (cosine through faiss' flat kernel)
+        self._lexical: LexicalIndex | None = None
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> VectorIndex:
@@ -363,6 +401,35 @@ class VectorIndex:
                 "built the index, or rebuild the index with this one."
             )
 
+    @property
+    def has_lexical(self) -> bool:
+        """Whether this index has its lexical (BM25) part."""
+        return bool(self.info.get("lexical")) and (self.path / LEXICAL_DIR).is_dir()
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        """The lexical part, opened on first use; a `ValueError` naming the command that adds it where there is none."""
+        if self._lexical is None:
+            if not self.has_lexical:
+                where = os.fspath(self.path)
+                raise ValueError(
+                    f"the index {where!r} has no lexical part, which lexical and hybrid search need: add it with "
+                    f"'hf-siamese index --add-lexical {where}' (or add_lexical(); the vectors are kept, nothing is "
+                    "re-encoded)"
+                )
+            self._lexical = LexicalIndex.load(self.path / LEXICAL_DIR)
+        return self._lexical
+
+    def default_first_stage(self) -> str:
+        """ "hybrid" where the index has its lexical part and bm25s is installed, else "dense"."""
+        if not self.has_lexical:
+            return "dense"
+        try:
+            require_lexical(bool(self.info["lexical"]["settings"].get("stemmer", True)))
+        except ImportError:
+            return "dense"
+        return "hybrid"
+
     def search(
         self,
         model: Any,
@@ -376,30 +443,70 @@ class VectorIndex:
         rerank: Any = None,
         rerank_top: int = RERANK_TOP,
         first_stage_weight: float | None = None,
+        first_stage: str | None = None,
+        fusion: str = "rrf",
+        dense_weight: float | None = None,
     ) -> list[list[dict[str, Any]]]:
-        """Embed `queries` with `model` (checked against the index) and return, per query, the `top_k` best hits
-        `{"id", "text", "score", "rank"}`, best first. `prompt_name` / `prompt` as in `model.encode`. With `rerank`
-        (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index holds: all, with a
-        warning) best hits are re-scored on (query, text) pairs in one call, `batch_size` pairs at a time, and the
-        `top_k` best returned (`rerank.rerank_hits`): `"score"` / `"rank"` the two stages', `"reranker_score"` the
-        reranker's, `"first_stage_score"` / `"first_stage_rank"` the index's. `first_stage_weight` (default: the
-        reranker's own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores
-        (`rerank.fuse_scores`)."""
+        """Return, per query, the `top_k` best hits `{"id", "text", "score", "rank"}`, best first.
+
+        `first_stage`: "dense" (embed `queries` with `model`, checked against the index, and search the vectors;
+        `prompt_name` / `prompt` as in `model.encode`), "lexical" (BM25 alone; `model` may be None) or "hybrid" (both,
+        fused by `fusion`: "rrf" or "zscore" with `dense_weight`; see `hybrid.py`). Default: "hybrid" where the index
+        has its lexical part and bm25s is installed, else "dense".
+
+        With `rerank` (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index
+        holds: all, with a warning) best hits of each stage (hybrid: the union of both stages' lists) are re-scored on
+        (query, text) pairs in one call, `batch_size` pairs at a time, and the `top_k` best returned
+        (`rerank.rerank_hits`): `"score"` / `"rank"` the two stages', `"reranker_score"` the reranker's,
+        `"first_stage_score"` / `"first_stage_rank"` the first stage's. `first_stage_weight` (default: the reranker's
+        own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores (`rerank.fuse_scores`)."""
         top_k = check_top_k(top_k)
+        first_stage = check_first_stage(first_stage or self.default_first_stage(), fusion, dense_weight)
         depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(self))
-        self.check_model(model)
         queries = [queries] if isinstance(queries, str) else list(queries)
-        embeddings = model.encode(
-            queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
-        )
-        hits = self.search_embeddings(embeddings, depth)
+        embeddings = None
+        if first_stage != "lexical":
+            self.check_model(model)
+            embeddings = model.encode(
+                queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
+            )
+        scores, rows = self.first_stage_rows(queries, embeddings, depth, first_stage, fusion, dense_weight)
+        hits = hits_of(scores, rows, self._rows, scores.shape[1] if rerank is not None else top_k)
         if rerank is None:
             return hits
         return rerank_hits(rerank, queries, hits, top_k, batch_size, first_stage_weight=first_stage_weight)
 
+    def first_stage_rows(
+        self,
+        queries: Sequence[str],
+        query_embeddings: Any,
+        depth: int,
+        first_stage: str = "dense",
+        fusion: str = "rrf",
+        dense_weight: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of each query's first stage, best first, -1 where none: `depth` from each stage; hybrid
+        fuses the two lists into their union (up to 2 x depth)."""
+        if first_stage not in FIRST_STAGES:
+            check_first_stage(first_stage)
+        lexical = self.lexical.search(list(queries), depth) if first_stage != "dense" else None
+        if first_stage == "lexical":
+            return lexical
+        dense = self._top_k(self._query_array(query_embeddings), min(depth, len(self)))
+        if first_stage == "dense":
+            return dense
+        return fuse(dense, lexical, fusion, dense_weight)
+
     def search_embeddings(self, query_embeddings: Any, top_k: int = 10) -> list[list[dict[str, Any]]]:
         """Hits for precomputed query vectors `(n, dim)` (numpy or torch; one `(dim,)` vector is one query)."""
         top_k = check_top_k(top_k)
+        queries = self._query_array(query_embeddings)
+        if len(queries) == 0:
+            return []
+        scores, rows = self._top_k(queries, min(top_k, len(self)))
+        return hits_of(scores, rows, self._rows, top_k)
+
+    def _query_array(self, query_embeddings: Any) -> np.ndarray:
         if isinstance(query_embeddings, torch.Tensor):
             query_embeddings = query_embeddings.detach().float().cpu().numpy()
         queries = np.asarray(query_embeddings, dtype=np.float32)
@@ -408,19 +515,11 @@ class VectorIndex:
             raise ValueError(f"query_embeddings have shape {queries.shape}; this index expects (n, {self.dim})")
         if not np.isfinite(queries).all():
             raise ValueError("query_embeddings hold NaN or inf values; expected finite vectors")
-        if len(queries) == 0:
-            return []
-        scores, indices = self._top_k(queries, min(top_k, len(self)))
-        found = sorted({int(i) for i in indices.ravel() if i >= 0})
-        rows = self.corpus[found] if found else {"id": [], "text": []}
-        by_index = {i: (doc_id, text) for i, doc_id, text in zip(found, rows["id"], rows["text"], strict=True)}
-        return [
-            [
-                {"id": by_index[i][0], "text": by_index[i][1], "score": float(s), "rank": rank}
-                for rank, (s, i) in enumerate(((s, int(i)) for s, i in zip(row_s, row_i, strict=True) if i >= 0), 1)
-            ]
-            for row_s, row_i in zip(scores, indices, strict=True)
-        ]
+        return queries
+
+    def _rows(self, rows: list[int]) -> dict[int, tuple[Any, str]]:
+        found = self.corpus[rows]
+        return {i: (doc_id, text) for i, doc_id, text in zip(rows, found["id"], found["text"], strict=True)}
 
     def _top_k(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, row indices), each (n, k), best first; ties -> lower row first (as exact search)."""
@@ -436,9 +535,44 @@ class VectorIndex:
         return exact_search(queries, self.embeddings, k, similarity=self.similarity)
 
 
+def add_lexical(
+    path: str | os.PathLike,
+    settings: LexicalSettings | None = None,
+    *,
+    overwrite: bool = False,
+    shard_size: int = 10_000,
+) -> VectorIndex:
+    """Add the lexical (BM25) part to an index folder built without it, from its stored texts: nothing is re-encoded.
+    An existing lexical part is replaced only with `overwrite=True` (other settings, say), once the new one is
+    complete; returns the index loaded."""
+    index = VectorIndex.load(path)
+    where = os.fspath(index.path)
+    if index.has_lexical and not overwrite:
+        raise ValueError(
+            f"the index {where!r} has a lexical part already ({index.info['lexical']['settings']}); pass "
+            "overwrite=True (--overwrite) to rebuild it"
+        )
+    target, staging = index.path / LEXICAL_DIR, index.path / f".{LEXICAL_DIR}.building"
+    shutil.rmtree(staging, ignore_errors=True)  # what a stopped run left: rebuilt from the start
+    builder = LexicalBuilder(staging, settings)
+    try:
+        for start in range(0, len(index), shard_size):
+            builder.add(index.corpus[start : start + shard_size]["text"])
+        builder.finish()
+    finally:
+        builder.close()
+    recover_output(target)
+    replace_folder(staging, target)
+    info = dict(index.info, lexical=LexicalIndex.record_of(target))
+    record = index.path / f"{INDEX_FILE}.tmp"
+    record.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    os.replace(record, index.path / INDEX_FILE)
+    return VectorIndex.load(index.path)
+
+
 def load_index(path: str | os.PathLike) -> VectorIndex:
     """Open an index folder written by `build_index` (same as `VectorIndex.load`)."""
     return VectorIndex.load(path)
 
 
-__all__ = ["VectorIndex", "build_index", "check_output", "index_record", "load_index"]
+__all__ = ["VectorIndex", "add_lexical", "build_index", "check_output", "index_record", "load_index"]

@@ -56,10 +56,13 @@ def test_index_then_search_prints_what_search_corpus_prints(files: Path, capsys)
     w = files
     code, out, err = _run(["index", w / "corpus.txt", "--model", w / "model", "-o", w / "idx"], capsys)
     assert code == 0, err
-    summary = f"indexed 20 documents of {w / 'corpus.txt'} (32-dim, cosine similarity, exact search) into {w / 'idx'}"
+    summary = (
+        f"indexed 20 documents of {w / 'corpus.txt'} (32-dim, cosine similarity, exact search; with its lexical part "
+        f"(BM25)) into {w / 'idx'}"
+    )
     assert out == summary + "\n"
     query = ["--query", "a dog in the park", "--query", "music", "--top-k", "6"]
-    code, by_index, err = _run(["search", "--index", w / "idx", *query], capsys)
+    code, by_index, err = _run(["search", "--index", w / "idx", *query, "--first-stage", "dense"], capsys)
     assert code == 0, err
     code, by_corpus, err = _run(["search", "--corpus", w / "corpus.txt", "--model", w / "model", *query], capsys)
     assert code == 0, err
@@ -105,7 +108,9 @@ def test_approximate_with_calibration_queries(files: Path, capsys) -> None:
     w = files
     argv = ["index", w / "corpus.txt", "--model", w / "model", "-o", w / "idx", "--approximate"]
     code, out, err = _run([*argv, "--calibration-queries", w / "queries.txt"], capsys)
-    assert code == 0 and out.endswith(f"(32-dim, cosine similarity, approximate search) into {w / 'idx'}\n"), err
+    assert code == 0 and out.endswith(
+        f"(32-dim, cosine similarity, approximate search; with its lexical part (BM25)) into {w / 'idx'}\n"
+    ), err
     info = json.loads((w / "idx" / "index.json").read_text(encoding="utf-8"))
     assert info["ann"]["recall"]["measured_on"] == "calibration queries"
 

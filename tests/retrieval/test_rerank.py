@@ -63,9 +63,11 @@ def setup(tmp_path_factory, tiny_tokenizer):
 
 def test_search_reranks_by_the_cross_encoders_scores(setup, tiny_tokenizer) -> None:
     model, index, ce = setup
-    first = index.search(model, QUERIES, top_k=8, tokenizer=tiny_tokenizer)
+    first = index.search(model, QUERIES, first_stage="dense", top_k=8, tokenizer=tiny_tokenizer)
     spy = Spy(ce)
-    hits = index.search(model, QUERIES, top_k=3, tokenizer=tiny_tokenizer, rerank=spy, rerank_top=8)
+    hits = index.search(
+        model, QUERIES, first_stage="dense", top_k=3, tokenizer=tiny_tokenizer, rerank=spy, rerank_top=8
+    )
     # one predict call over all queries, each distinct (query, text) pair once
     assert len(spy.calls) == 1
     expected_pairs = {(query, hit["text"]) for query, found in zip(QUERIES, first, strict=True) for hit in found}
@@ -88,7 +90,7 @@ def test_search_reranks_by_the_cross_encoders_scores(setup, tiny_tokenizer) -> N
             assert hit["first_stage_rank"] == by_id[hit["id"]]["rank"]
     assert hits[1] == hits[3]
     # without rerank the search is what it was
-    assert index.search(model, QUERIES, top_k=8, tokenizer=tiny_tokenizer) == first
+    assert index.search(model, QUERIES, first_stage="dense", top_k=8, tokenizer=tiny_tokenizer) == first
 
 
 def test_rerank_hits_on_any_first_stage() -> None:
@@ -154,20 +156,29 @@ def test_bad_input_is_named(setup, tiny_tokenizer, caplog) -> None:
     search = dict(tokenizer=tiny_tokenizer)
     for value in (0, -1, True, 2.5, "10"):
         with pytest.raises(ValueError, match=r"rerank_top=.*expected a positive int"):
-            index.search(model, ["music"], top_k=2, rerank=ce, rerank_top=value, **search)
+            index.search(model, ["music"], first_stage="dense", top_k=2, rerank=ce, rerank_top=value, **search)
     with pytest.raises(ValueError, match=r"rerank_top=2 is below top_k=3"):
-        index.search(model, ["music"], top_k=3, rerank=ce, rerank_top=2, **search)
+        index.search(model, ["music"], first_stage="dense", top_k=3, rerank=ce, rerank_top=2, **search)
     with pytest.raises(ValueError, match=r"rerank: expected a cross-encoder .*got str"):
-        index.search(model, ["music"], top_k=3, rerank="ce-folder", **search)
+        index.search(model, ["music"], first_stage="dense", top_k=3, rerank="ce-folder", **search)
     with pytest.raises(ValueError, match=r"one score per pair \(a cross-encoder with one output\)"):
-        index.search(model, ["music"], top_k=3, rerank=tiny_cross_encoder(tiny_tokenizer, num_labels=3), **search)
+        index.search(
+            model,
+            ["music"],
+            first_stage="dense",
+            top_k=3,
+            rerank=tiny_cross_encoder(tiny_tokenizer, num_labels=3),
+            **search,
+        )
     # more than the index holds: all of it reranked, one warning naming both numbers
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="hf_siamese.retrieval.rerank"):
-        clamped = index.search(model, ["music"], top_k=3, rerank=ce, rerank_top=100, **search)
+        clamped = index.search(model, ["music"], first_stage="dense", top_k=3, rerank=ce, rerank_top=100, **search)
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert warnings == [f"rerank_top=100 is more than the {len(CORPUS)} documents searched: reranking all 16"]
-    assert clamped == index.search(model, ["music"], top_k=3, rerank=ce, rerank_top=len(CORPUS), **search)
+    assert clamped == index.search(
+        model, ["music"], first_stage="dense", top_k=3, rerank=ce, rerank_top=len(CORPUS), **search
+    )
     with pytest.raises(ValueError, match=r"hits: expected one list of hits per query \(2 queries\), got 1"):
         rerank_hits(ce, ["a", "b"], [[{"text": "x"}]])
     with pytest.raises(ValueError, match=r"hits\[0\]\[1\] has no text"):
@@ -189,7 +200,7 @@ def test_a_saved_cross_encoder_reranks_the_same(setup, tiny_tokenizer, tmp_path:
     back = CrossEncoder.from_pretrained(tmp_path / "ce")
     kwargs = dict(top_k=4, tokenizer=tiny_tokenizer, rerank_top=10)
     ours, theirs = (
-        index.search(model, QUERIES, rerank=ce, **kwargs),
-        index.search(model, QUERIES, rerank=back, **kwargs),
+        index.search(model, QUERIES, first_stage="dense", rerank=ce, **kwargs),
+        index.search(model, QUERIES, first_stage="dense", rerank=back, **kwargs),
     )
     assert [[hit["id"] for hit in hits] for hits in ours] == [[hit["id"] for hit in hits] for hits in theirs]

@@ -83,7 +83,7 @@ def test_search_equals_exact_search(tmp_path: Path, tiny_tokenizer, backend: str
     )
     assert (tmp_path / "idx" / "embeddings" / "ann").exists() == (index.backend == "approximate")
     reference = _reference(model, tiny_tokenizer, QUERIES, CORPUS)
-    hits = index.search(model, QUERIES, top_k=5, tokenizer=tiny_tokenizer)
+    hits = index.search(model, QUERIES, first_stage="dense", top_k=5, tokenizer=tiny_tokenizer)
     _assert_hits_match(hits, reference, 5)
     assert hits[2][0]["id"] == 7  # a corpus text finds itself first
     # exact_search on the same embeddings, computed apart from the index
@@ -116,7 +116,12 @@ def test_ids_reload_layout_and_exports(tmp_path: Path, tiny_tokenizer) -> None:
     model = make_tiny_model()
     ids = np.array([f"doc-{i}" for i in range(len(CORPUS))])  # numpy strings become Python ones
     built = build_index(model, CORPUS, tmp_path / "idx", ids=ids, tokenizer=tiny_tokenizer, show_progress_bar=False)
-    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["embeddings", "index.json", "texts.arrow"]
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [
+        "embeddings",
+        "index.json",
+        "lexical",
+        "texts.arrow",
+    ]
     assert [p.name for p in tmp_path.iterdir()] == ["idx"]  # no staging folder left behind
     info = json.loads((tmp_path / "idx" / "index.json").read_text())
     assert info["format"] == "hf-siamese-vector-index" and info["format_version"] == 2 and info["ann"] is None
@@ -137,25 +142,27 @@ def test_ids_reload_layout_and_exports(tmp_path: Path, tiny_tokenizer) -> None:
         built.embeddings, model.encode(CORPUS, tokenizer=tiny_tokenizer, convert_to_numpy=True)
     )
 
-    hits = built.search(model, QUERIES, top_k=3, tokenizer=tiny_tokenizer)
+    hits = built.search(model, QUERIES, first_stage="dense", top_k=3, tokenizer=tiny_tokenizer)
     assert hits[2][0] == {"id": "doc-7", "text": CORPUS[7], "score": pytest.approx(1.0, abs=1e-5), "rank": 1}
     folder = tmp_path / "idx"
     for loaded in (load_index(folder), VectorIndex.load(str(folder)), hf_siamese.load_index(folder)):
-        assert loaded.search(model, QUERIES, top_k=3, tokenizer=tiny_tokenizer) == hits
+        assert loaded.search(model, QUERIES, first_stage="dense", top_k=3, tokenizer=tiny_tokenizer) == hits
     assert hf_siamese.build_index is build_index and "count=30" in repr(built)
-    assert built.search(model, CORPUS[7], top_k=1, tokenizer=tiny_tokenizer)[0][0]["id"] == "doc-7"  # one string
-    assert built.search(model, [], tokenizer=tiny_tokenizer) == []
+    assert (
+        built.search(model, CORPUS[7], first_stage="dense", top_k=1, tokenizer=tiny_tokenizer)[0][0]["id"] == "doc-7"
+    )  # one string
+    assert built.search(model, [], first_stage="dense", tokenizer=tiny_tokenizer) == []
 
 
 def test_faiss_index_opens_without_faiss(tmp_path: Path, tiny_tokenizer, monkeypatch, caplog) -> None:
     pytest.importorskip("faiss")
     model = make_tiny_model()
     built = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, approximate=True)
-    hits = built.search(model, QUERIES, top_k=4, tokenizer=tiny_tokenizer)
+    hits = built.search(model, QUERIES, first_stage="dense", top_k=4, tokenizer=tiny_tokenizer)
     monkeypatch.setattr(vector_index, "faiss_available", lambda: False)
     fallback = load_index(tmp_path / "idx")
     assert fallback.backend == "exact" and "faiss is not installed" in caplog.text
-    again = fallback.search(model, QUERIES, top_k=4, tokenizer=tiny_tokenizer)
+    again = fallback.search(model, QUERIES, first_stage="dense", top_k=4, tokenizer=tiny_tokenizer)
     for a, b in zip(hits, again, strict=True):
         assert [h["id"] for h in a] == [h["id"] for h in b]
         np.testing.assert_allclose([h["score"] for h in a], [h["score"] for h in b], atol=1e-5)
@@ -171,21 +178,21 @@ def test_the_index_refuses_another_model(tmp_path: Path, tiny_tokenizer) -> None
     index = build_index(saved, CORPUS, tmp_path / "idx")
     assert index.model_name == os.path.abspath(tmp_path / "model")
     # the in-memory model that was saved has the same fingerprint as the saved one
-    assert index.search(model, QUERIES[:1], top_k=2, tokenizer=tiny_tokenizer)
+    assert index.search(model, QUERIES[:1], first_stage="dense", top_k=2, tokenizer=tiny_tokenizer)
 
     with pytest.raises(ValueError, match="same config, different weights") as error:
-        index.search(make_tiny_model(seed=1), QUERIES, tokenizer=tiny_tokenizer)
+        index.search(make_tiny_model(seed=1), QUERIES, first_stage="dense", tokenizer=tiny_tokenizer)
     assert str(tmp_path / "model") in str(error.value) and "(an unnamed model)" in str(error.value)
     with pytest.raises(ValueError, match=r"pooling \('mean' in the index, 'cls' in this model\)"):
-        index.search(make_tiny_model(seed=0, pooling="cls"), QUERIES, tokenizer=tiny_tokenizer)
+        index.search(make_tiny_model(seed=0, pooling="cls"), QUERIES, first_stage="dense", tokenizer=tiny_tokenizer)
     with pytest.raises(ValueError, match="max_seq_length"):
-        index.search(make_tiny_model(seed=0, max_seq_length=16), QUERIES, tokenizer=tiny_tokenizer)
+        index.search(make_tiny_model(seed=0, max_seq_length=16), QUERIES, first_stage="dense", tokenizer=tiny_tokenizer)
     with torch.no_grad():
         model.encoder.encoder.layer[1].output.dense.weight[3, 5] += 1e-3  # one value in a sampled tensor
     with pytest.raises(ValueError, match="different weights"):
-        index.search(model, QUERIES, tokenizer=tiny_tokenizer)
+        index.search(model, QUERIES, first_stage="dense", tokenizer=tiny_tokenizer)
     with pytest.raises(ValueError, match="weights are bfloat16 here"):
-        index.search(saved.to(torch.bfloat16), QUERIES, tokenizer=tiny_tokenizer)
+        index.search(saved.to(torch.bfloat16), QUERIES, first_stage="dense", tokenizer=tiny_tokenizer)
 
 
 def test_bfloat16_build_and_prompts(tmp_path: Path, tiny_tokenizer) -> None:
@@ -198,7 +205,7 @@ def test_bfloat16_build_and_prompts(tmp_path: Path, tiny_tokenizer) -> None:
     index = build_index(model, CORPUS, tmp_path / "p", tokenizer=tiny_tokenizer, prompt_name="passage")
     assert index.settings["document_prompt"] == "the : "
     reference = _reference(model, tiny_tokenizer, QUERIES, CORPUS, query="query", document="passage")
-    hits = index.search(model, QUERIES, top_k=4, tokenizer=tiny_tokenizer, prompt_name="query")
+    hits = index.search(model, QUERIES, first_stage="dense", top_k=4, tokenizer=tiny_tokenizer, prompt_name="query")
     _assert_hits_match(hits, reference, 4)
 
 
@@ -310,7 +317,7 @@ def test_bad_search_and_load_input(tmp_path: Path, tiny_tokenizer) -> None:
     index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, approximate=False)
     for top_k in (0, -3, True, 2.5):
         with pytest.raises(ValueError, match=f"top_k={top_k!r}: expected a positive int"):
-            index.search(model, QUERIES, top_k=top_k, tokenizer=tiny_tokenizer)
+            index.search(model, QUERIES, first_stage="dense", top_k=top_k, tokenizer=tiny_tokenizer)
     with pytest.raises(ValueError, match=r"shape \(2, 16\); this index expects \(n, 32\)"):
         index.search_embeddings(np.zeros((2, 16)))
     with pytest.raises(ValueError, match="NaN or inf"):
@@ -371,15 +378,20 @@ def test_cli_index_then_search(cli_files: Path, capsys) -> None:
     code, out, err = _run(["index", str(w / "corpus.txt"), "--model", str(w / "model"), "-o", str(w / "idx")], capsys)
     assert code == 0, err
     assert "indexed 10 documents" in out and "32-dim" in out and str(w / "idx") in out
+    assert "with its lexical part (BM25)" in out
     # --model defaults to the model recorded in the index; the id of a .txt line is its position
-    code, out, err = _run(["search", "--index", str(w / "idx"), "--query", CORPUS[4], "--top-k", "2"], capsys)
+    code, out, err = _run(
+        ["search", "--index", str(w / "idx"), "--query", CORPUS[4], "--top-k", "2", "--first-stage", "dense"], capsys
+    )
     assert code == 0, err
     assert out.count("  1. ") == 1 and "  3. " not in out
     assert out.split("Query: ")[1].splitlines()[1] == f"   1. 1.0000  [4] {CORPUS[4]}"
     # the same hits as the corpus path, which embeds the corpus on every call
     argv = ["search", "--corpus", str(w / "corpus.txt"), "--model", str(w / "model"), "--query", "music"]
     _, by_corpus, _ = _run(argv, capsys)
-    _, by_index, _ = _run(["search", "--index", str(w / "idx"), "--query", "music", "--top-k", "5"], capsys)
+    _, by_index, _ = _run(
+        ["search", "--index", str(w / "idx"), "--query", "music", "--top-k", "5", "--first-stage", "dense"], capsys
+    )
     by_corpus, by_index = by_corpus.splitlines()[2:], by_index.splitlines()[2:]
     assert len(by_corpus) == len(by_index) == 5
     assert [line.split("] ", 1)[1] for line in by_corpus] == [line.split("] ", 1)[1] for line in by_index]
@@ -392,7 +404,9 @@ def test_cli_index_then_search(cli_files: Path, capsys) -> None:
     assert code == 1 and "pass overwrite=True (--overwrite)" in err
     code, out, err = _run([*argv, "--overwrite"], capsys)
     assert code == 0 and "exact search" in out, err
-    code, out, _ = _run(["search", "--index", str(w / "idx"), "--query", CORPUS[2], "--top-k", "1"], capsys)
+    code, out, _ = _run(
+        ["search", "--index", str(w / "idx"), "--query", CORPUS[2], "--top-k", "1", "--first-stage", "dense"], capsys
+    )
     assert f"1.0000  [d2] {CORPUS[2]}" in out
 
 
@@ -406,7 +420,7 @@ def test_cli_index_then_search(cli_files: Path, capsys) -> None:
         (["index", "{w}/corpus.txt", "--model", "{w}/model", "-o", "{w}/x", "--id-column", "doc"], "--id-column"),
         (["index", "{w}/corpus.jsonl", "--model", "{w}/model", "-o", "{w}/x", "--text-column", "nope"], "'nope'"),
         (["index", "{w}/dups.jsonl", "--model", "{w}/model", "-o", "{w}/x", "--id-column", "doc"], "duplicate id 'd1'"),
-        (["index", "{w}/corpus.txt", "--model", "{w}/model"], "-o/--output"),
+        (["index", "{w}/corpus.txt", "--model", "{w}/model"], "give a CORPUS and -o DIR"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )

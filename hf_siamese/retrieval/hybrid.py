@@ -1,0 +1,120 @@
+"""Fusing two ranked lists of a first stage: the dense search's and the lexical (BM25) search's.
+
+Both take (scores, rows) arrays `(queries, depth)`, best first, row -1 where a list is shorter; the fused list of a
+query is the union of its two lists (so a reranker sees every candidate either stage found), best first:
+
+- reciprocal-rank fusion (`fusion="rrf"`, the default: nothing to choose): a row scores the sum over the lists that
+  hold it of `1 / (60 + rank)`;
+- z-score fusion (`fusion="zscore"`): each list's scores are standardized over that list (a row missing from a list
+  takes the list's lowest z), and a row scores `dense_weight * z_dense + (1 - dense_weight) * z_lexical`;
+  `choose_dense_weight` picks the weight on held-out queries with relevance judgements.
+
+Ties go to the row ranked higher by the dense list, then the lower row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+FIRST_STAGES = ("dense", "lexical", "hybrid")
+FUSIONS = ("rrf", "zscore")
+RRF_K = 60
+WEIGHT_GRID = tuple(round(0.1 * i, 1) for i in range(11))
+
+Ranked = tuple[np.ndarray, np.ndarray]
+
+
+def check_first_stage(first_stage: str, fusion: str = "rrf", dense_weight: float | None = None) -> str:
+    """Validate the first-stage settings; returns `first_stage`."""
+    if first_stage not in FIRST_STAGES:
+        raise ValueError(f"first stage {first_stage!r}; accepted: {', '.join(FIRST_STAGES)}")
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion {fusion!r}; accepted: {', '.join(FUSIONS)} (rrf: reciprocal ranks, no setting)")
+    if dense_weight is not None:
+        if fusion != "zscore":
+            raise ValueError(
+                f"dense_weight={dense_weight!r} applies to fusion='zscore' (--fusion zscore), not {fusion!r}"
+            )
+        if not isinstance(dense_weight, int | float) or not 0 <= dense_weight <= 1:
+            raise ValueError(f"dense_weight={dense_weight!r}; accepted: a number from 0 to 1 (0: lexical alone)")
+    return first_stage
+
+
+def _standardized(scores: np.ndarray, rows: np.ndarray) -> dict[int, float]:
+    found = rows >= 0
+    values = scores[found].astype(np.float64)
+    if len(values) == 0:
+        return {}
+    spread = values.std()
+    z = (values - values.mean()) / spread if spread > 0 else np.zeros_like(values)
+    return dict(zip(rows[found].tolist(), z.tolist(), strict=True))
+
+
+def _ranks(rows: np.ndarray) -> dict[int, int]:
+    return {int(row): rank for rank, row in enumerate(rows.tolist(), 1) if row >= 0}
+
+
+def fuse(
+    dense: Ranked, lexical: Ranked, fusion: str = "rrf", dense_weight: float | None = None, rrf_k: int = RRF_K
+) -> Ranked:
+    """The fused (scores, rows) of each query, `(queries, width)` with width the largest union, -1 padded."""
+    check_first_stage("hybrid", fusion, dense_weight)
+    weight = 0.5 if dense_weight is None else float(dense_weight)
+    fused: list[list[tuple[float, int]]] = []
+    for d_scores, d_rows, l_scores, l_rows in zip(dense[0], dense[1], lexical[0], lexical[1], strict=True):
+        d_rank, l_rank = _ranks(d_rows), _ranks(l_rows)
+        union = list(d_rank) + [row for row in l_rank if row not in d_rank]
+        if fusion == "rrf":
+            score = {
+                row: (1 / (rrf_k + d_rank[row]) if row in d_rank else 0.0)
+                + (1 / (rrf_k + l_rank[row]) if row in l_rank else 0.0)
+                for row in union
+            }
+        else:
+            d_z, l_z = _standardized(d_scores, d_rows), _standardized(l_scores, l_rows)
+            d_floor, l_floor = min(d_z.values(), default=0.0), min(l_z.values(), default=0.0)
+            score = {row: weight * d_z.get(row, d_floor) + (1 - weight) * l_z.get(row, l_floor) for row in union}
+        last = len(d_rank) + 1
+        union.sort(key=lambda row: (-score[row], d_rank.get(row, last), row))
+        fused.append([(score[row], row) for row in union])
+    width = max((len(hits) for hits in fused), default=0)
+    scores = np.zeros((len(fused), width), dtype=np.float32)
+    rows = np.full((len(fused), width), -1, dtype=np.int64)
+    for q, hits in enumerate(fused):
+        if hits:
+            scores[q, : len(hits)], rows[q, : len(hits)] = zip(*hits, strict=True)
+    return scores, rows
+
+
+def choose_dense_weight(
+    dense: Ranked,
+    lexical: Ranked,
+    quality: Callable[[np.ndarray], float],
+    grid: Sequence[float] = WEIGHT_GRID,
+) -> tuple[float, dict[float, float]]:
+    """The z-score fusion weight of the dense list that maximizes `quality(fused rows)` (e.g. nDCG@10 of held-out
+    queries, the lower weight on ties) and every weight's quality."""
+    measured = {float(w): float(quality(fuse(dense, lexical, "zscore", w)[1])) for w in grid}
+    best = max(measured, key=lambda w: (measured[w], -w))
+    return best, measured
+
+
+def hits_of(
+    scores: np.ndarray, rows: np.ndarray, lookup: Callable[[list[int]], dict[int, tuple[Any, str]]], limit: int
+) -> list[list[dict[str, Any]]]:
+    """`{"id", "text", "score", "rank"}` hits of each query (at most `limit`), from row arrays; `lookup(rows)` gives
+    each row's (id, text)."""
+    found = sorted({int(i) for i in rows[:, :limit].ravel() if i >= 0})
+    by_row = lookup(found) if found else {}
+    return [
+        [
+            {"id": by_row[row][0], "text": by_row[row][1], "score": float(score), "rank": rank}
+            for rank, (score, row) in enumerate(
+                ((s, int(r)) for s, r in zip(row_s[:limit], row_r[:limit], strict=True) if r >= 0), 1
+            )
+        ]
+        for row_s, row_r in zip(scores, rows, strict=True)
+    ]

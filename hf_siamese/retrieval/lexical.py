@@ -1,0 +1,249 @@
+"""The lexical half of an index: BM25 (Lucene's weighting) over the texts of the vectors, through bm25s.
+
+Texts are tokenized by `bm25s.tokenize` (lower-cased word runs of 2+ characters, the language's stopwords left out,
+PyStemmer's stemmer for the language). The build reads the corpus once, shard by shard, beside the encoder
+(`LexicalBuilder.add`): each shard's (document, term, count) triples go to flat int32 files on disk, so memory holds
+one shard plus the vocabulary while reading. `finish` then makes bm25s's score matrix from those files (about 20
+bytes a (document, term) pair, held while it sorts them by term) and writes it in bm25s's own format (numpy arrays,
+no pickle), which `bm25s.BM25.load(folder, mmap=True)` opens too. A document's weight for a term is
+`idf * tf / (tf + k1 * (1 - b + b * length / mean_length))`, `idf = ln(1 + (N - df + 0.5) / (df + 0.5))`, exactly
+bm25s's `method="lucene"` (tested against it); a query scores the sum over its terms.
+
+bm25s and PyStemmer come with `pip install 'hf-siamese[lexical]'`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LEXICAL_DIR = "lexical"
+SETTINGS_FILE = "lexical.json"
+INSTALL = "pip install 'hf-siamese[lexical]'"
+_PARTS = ("docs", "terms", "counts")
+_STOPWORD_LANGUAGES = (
+    "english", "german", "dutch", "french", "spanish", "portuguese", "italian", "russian", "swedish", "norwegian",
+    "chinese", "turkish", "korean", "danish",
+)  # fmt: skip
+
+
+def require_lexical(stemmer: bool = True) -> None:
+    """Raise `ImportError` naming the install command unless bm25s (and, for stemming, PyStemmer) import."""
+    try:
+        import bm25s  # noqa: F401
+
+        if stemmer:
+            import Stemmer  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            f"lexical and hybrid search need bm25s and PyStemmer ({error.name} is missing): {INSTALL}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class LexicalSettings:
+    """How texts become terms and how BM25 weighs them; recorded in the index (`lexical/lexical.json`).
+
+    Attributes:
+        language: the stemmer's and the stopwords' language (PyStemmer's names: "english", "german", ...).
+        stemmer: reduce words to their stem ("studies" and "studied" -> "studi").
+        stopwords: leave out the language's stopwords (bm25s's lists).
+        k1, b: BM25's term-frequency saturation (>= 0) and length normalization (0..1).
+    """
+
+    language: str = "english"
+    stemmer: bool = True
+    stopwords: bool = True
+    k1: float = 1.5
+    b: float = 0.75
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k1, int | float) or not self.k1 >= 0:
+            raise ValueError(f"BM25 k1={self.k1!r}; accepted: a number >= 0 (usual: 0.9-2.0; default 1.5)")
+        if not isinstance(self.b, int | float) or not 0 <= self.b <= 1:
+            raise ValueError(f"BM25 b={self.b!r}; accepted: a number from 0 to 1 (default 0.75)")
+        if self.stopwords and self.language not in _STOPWORD_LANGUAGES:
+            raise ValueError(
+                f"no stopword list for language {self.language!r}; lists exist for {', '.join(_STOPWORD_LANGUAGES)} "
+                "(or turn stopwords off: --no-stopwords / stopwords=False)"
+            )
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> LexicalSettings:
+        return cls(**{key: values[key] for key in ("language", "stemmer", "stopwords", "k1", "b") if key in values})
+
+
+class TermTokenizer:
+    """Texts -> lists of terms, as `settings` says (the same for the corpus and for queries)."""
+
+    def __init__(self, settings: LexicalSettings) -> None:
+        require_lexical(settings.stemmer)
+        self.settings = settings
+        self.stemmer = None
+        if settings.stemmer:
+            import Stemmer
+
+            if settings.language not in Stemmer.algorithms():
+                raise ValueError(
+                    f"no stemmer for language {settings.language!r}; PyStemmer has {', '.join(Stemmer.algorithms())} "
+                    "(or turn stemming off: --no-stemmer / stemmer=False)"
+                )
+            self.stemmer = Stemmer.Stemmer(settings.language)
+
+    def __call__(self, texts: Sequence[str]) -> list[list[str]]:
+        import bm25s
+
+        if not texts:
+            return []
+        stopwords = self.settings.language if self.settings.stopwords else None
+        return bm25s.tokenize(
+            list(texts), stopwords=stopwords, stemmer=self.stemmer, return_ids=False, show_progress=False
+        )
+
+
+class LexicalBuilder:
+    """Builds the lexical index of a corpus read shard by shard into `folder` (see the module docstring)."""
+
+    def __init__(self, folder: str | os.PathLike, settings: LexicalSettings | None = None) -> None:
+        self.folder, self.settings = Path(folder), settings or LexicalSettings()
+        self.tokenize = TermTokenizer(self.settings)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.vocabulary: dict[str, int] = {}
+        self.documents = 0
+        self.lengths: list[np.ndarray] = []
+        self.files = {name: open(self.folder / f"{name}.part", "wb") for name in _PARTS}  # noqa: SIM115
+
+    def add(self, texts: Sequence[str]) -> None:
+        """Index the next `texts` of the corpus (documents keep the order they are added in)."""
+        tokens = self.tokenize(texts)
+        vocabulary = self.vocabulary
+        ids = [vocabulary.setdefault(term, len(vocabulary)) for doc in tokens for term in doc]
+        lengths = np.fromiter((len(doc) for doc in tokens), dtype=np.int64, count=len(tokens))
+        owners = np.repeat(np.arange(len(tokens), dtype=np.int64), lengths)
+        keys, counts = np.unique(owners * (len(vocabulary) + 1) + np.asarray(ids, dtype=np.int64), return_counts=True)
+        docs, terms = np.divmod(keys, len(vocabulary) + 1)
+        for name, values in zip(_PARTS, (docs + self.documents, terms, counts), strict=True):
+            values.astype(np.int32).tofile(self.files[name])
+        self.lengths.append(lengths.astype(np.int32))
+        self.documents += len(tokens)
+
+    def finish(self) -> None:
+        """Write the score matrix (bm25s's files) and `lexical.json`; the part files go."""
+        for handle in self.files.values():
+            handle.close()
+        parts = {name: np.fromfile(self.folder / f"{name}.part", dtype=np.int32) for name in _PARTS}
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int32)
+        vocab_size = len(self.vocabulary) + 1  # the last id is bm25s's empty token "" (queries with no known term)
+        k1, b = self.settings.k1, self.settings.b
+        df = np.bincount(parts["terms"], minlength=vocab_size)
+        idf = np.log(1 + (self.documents - df + 0.5) / (df + 0.5))
+        mean_length = max(float(lengths.mean()) if len(lengths) else 0.0, 1e-9)
+        tf = parts["counts"].astype(np.float64)
+        norm = k1 * ((1 - b) + b * lengths[parts["docs"]] / mean_length)
+        scores = (idf[parts["terms"]] * tf / (norm + tf)).astype(np.float32)
+        order = np.argsort(parts["terms"], kind="stable")  # documents stay ascending inside a term
+        indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
+        np.save(self.folder / "data.csc.index.npy", scores[order])
+        np.save(self.folder / "indices.csc.index.npy", parts["docs"][order])
+        np.save(self.folder / "indptr.csc.index.npy", indptr)
+        vocabulary = dict(self.vocabulary, **{"": vocab_size - 1})
+        (self.folder / "vocab.index.json").write_text(json.dumps(vocabulary, ensure_ascii=False), encoding="utf-8")
+        params = {
+            "k1": k1, "b": b, "delta": 0.5, "method": "lucene", "idf_method": "lucene", "dtype": "float32",
+            "int_dtype": "int32", "num_docs": self.documents, "version": _bm25s_version(), "backend": "numpy",
+        }  # fmt: skip
+        (self.folder / "params.index.json").write_text(json.dumps(params, indent=1), encoding="utf-8")
+        record = {"settings": asdict(self.settings), "count": self.documents, "terms": len(self.vocabulary)}
+        (self.folder / SETTINGS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        for name in _PARTS:
+            (self.folder / f"{name}.part").unlink()
+
+    def close(self) -> None:
+        for handle in self.files.values():
+            handle.close()
+
+
+def _bm25s_version() -> str:
+    import bm25s
+
+    return getattr(bm25s, "__version__", "unknown")
+
+
+def build_lexical_index(
+    texts: Sequence[str], folder: str | os.PathLike, settings: LexicalSettings | None = None, shard_size: int = 10_000
+) -> LexicalIndex:
+    """The lexical index of `texts` (row i <-> text i) written to `folder`, loaded."""
+    builder = LexicalBuilder(folder, settings)
+    try:
+        for start in range(0, len(texts), shard_size):
+            builder.add(list(texts[start : start + shard_size]))
+        builder.finish()
+    finally:
+        builder.close()
+    return LexicalIndex.load(folder)
+
+
+class LexicalIndex:
+    """A lexical index folder, memory-mapped; `search(queries, k)` -> (scores, rows), each `(n, k)`."""
+
+    def __init__(self, folder: Path, record: dict[str, Any], retriever: Any) -> None:
+        self.folder, self.record, self.retriever = folder, record, retriever
+        self.settings = LexicalSettings.from_dict(record["settings"])
+        self.tokenize = TermTokenizer(self.settings)
+
+    @staticmethod
+    def record_of(folder: str | os.PathLike) -> dict[str, Any]:
+        """The `lexical.json` of a lexical index folder: settings, count, terms."""
+        try:
+            return json.loads((Path(folder) / SETTINGS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise ValueError(f"corrupt lexical index {os.fspath(folder)!r}: {SETTINGS_FILE}: {error}") from None
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> LexicalIndex:
+        folder = Path(folder)
+        record = cls.record_of(folder)
+        require_lexical(bool(record.get("settings", {}).get("stemmer", True)))
+        import bm25s
+
+        return cls(folder, record, bm25s.BM25.load(folder, mmap=True))
+
+    def __len__(self) -> int:
+        return int(self.record["count"])
+
+    def search(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's `k` best rows by BM25 (score > 0 only: a row sharing no term is no hit) as
+        (scores, rows), `(n, k)` float32 / int64, best first, ties -> lower row first; missing hits have row -1."""
+        k = min(k, len(self))
+        scores_out = np.zeros((len(queries), k), dtype=np.float32)
+        rows_out = np.full((len(queries), k), -1, dtype=np.int64)
+        vocabulary = self.retriever.vocab_dict
+        for q, terms in enumerate(self.tokenize(list(queries))):
+            ids = [vocabulary[t] for t in terms if t in vocabulary]
+            if not ids or k == 0:
+                continue
+            scores = np.asarray(self.retriever.get_scores_from_ids(ids), dtype=np.float32)
+            rows = top_rows(scores, k)
+            rows = rows[scores[rows] > 0]
+            scores_out[q, : len(rows)], rows_out[q, : len(rows)] = scores[rows], rows
+        return scores_out, rows_out
+
+
+def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """The `k` rows of highest score, best first, ties broken by the lower row."""
+    k = min(k, len(scores))
+    if k == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < len(scores):
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        candidates = np.flatnonzero(scores >= kth)
+    else:
+        candidates = np.arange(len(scores))
+    order = np.lexsort((candidates, -scores[candidates]))
+    return candidates[order][:k].astype(np.int64)
