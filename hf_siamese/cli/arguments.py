@@ -198,12 +198,12 @@ def add_lexical_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--b", type=float, default=0.75, help="BM25 length normalization, 0-1 (default: 0.75)")
 
 
-def add_first_stage_arguments(parser: argparse.ArgumentParser) -> None:
-    """--first-stage dense|lexical|hybrid, --fusion rrf|zscore, --dense-weight W: what retrieves (before a rerank)."""
+def add_first_stage_arguments(parser: argparse.ArgumentParser, default: str) -> None:
+    """--first-stage dense|lexical|hybrid, --fusion rrf|zscore, --dense-weight W: what retrieves (before a rerank);
+    `default` says what it is when not given."""
     parser.add_argument(
         "--first-stage", choices=("dense", "lexical", "hybrid"),
-        help="what retrieves: the vectors (dense), BM25 (lexical), or both fused (hybrid); default: hybrid where the "
-        "index has its lexical part and bm25s is installed, else dense",
+        help=f"what retrieves: the vectors (dense), BM25 (lexical), or both fused (hybrid); default: {default}",
     )  # fmt: skip
     parser.add_argument(
         "--fusion", choices=("rrf", "zscore"), default="rrf",

@@ -4,6 +4,7 @@ BEIR folder the IR table, and with --rerank CE_DIR the first stage's and the two
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from .common import (
     DEMO_DEV_NAME,
@@ -29,6 +30,8 @@ def run_eval(args: argparse.Namespace) -> int:
         return run_retrieval_eval(args)
     if args.rerank is not None or args.rerank_top is not None:
         raise ValueError("--rerank/--rerank-top apply to a BEIR folder (retrieve, then rerank), not to scored pairs")
+    if args.first_stage is not None or args.dense_weight is not None:
+        raise ValueError("--first-stage/--dense-weight apply to a BEIR folder (retrieval), not to scored pairs")
 
     if (args.sentences is None) != (args.heatmap is None):
         raise ValueError("--sentences and --heatmap go together: the heatmap shows the sentences of the file")
@@ -84,6 +87,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     --rerank, each metric@k of the first stage and of the two stages side by side."""
     from ..data.beir import beir_split, read_beir
     from ..retrieval.evaluation import evaluate_retrieval
+    from .index import lexical_settings
     from .search import rerank_options
 
     for option in ("columns", "score_range", "sentences", "plot"):
@@ -95,22 +99,54 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
+    first_stage = args.first_stage or "dense"
+    if args.choose_dense_weight:
+        return _choose_dense_weight(args, data, split, model, tokenizer)
     metrics = evaluate_retrieval(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
-        rerank=reranker, rerank_top=rerank_top,
+        rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=args.fusion,
+        dense_weight=args.dense_weight, lexical_settings=lexical_settings(args),
     )  # fmt: skip
-    print(f"Retrieval evaluation of {args.model or default_model_path()}")
+    print(f"Retrieval evaluation of {args.model or default_model_path()}, first stage: {first_stage}")
     print(f"on {args.data} ({split} split): {metrics['num_queries']} queries, {len(data.corpus)} documents")
     ks = list(data.k_values)
+    columns = [(first_stage, "")]
+    if first_stage == "hybrid":
+        fused = f"fused ({args.fusion})"
+        columns = [("lexical", "lexical_"), ("dense", "dense_"), (fused, "")]
     if reranker is not None:
         print(f"reranked by {args.rerank}: the first stage's top {metrics['rerank_top']} per query")
-        print(f"{'metric':<14}{'first stage':>12}{'reranked':>10}{'change':>9}   (x100)")
+        columns.append(("reranked", "rerank_"))
+    if len(columns) > 1:
+        print(f"{'metric':<14}" + "".join(f"{title:>14}" for title, _ in columns) + "   (x100)")
         for name in ("ndcg", "mrr", "recall", "map", "precision"):
             for k in ks:
-                first, second = metrics[f"{name}@{k}"], metrics[f"rerank_{name}@{k}"]
-                print(f"{name + '@' + str(k):<14}{first:>12.2f}{second:>10.2f}{second - first:>+9.2f}")
+                cells = "".join(f"{metrics[f'{prefix}{name}@{k}']:>14.2f}" for _, prefix in columns)
+                print(f"{name + '@' + str(k):<14}{cells}")
         return 0
     print(f"{'metric':<12}" + "".join(f"{'@' + str(k):>9}" for k in ks) + "   (x100)")
     for name in ("ndcg", "mrr", "recall", "map", "precision"):
         print(f"{name:<12}" + "".join(f"{metrics[f'{name}@{k}']:>9.2f}" for k in ks))
+    return 0
+
+
+def _choose_dense_weight(args: argparse.Namespace, data: Any, split: str, model: Any, tokenizer: Any) -> int:
+    """--choose-dense-weight: nDCG@10 of z-score hybrid fusion at each dense weight on this split, and the best."""
+    from ..retrieval.evaluation import choose_hybrid_weight
+    from .index import lexical_settings
+
+    if args.rerank is not None or args.dense_weight is not None:
+        raise ValueError(
+            "--choose-dense-weight measures every weight of the first stage: give no --rerank or --dense-weight"
+        )
+    if split == "test":
+        print("note: choosing on the test split; report a test figure only for a weight chosen on train or dev queries")
+    best, measured = choose_hybrid_weight(
+        model, data, tokenizer=tokenizer, batch_size=args.batch_size, lexical_settings=lexical_settings(args),
+        show_progress_bar=True,
+    )  # fmt: skip
+    print(f"z-score hybrid fusion on {args.data} ({split} split): nDCG@10 x100 by the dense list's weight")
+    for weight, value in measured.items():
+        print(f"  {weight:.1f}  {value:6.2f}" + ("  <- best" if weight == best else ""))
+    print(f"use: --first-stage hybrid --fusion zscore --dense-weight {best}")
     return 0

@@ -9,6 +9,8 @@ from typing import NoReturn
 from .adapt import add_adapt_command
 from .arguments import (
     add_data_arguments,
+    add_first_stage_arguments,
+    add_lexical_arguments,
     add_model_arguments,
     add_rerank_arguments,
     interpolate_option,
@@ -183,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--plot", metavar="PNG", help="write a scatter plot of cosine similarity vs gold score")
     evaluate.add_argument("--sentences", metavar="FILE", help="text file, one sentence per line, for --heatmap")
     evaluate.add_argument("--heatmap", metavar="PNG", help="write the similarity matrix of --sentences as a heatmap")
+    add_first_stage_arguments(evaluate, "dense (a BEIR folder; hybrid builds BM25 over its corpus in a moment)")
+    add_lexical_arguments(evaluate)
+    evaluate.add_argument(
+        "--choose-dense-weight", action="store_true",
+        help="BEIR folder: print nDCG@10 of z-score hybrid fusion at dense weights 0, 0.1, ..., 1 on --split and the "
+        "best (choose on train or dev queries, then eval test with --fusion zscore --dense-weight W)",
+    )  # fmt: skip
     add_rerank_arguments(evaluate)
     evaluate.set_defaults(handler=run_eval)
 

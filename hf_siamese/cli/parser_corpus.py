@@ -190,7 +190,9 @@ def add_corpus_commands(commands: Any) -> None:
         "only with --embeddings-dir, where the index is kept)",
         deprecated_alias=True,
     )  # fmt: skip
-    add_first_stage_arguments(search)
+    add_first_stage_arguments(
+        search, "hybrid where the index has its lexical part and bm25s is installed, else dense (--corpus: dense)"
+    )
     add_rerank_arguments(search)
     search.set_defaults(handler=run_search)
 

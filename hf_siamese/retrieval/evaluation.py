@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..data.beir import RetrievalDataset
+from ..metrics import exact_search
+from .hybrid import check_first_stage, choose_dense_weight, fuse
+from .lexical import LexicalSettings, build_lexical_index
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
 # Prompt names tried, in order, for each side when a model has prompts (E5/BGE-style checkpoints).
@@ -80,67 +83,149 @@ def evaluate_retrieval(
     rerank: Any = None,
     rerank_top: int = RERANK_TOP,
     first_stage_weight: float | None = None,
+    first_stage: str = "dense",
+    fusion: str = "rrf",
+    dense_weight: float | None = None,
+    lexical_settings: LexicalSettings | None = None,
 ) -> dict[str, float]:
-    """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of `model` on a retrieval set, ranking
-    the whole corpus by the model's similarity (exact search, in chunks).
+    """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of a first stage on a retrieval set.
+
+    `first_stage`: "dense" ranks the whole corpus by the model's similarity (exact search, in chunks); "lexical" by
+    BM25 (`lexical.py`, `lexical_settings`; `model` may be None); "hybrid" fuses the two (`hybrid.fuse`: `fusion`,
+    `dense_weight`) and also reports each stage alone under the same names prefixed `dense_` and `lexical_`. Lexical
+    and hybrid rank each stage's best `max(k, rerank_top)` documents.
 
     With `rerank` (a cross-encoder, or any object with `.predict(pairs)`: see `rerank.rerank_hits`), two stages: the
-    model's `rerank_top` best documents per query (all of the corpus if it is smaller, with a warning) are re-scored
-    on (query text, document text) pairs, without prompts, `batch_size` pairs at a time. The result then holds the
-    first stage's metrics as without `rerank` and, side by side, the two stages' under the same names prefixed
-    `rerank_` (`rerank_ndcg@10`, ...), plus `rerank_top` (the depth reranked). A relevant document the first stage did
-    not retrieve is NOT added to the candidates, so the reranked numbers are what a deployed two-stage search scores
-    (not a reranker's ceiling on ideal candidates). Below `rerank_top` (a k larger than it) the reranked ranking
-    goes on in the first stage's order. Under several processes each reranks every query (the same numbers).
-    `first_stage_weight` fuses the reranker's and the first stage's scores as `rerank.rerank_hits` does (default:
-    the reranker's own weight)."""
-    from ..metrics import exact_search, retrieval_metrics, retrieval_metrics_from_embeddings
+    first stage's `rerank_top` best documents per query (hybrid: the union of both stages' `rerank_top`; all of the
+    corpus if it is smaller, with a warning) are re-scored on (query text, document text) pairs, without prompts,
+    `batch_size` pairs at a time. The result then holds the first stage's metrics as without `rerank` and, side by
+    side, the two stages' under the same names prefixed `rerank_` (`rerank_ndcg@10`, ...), plus `rerank_top` (the
+    depth reranked). A relevant document the first stage did not retrieve is NOT added to the candidates, so the
+    reranked numbers are what a deployed two-stage search scores (not a reranker's ceiling on ideal candidates).
+    Below the candidates (a k larger than they are) the reranked ranking goes on in the first stage's order. Under
+    several processes each reranks every query (the same numbers). `first_stage_weight` fuses the reranker's and the
+    first stage's scores as `rerank.rerank_hits` does (default: the reranker's own weight)."""
+    from ..metrics import retrieval_metrics, retrieval_metrics_from_embeddings
 
+    check_first_stage(first_stage, fusion, dense_weight)
     depth = None if rerank is None else check_rerank(rerank, rerank_top, 1, len(dataset.corpus))
-    query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
-        model,
-        dataset,
-        tokenizer=tokenizer,
-        batch_size=batch_size,
-        process_index=process_index,
-        num_processes=num_processes,
-        show_progress_bar=show_progress_bar,
-    )
     ks = sorted(set(dataset.k_values))
-    if depth is None:
-        return retrieval_metrics_from_embeddings(
-            queries,
-            corpus,
-            query_ids,
-            corpus_ids,
-            dataset.qrels,
-            k_values=ks,
-            similarity=model.config.similarity,
-            percent=percent,
-        )
+    if first_stage != "lexical":
+        query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
+            model, dataset, tokenizer=tokenizer, batch_size=batch_size, process_index=process_index,
+            num_processes=num_processes, show_progress_bar=show_progress_bar,
+        )  # fmt: skip
+        if depth is None and first_stage == "dense":
+            return retrieval_metrics_from_embeddings(
+                queries, corpus, query_ids, corpus_ids, dataset.qrels, k_values=ks,
+                similarity=model.config.similarity, percent=percent,
+            )  # fmt: skip
+    corpus_ids = list(dataset.corpus)
     judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
-    row = {query_id: i for i, query_id in enumerate(query_ids)}
-    found_scores, found = exact_search(
-        queries[[row[q] for q in judged]], corpus, max(depth, ks[-1]), similarity=model.config.similarity
-    )
-    rankings = {q: [corpus_ids[j] for j in rows] for q, rows in zip(judged, found.tolist(), strict=True)}
+    reach = min(max(ks[-1], depth or 0), len(corpus_ids))
+    runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if first_stage != "lexical":
+        row = {query_id: i for i, query_id in enumerate(query_ids)}
+        runs["dense"] = exact_search(queries[[row[q] for q in judged]], corpus, reach, model.config.similarity)
+    if first_stage != "dense":
+        runs["lexical"] = lexical_run(dataset, judged, reach, lexical_settings)
+    if first_stage == "hybrid":
+        runs["hybrid"] = fuse(runs["dense"], runs["lexical"], fusion, dense_weight)
+
+    def rankings(rows: np.ndarray) -> dict[str, list[str]]:
+        return {q: [corpus_ids[j] for j in found if j >= 0] for q, found in zip(judged, rows.tolist(), strict=True)}
+
+    metrics = retrieval_metrics(rankings(runs[first_stage][1]), dataset.qrels, ks, percent=percent)
+    if first_stage == "hybrid":
+        for stage in ("dense", "lexical"):
+            alone = retrieval_metrics(rankings(runs[stage][1]), dataset.qrels, ks, percent=percent)
+            metrics.update({f"{stage}_{name}": value for name, value in alone.items() if name != "num_queries"})
+    if depth is None:
+        return metrics
+    found_scores, found = runs[first_stage]
+    if first_stage == "hybrid":  # the union of both stages' best `depth`
+        found_scores, found = fuse(
+            *(tuple(a[:, :depth] for a in runs[s]) for s in ("dense", "lexical")), fusion, dense_weight
+        )
+    else:
+        found_scores, found = found_scores[:, :depth], found[:, :depth]
     candidates = [
         [
-            {"id": doc, "text": dataset.corpus[doc], "rank": rank, "score": float(score)}
-            for rank, (doc, score) in enumerate(zip(rankings[q][:depth], scores[:depth], strict=True), 1)
+            {"id": corpus_ids[j], "text": dataset.corpus[corpus_ids[j]], "rank": rank, "score": float(score)}
+            for rank, (j, score) in enumerate(((j, s) for j, s in zip(rows, scores, strict=True) if j >= 0), 1)
         ]
-        for q, scores in zip(judged, found_scores.tolist(), strict=True)
+        for rows, scores in zip(found.tolist(), found_scores.tolist(), strict=True)
     ]
     reranked = rerank_hits(
         rerank, [dataset.queries[q] for q in judged], candidates, batch_size=batch_size,
         show_progress_bar=show_progress_bar, first_stage_weight=first_stage_weight,
     )  # fmt: skip
-    second = {q: [hit["id"] for hit in hits] + rankings[q][depth:] for q, hits in zip(judged, reranked, strict=True)}
-    metrics = retrieval_metrics(rankings, dataset.qrels, ks, percent=percent)
+    first = rankings(runs[first_stage][1])
+    second = {}
+    for q, hits in zip(judged, reranked, strict=True):
+        seen = [hit["id"] for hit in hits]
+        second[q] = seen + [doc for doc in first[q] if doc not in set(seen)]
     two_stage = retrieval_metrics(second, dataset.qrels, ks, percent=percent)
     metrics.update({f"rerank_{name}": value for name, value in two_stage.items() if name != "num_queries"})
     metrics["rerank_top"] = depth
     return metrics
 
 
-__all__ = ["CORPUS_PROMPT_NAMES", "QUERY_PROMPT_NAMES", "embed_retrieval_set", "evaluate_retrieval", "side_prompt"]
+def choose_hybrid_weight(
+    model: Any,
+    dataset: RetrievalDataset,
+    *,
+    tokenizer: Any = None,
+    batch_size: int = 32,
+    lexical_settings: LexicalSettings | None = None,
+    depth: int = RERANK_TOP,
+    metric: str = "ndcg@10",
+    show_progress_bar: bool = False,
+) -> tuple[float, dict[float, float]]:
+    """The z-score fusion weight of the dense list (0, 0.1, ..., 1) that scores best by `metric` on this set's judged
+    queries, and each weight's score (x100). Give it held-out queries (a train or dev split), never the test split
+    its result is reported on."""
+    from ..metrics import retrieval_metrics
+
+    query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
+        model, dataset, tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar
+    )
+    judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
+    if not judged:
+        raise ValueError("choosing the hybrid weight needs queries with relevance judgements; this split has none")
+    row = {query_id: i for i, query_id in enumerate(query_ids)}
+    reach = min(depth, len(corpus_ids))
+    dense = exact_search(queries[[row[q] for q in judged]], corpus, reach, model.config.similarity)
+    lexical = lexical_run(dataset, judged, reach, lexical_settings)
+    k = int(metric.split("@")[1])
+
+    def quality(rows: np.ndarray) -> float:
+        ranked = {q: [corpus_ids[j] for j in found if j >= 0] for q, found in zip(judged, rows.tolist(), strict=True)}
+        return retrieval_metrics(ranked, dataset.qrels, [k], percent=True)[metric]
+
+    return choose_dense_weight(dense, lexical, quality)
+
+
+def lexical_run(
+    dataset: RetrievalDataset, query_ids: Sequence[str], depth: int, settings: LexicalSettings | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """BM25's (scores, corpus rows) of the queries `query_ids` over the set's corpus (its order), `depth` each: an
+    index built in a temporary folder."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hf-siamese-lexical-") as folder:
+        index = build_lexical_index(list(dataset.corpus.values()), folder, settings)
+        found = index.search([dataset.queries[q] for q in query_ids], depth)
+        del index
+    return found
+
+
+__all__ = [
+    "CORPUS_PROMPT_NAMES",
+    "QUERY_PROMPT_NAMES",
+    "embed_retrieval_set",
+    "choose_hybrid_weight",
+    "evaluate_retrieval",
+    "lexical_run",
+    "side_prompt",
+]
