@@ -225,16 +225,48 @@ def latency_part(workdir: Path) -> dict:
     }  # fmt: skip
 
 
+def memory_part(workdir: Path, documents: int = 200_000) -> dict:
+    """Peak memory of building the lexical part of `documents` abstracts (SciFact's 5,183 cycled, each copy with a
+    marker term of its own, so the vocabulary grows as a real corpus's does), read 10,000 at a time as build_index
+    does; run it in a fresh process (`--parts memory`): the peak is the process's."""
+    import resource
+
+    from hf_siamese.retrieval.lexical import LexicalBuilder
+
+    _, test = stages.load_splits()
+    texts = list(test.corpus.values())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    folder = Path(tempfile.mkdtemp()) / "lexical"
+    began = time.perf_counter()
+    builder = LexicalBuilder(folder)
+    for start in range(0, documents, 10_000):
+        builder.add(
+            [f"{texts[i % len(texts)]} copy{i // len(texts)}" for i in range(start, min(start + 10_000, documents))]
+        )
+    reading = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    builder.finish()
+    pairs = len(np.load(folder / "indices.csc.index.npy", mmap_mode="r"))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    size = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
+    return {
+        "documents": documents, "(document, term) pairs": pairs, "terms": len(builder.vocabulary),
+        "build s": round(time.perf_counter() - began, 1), "process MiB before": round(before),
+        "peak MiB while reading": round(reading), "peak MiB at the end (sort + write)": round(peak),
+        "bytes a pair at the peak, above the start": round((peak - before) * 2**20 / pairs, 1),
+        "index MiB on disk": round(size, 1),
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default="first,rerank,latency")
+    parser.add_argument("--parts", default="first,rerank,latency", help="first, rerank, latency, memory (alone)")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "ce_scifact")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     from bench_cross_encoder import cpu_flags
 
     print(f"# bench_hybrid_scifact; {cpu_flags()}", flush=True)
-    parts = {"first": first_part, "rerank": rerank_part, "latency": latency_part}
+    parts = {"first": first_part, "rerank": rerank_part, "latency": latency_part, "memory": memory_part}
     for name in args.parts.split(","):
         result = parts[name](args.workdir)
         print(f"## {name}\n{json.dumps(result, indent=1)}", flush=True)

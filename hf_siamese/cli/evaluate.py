@@ -117,6 +117,13 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     if reranker is not None:
         print(f"reranked by {args.rerank}: the first stage's top {metrics['rerank_top']} per query")
         columns.append(("reranked", "rerank_"))
+    if reranker is not None and first_stage != "hybrid":
+        print(f"{'metric':<14}{'first stage':>12}{'reranked':>10}{'change':>9}   (x100)")
+        for name in ("ndcg", "mrr", "recall", "map", "precision"):
+            for k in ks:
+                first, second = metrics[f"{name}@{k}"], metrics[f"rerank_{name}@{k}"]
+                print(f"{name + '@' + str(k):<14}{first:>12.2f}{second:>10.2f}{second - first:>+9.2f}")
+        return 0
     if len(columns) > 1:
         print(f"{'metric':<14}" + "".join(f"{title:>14}" for title, _ in columns) + "   (x100)")
         for name in ("ndcg", "mrr", "recall", "map", "precision"):

@@ -46,12 +46,14 @@ def test_approximate_index_and_ids(tmp_path: Path, tiny_tokenizer) -> None:
     renamed = [[(rank, f"d{doc}", text, score) for rank, doc, text, score in hits] for hits in expected]
     assert _hits(load_index(tmp_path / "idx"), model, tiny_tokenizer) == renamed
     # without faiss the approximate index is searched exactly, with a warning
-    original = vector_index.faiss_available
-    vector_index.faiss_available = lambda: False
+    from hf_siamese.retrieval import index_search
+
+    original = index_search.faiss_available
+    index_search.faiss_available = lambda: False
     try:
         assert load_index(tmp_path / "idx").backend == "exact"
     finally:
-        vector_index.faiss_available = original
+        index_search.faiss_available = original
 
 
 def test_ivf_parts_give_the_hits_of_one_index(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from conftest import WORDS, make_tiny_model
 import hf_siamese
 from hf_siamese.cli import main
 from hf_siamese.metrics import exact_search
-from hf_siamese.retrieval import vector_index
+from hf_siamese.retrieval import index_search, vector_index
 from hf_siamese.retrieval.vector_index import VectorIndex, build_index, load_index
 
 _rng = random.Random(0)
@@ -159,6 +159,7 @@ def test_faiss_index_opens_without_faiss(tmp_path: Path, tiny_tokenizer, monkeyp
     model = make_tiny_model()
     built = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, approximate=True)
     hits = built.search(model, QUERIES, first_stage="dense", top_k=4, tokenizer=tiny_tokenizer)
+    monkeypatch.setattr(index_search, "faiss_available", lambda: False)
     monkeypatch.setattr(vector_index, "faiss_available", lambda: False)
     fallback = load_index(tmp_path / "idx")
     assert fallback.backend == "exact" and "faiss is not installed" in caplog.text
