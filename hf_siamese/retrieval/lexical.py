@@ -3,9 +3,10 @@
 Texts are tokenized by `bm25s.tokenize` (lower-cased word runs of 2+ characters, the language's stopwords left out,
 PyStemmer's stemmer for the language). The build reads the corpus once, shard by shard, beside the encoder
 (`LexicalBuilder.add`): each shard's (document, term, count) triples go to flat int32 files on disk, so memory holds
-one shard plus the vocabulary while reading. `finish` then makes bm25s's score matrix from those files (about 20
-bytes a (document, term) pair, held while it sorts them by term) and writes it in bm25s's own format (numpy arrays,
-no pickle), which `bm25s.BM25.load(folder, mmap=True)` opens too. A document's weight for a term is
+one shard plus the vocabulary and 4 bytes a document while reading. `finish` then sorts those triples by term in
+buckets of consecutive terms (a bucket's triples at a time, `BUCKET`) into bm25s's score matrix, written through a
+memory map in bm25s's own format (numpy arrays, no pickle), which `bm25s.BM25.load(folder, mmap=True)` opens too.
+A document's weight for a term is
 `idf * tf / (tf + k1 * (1 - b + b * length / mean_length))`, `idf = ln(1 + (N - df + 0.5) / (df + 0.5))`, exactly
 bm25s's `method="lucene"` (tested against it); a query scores the sum over its terms.
 
@@ -27,6 +28,8 @@ LEXICAL_DIR = "lexical"
 SETTINGS_FILE = "lexical.json"
 INSTALL = "pip install 'hf-siamese[lexical]'"
 _PARTS = ("docs", "terms", "counts")
+CHUNK = 1 << 22  # (document, term, count) triples read at a time when the index is finished
+BUCKET = 1 << 22  # triples sorted at a time
 _STOPWORD_LANGUAGES = (
     "english", "german", "dutch", "french", "spanish", "portuguese", "italian", "russian", "swedish", "norwegian",
     "chinese", "turkish", "korean", "danish",
@@ -134,23 +137,55 @@ class LexicalBuilder:
         self.documents += len(tokens)
 
     def finish(self) -> None:
-        """Write the score matrix (bm25s's files) and `lexical.json`; the part files go."""
+        """Write the score matrix (bm25s's files) and `lexical.json`; the part files go.
+
+        Bounded memory at any corpus size: the (document, term, count) triples are read `CHUNK` at a time and spread
+        into files of consecutive terms of at most about `BUCKET` triples each; each such file is then sorted by term
+        (documents stay ascending) and its scores written into the memory-mapped output."""
         for handle in self.files.values():
             handle.close()
-        parts = {name: np.fromfile(self.folder / f"{name}.part", dtype=np.int32) for name in _PARTS}
+        paths = {name: self.folder / f"{name}.part" for name in _PARTS}
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int32)
         vocab_size = len(self.vocabulary) + 1  # the last id is bm25s's empty token "" (queries with no known term)
         k1, b = self.settings.k1, self.settings.b
-        df = np.bincount(parts["terms"], minlength=vocab_size)
+        pairs = paths["terms"].stat().st_size // 4
+        df = np.zeros(vocab_size, dtype=np.int64)
+        for start in range(0, pairs, CHUNK):
+            df += np.bincount(_read_part(paths["terms"], start), minlength=vocab_size)
         idf = np.log(1 + (self.documents - df + 0.5) / (df + 0.5))
         mean_length = max(float(lengths.mean()) if len(lengths) else 0.0, 1e-9)
-        tf = parts["counts"].astype(np.float64)
-        norm = k1 * ((1 - b) + b * lengths[parts["docs"]] / mean_length)
-        scores = (idf[parts["terms"]] * tf / (norm + tf)).astype(np.float32)
-        order = np.argsort(parts["terms"], kind="stable")  # documents stay ascending inside a term
         indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
-        np.save(self.folder / "data.csc.index.npy", scores[order])
-        np.save(self.folder / "indices.csc.index.npy", parts["docs"][order])
+        # bucket j holds the terms bounds[j] .. bounds[j + 1] - 1
+        bounds = [0]
+        while bounds[-1] < vocab_size:
+            end = int(np.searchsorted(indptr, indptr[bounds[-1]] + BUCKET, side="right")) - 1
+            bounds.append(min(max(end, bounds[-1] + 1), vocab_size))
+        bounds_array = np.asarray(bounds[1:-1], dtype=np.int64)
+        buckets = [open(self.folder / f"bucket-{j}.part", "wb") for j in range(len(bounds) - 1)]  # noqa: SIM115
+        try:
+            for start in range(0, pairs, CHUNK):
+                triples = np.stack([_read_part(paths[name], start) for name in _PARTS], axis=1)
+                owner = np.searchsorted(bounds_array, triples[:, 1], side="right")
+                order = np.argsort(owner, kind="stable")
+                cuts = np.searchsorted(owner[order], np.arange(len(buckets) + 1))
+                for j, handle in enumerate(buckets):
+                    triples[order[cuts[j] : cuts[j + 1]]].tofile(handle)
+        finally:
+            for handle in buckets:
+                handle.close()
+        data = _npy_writer(self.folder / "data.csc.index.npy", np.float32, pairs)
+        indices = _npy_writer(self.folder / "indices.csc.index.npy", np.int32, pairs)
+        for j in range(len(buckets)):  # buckets in term order: the output is written front to back
+            path = self.folder / f"bucket-{j}.part"
+            triples = np.fromfile(path, dtype=np.int32).reshape(-1, 3)
+            path.unlink()
+            triples = triples[np.argsort(triples[:, 1], kind="stable")]
+            docs, terms, tf = triples[:, 0], triples[:, 1], triples[:, 2].astype(np.float64)
+            norm = k1 * ((1 - b) + b * lengths[docs] / mean_length)
+            (idf[terms] * tf / (norm + tf)).astype(np.float32).tofile(data)
+            docs.tofile(indices)
+        data.close()
+        indices.close()
         np.save(self.folder / "indptr.csc.index.npy", indptr)
         vocabulary = dict(self.vocabulary, **{"": vocab_size - 1})
         (self.folder / "vocab.index.json").write_text(json.dumps(vocabulary, ensure_ascii=False), encoding="utf-8")
@@ -167,6 +202,19 @@ class LexicalBuilder:
     def close(self) -> None:
         for handle in self.files.values():
             handle.close()
+
+
+def _read_part(path: Path, start: int) -> np.ndarray:
+    """`CHUNK` int32 values of a part file from value `start` (read, not mapped: memory stays a chunk's)."""
+    return np.fromfile(path, dtype=np.int32, count=CHUNK, offset=4 * start)
+
+
+def _npy_writer(path: Path, dtype: Any, length: int) -> Any:
+    """An open .npy file of `length` values of `dtype`, its header written: the values follow with `tofile`."""
+    handle = open(path, "wb")  # noqa: SIM115
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": (length,)}
+    np.lib.format.write_array_header_2_0(handle, header)
+    return handle
 
 
 def _bm25s_version() -> str:

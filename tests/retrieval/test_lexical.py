@@ -59,6 +59,16 @@ def test_scores_are_bm25s_lucene_scores_whatever_the_shards(tmp_path, settings) 
     assert opened.scores["num_docs"] == len(DOCS) and not list((tmp_path / "lex").glob("*.part"))
 
 
+def test_small_buckets_and_chunks_give_the_same_index(tmp_path, monkeypatch) -> None:
+    whole = build_lexical_index(DOCS, tmp_path / "whole").search(QUERIES, len(DOCS))
+    monkeypatch.setattr(lexical, "CHUNK", 7)  # triples read 7 at a time
+    monkeypatch.setattr(lexical, "BUCKET", 5)  # and sorted in buckets of about 5
+    parts = build_lexical_index(DOCS, tmp_path / "parts", shard_size=2).search(QUERIES, len(DOCS))
+    np.testing.assert_array_equal(parts[1], whole[1])
+    np.testing.assert_allclose(parts[0], whole[0], rtol=1e-6)
+    assert not list((tmp_path / "parts").glob("*.part"))
+
+
 def test_top_rows_breaks_ties_by_the_lower_row() -> None:
     assert top_rows(np.array([1.0, 3.0, 3.0, 2.0, 3.0]), 3).tolist() == [1, 2, 4]
     assert top_rows(np.array([0.5, 0.5]), 5).tolist() == [0, 1]
