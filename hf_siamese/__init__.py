@@ -54,8 +54,9 @@ __version__ = "0.1.0"
 # retrieval modules faiss / pyarrow when present.
 _LAZY = {
     **dict.fromkeys(("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings"), "metrics"),
-    **dict.fromkeys(("VectorIndex", "build_index"), "retrieval.vector_index"),
+    **dict.fromkeys(("VectorIndex", "build_index", "add_lexical"), "retrieval.vector_index"),
     "load_index": "retrieval.vector_index",
+    "LexicalSettings": "retrieval.lexical",
     **dict.fromkeys(("encode_corpus", "read_corpus_shards"), "retrieval.corpus"),
     **dict.fromkeys(("similar_pairs", "cluster"), "retrieval.similar"),
     "export_model": "formats.export",
@@ -119,6 +120,8 @@ __all__ = [
     "sts_metrics_from_embeddings",
     "VectorIndex",
     "build_index",
+    "add_lexical",
+    "LexicalSettings",
     "load_index",
     "encode_corpus",
     "read_corpus_shards",
