@@ -30,19 +30,15 @@ if TYPE_CHECKING:
 
 
 def _infer_loss(dataset: datasets.Dataset, source: str) -> str:
-    """Same rule as SiameseTrainer: no label -> mnr, float score -> cosine, class label -> softmax."""
+    """SiameseTrainer's rule (`trainer_data.default_loss`) on the columns of `dataset` (named `source` in errors)."""
     from ..data.columns import detect_layout
+    from ..training.trainer_data import default_loss
 
     try:
         layout = detect_layout(dataset.column_names)
     except ValueError as err:
         raise ValueError(f"{source}: {err}") from None
-    if layout.label is None:
-        return "mnr"
-    first = dataset[0][layout.label]
-    if isinstance(first, list):  # a teacher's scores of the row's documents (`mine --teacher`)
-        return "margin_mse"
-    return "cosine" if isinstance(first, float) else "softmax"
+    return default_loss(None if layout.label is None else dataset[0][layout.label])
 
 
 def _as_scores(dataset: datasets.Dataset, source: str, loss: str) -> datasets.Dataset:

@@ -19,7 +19,7 @@ from ..modeling.attention_kernels import attention_dropout_off, training_attenti
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
-from .trainer_data import SiameseDataMixin
+from .trainer_data import SiameseDataMixin, default_loss
 from .trainer_evaluation import SiameseEvaluationMixin
 from .trainer_setup import HostFreeStepMixin, copy_pad_token, start_trainer, text_column_args
 
@@ -236,10 +236,7 @@ class SiameseTrainer(HostFreeStepMixin, SiameseEvaluationMixin, SiameseDataMixin
         else:
             raise ValueError("SiameseTrainer: pass loss= ('cosine', 'cosent', 'softmax', 'mnr' or a loss object).")
         layout = collator.layout(columns) if isinstance(collator, SiamesePairCollator) else detect_layout(columns)
-        if layout.label is None:
-            chosen = "mnr"
-        else:
-            chosen = "cosine" if isinstance(first[layout.label], float) else "softmax"
+        chosen = default_loss(None if layout.label is None else first[layout.label])
         logger.info("SiameseTrainer: no loss given; using %r for columns %s.", chosen, columns)
         return get_loss(chosen)
 

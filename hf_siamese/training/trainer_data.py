@@ -18,6 +18,17 @@ from .pretokenize import TokenizedRows, is_tokenized, tokenize_dataset
 from .sampler import NoDuplicatesBatchSampler
 from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
 
+
+def default_loss(label: Any) -> str:
+    """The loss a training set gets when none is named, from its first row's label (the one rule of `SiameseTrainer`
+    and `hf-siamese train`): no label column (`label is None`) -> "mnr"; a list of scores (a teacher's, from
+    `mine --teacher`) -> "margin_mse"; a float score -> "cosine"; a class label -> "softmax"."""
+    if label is None:
+        return "mnr"
+    if isinstance(label, list | tuple):
+        return "margin_mse"
+    return "cosine" if isinstance(label, float) else "softmax"
+
 logger = logging.getLogger(__name__)
 
 
