@@ -39,6 +39,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+def warmup_ratio(text: str) -> float:
+    """A share of the training steps spent warming up: a number from 0 to below 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share of the steps from 0 to below 1, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share of the steps from 0 to below 1 (0.1: 10%), got {text!r}")
+    return value
+
+
 def unit_float(text: str) -> float:
     """A number in [0, 1] (a weight)."""
     try:

@@ -17,6 +17,7 @@ from .arguments import (
     loss_option,
     positive_float,
     positive_int,
+    warmup_ratio,
 )
 from .augment import add_augment_command
 from .common import DEMO_OUTPUT_DIR, DTYPES, LOSS_NAMES, PROG
@@ -124,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--epochs", type=positive_float, help="default: 4 with --recipe best, else 1")
     run.add_argument("--batch-size", type=positive_int, default=16, help="per device (default: 16)")
     run.add_argument("--lr", type=float, default=5e-5, help="learning rate (default: 5e-5)")
-    run.add_argument("--warmup-ratio", type=float, default=0.1, help="linear warmup share of the steps (default: 0.1)")
+    run.add_argument(
+        "--warmup-ratio", type=warmup_ratio, default=0.1, help="linear warmup share of the steps (default: 0.1)"
+    )
     run.add_argument("--seed", type=int, default=42, help="default: 42")
     run.add_argument(
         "--group-by-length",

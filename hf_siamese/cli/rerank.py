@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -52,10 +53,10 @@ def read_candidates(path: str) -> list[tuple[str, list[dict[str, Any]]]]:
             if scores is not None and (
                 not isinstance(scores, list)
                 or len(scores) != len(documents)
-                or any(isinstance(v, bool) or not isinstance(v, int | float) for v in scores)
+                or any(isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) for v in scores)
             ):
                 raise ValueError(
-                    f'{where}: "scores" must hold one number per document ({len(documents)}), got {scores!r:.80}'
+                    f'{where}: "scores" must hold one finite number per document ({len(documents)}), got {scores!r:.80}'
                 )
             ids = list(range(len(documents))) if ids is None else ids
             hits = [

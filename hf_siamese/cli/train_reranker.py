@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .arguments import non_negative_int, positive_float, positive_int
+from .arguments import non_negative_int, positive_float, positive_int, warmup_ratio
 from .common import _one_line, default_model_path, load_data, load_inference_model, parse_columns, quiet_progress_bars
 
 RERANKER_LOSSES = ("bce", "mnr", "lambda", "plistmle")
@@ -93,7 +93,7 @@ def add_train_reranker_command(commands: Any) -> None:
     run.add_argument("--head-lr", type=positive_float, help="learning rate of the classifier head (default: --lr)")
     run.add_argument("--max-length", type=positive_int, help="tokens per (query, document) pair (default: 256)")
     run.add_argument("--rerank-top", type=positive_int, default=100, help="dev candidates per query (default: 100)")
-    run.add_argument("--warmup-ratio", type=float, default=0.1, help="default: 0.1")
+    run.add_argument("--warmup-ratio", type=warmup_ratio, default=0.1, help="default: 0.1")
     run.add_argument("--seed", type=int, default=42, help="default: 42")
     run.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
     command.set_defaults(handler=run_train_reranker)

@@ -90,7 +90,10 @@ def score_pairs(
     """`(len(rows), num_labels)` float32 scores of `rows` in input order: `logits_of` on length-sorted batches of the
     distinct pairs (`workers` batches at a time), then `activation` (`"sigmoid"` or `"identity"`). The tokenizer,
     `num_labels` and the default of `max_length` are the scorer's (a `CrossEncoder` or `ExportedCrossEncoder`)."""
-    tokenizer, num_labels, max_length = scorer.tokenizer, scorer.num_labels, max_length or scorer.max_length
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+        raise ValueError(f"max_length={max_length!r}: expected a positive number of tokens, or None for the model's")
+    tokenizer, num_labels = scorer.tokenizer, scorer.num_labels
+    max_length = max_length or scorer.max_length
     if not rows:
         return torch.empty((0, num_labels))
     unique = list(dict.fromkeys(rows))  # each distinct pair once

@@ -99,6 +99,11 @@ def teacher_scores(
             f"teacher_scores: the dataset already has a {column!r} column; pass overwrite=True to replace it, or "
             "column='teacher_score'"
         )
+    if len(texts) < 2:
+        raise ValueError(
+            f"teacher_scores: rows need a query and at least one document to score; the text columns are {texts} "
+            f"(of {dataset.column_names}): pass columns=['query', 'document', ...]"
+        )
     if output == "margins" and len(texts) < 3:
         raise ValueError(f"teacher_scores: output='margins' needs (anchor, positive, negative...) rows; got {texts}")
     values = {name: list(dataset[name]) for name in texts}

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .stages import check_settings, last_checkpoint, read_jsonl, save_final_model, write_jsonl
+from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model, write_jsonl
 
 METHODS = ("simcse", "tsdae", "crop", "ict", "title", "gpl")
 IN_BATCH = ("simcse", "crop", "ict", "title")  # the methods trained with in-batch negatives
@@ -132,6 +132,9 @@ def adapt(
             "method='gpl' needs a cross-encoder teacher (teacher=...; --teacher CE_DIR)" if method == "gpl"
             else f"teacher= applies to method='gpl', not {method!r}"
         )  # fmt: skip
+    check_training_numbers(
+        epochs=epochs, save_steps=save_steps, batch_size=batch_size, **({} if lr is None else {"lr": lr})
+    )
     if max_texts is not None and (isinstance(max_texts, bool) or not isinstance(max_texts, int) or max_texts < 1):
         raise ValueError(f"max_texts={max_texts!r}: expected a positive int")
     folder = Path(output_dir)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .stages import check_settings, last_checkpoint, read_jsonl, save_final_model, write_jsonl
+from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model, write_jsonl
 
 
 def _gold_pairs(gold: Any, where: str) -> tuple[list[tuple[str, str]], list[float]]:
@@ -157,6 +157,10 @@ def augmented_sbert(
     if eval_pairs is not None:
         dev_pairs, dev_scores = _gold_pairs(eval_pairs, "eval_pairs")
     check_sampling(neighbours, bm25_neighbours)
+    check_training_numbers(
+        teacher_epochs=teacher_epochs, teacher_batch_size=teacher_batch_size, teacher_lr=teacher_lr, epochs=epochs,
+        batch_size=batch_size, lr=lr,
+    )  # fmt: skip
     teacher_name = None if teacher is None else teacher_id(teacher)
     settings = {
         "model": os.fspath(model), "teacher": teacher_name, "gold_pairs": len(pairs), "neighbours": neighbours,

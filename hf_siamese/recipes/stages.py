@@ -12,6 +12,16 @@ from typing import Any
 SETTINGS_FILE = "settings.json"
 
 
+def check_training_numbers(**values: Any) -> None:
+    """Refuse training numbers that are not positive (`epochs=-1`, `save_steps=0`, ...), naming the value: the
+    Trainer would accept some of them and silently train nothing."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or value == float("inf"):
+            raise ValueError(f"{name}={value!r}: expected a positive number")
+        if name.endswith(("steps", "batch_size")) and not isinstance(value, int):
+            raise ValueError(f"{name}={value!r}: expected a positive whole number")
+
+
 def check_settings(folder: Path, settings: dict[str, Any]) -> None:
     """Start `folder` with `settings`, or check that the run kept there had the same ones (a `ValueError` naming
     the settings that differ)."""

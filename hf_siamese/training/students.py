@@ -46,6 +46,11 @@ def check_layers(layers: Any, count: int) -> list[int]:
         )
     if len(set(layers)) != len(layers):
         raise ValueError(f"layers={list(layers)!r}: a layer is named twice")
+    if list(layers) != sorted(layers):
+        raise ValueError(
+            f"layers={list(layers)!r}: out of order; a student keeps the teacher's layers in their order, e.g. "
+            f"{sorted(layers)!r}"
+        )
     return list(layers)
 
 

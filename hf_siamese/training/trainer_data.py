@@ -29,6 +29,7 @@ def default_loss(label: Any) -> str:
         return "margin_mse"
     return "cosine" if isinstance(label, float) else "softmax"
 
+
 logger = logging.getLogger(__name__)
 
 
