@@ -7,12 +7,14 @@ pyplot backend and global figure state are left alone.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats
+
+from .storage import write_atomic
 
 MAX_LABEL_CHARS = 40
 MAX_ANNOTATED_SIZE = 12
@@ -48,16 +50,12 @@ def _save(figure: Any, canvas_cls: Any, path: str | os.PathLike[str]) -> str:
     folder = os.path.dirname(os.path.abspath(target))
     os.makedirs(folder, exist_ok=True)
     canvas_cls(figure)
-    # Not mkstemp: its 0600 mode would survive os.replace; open(..., "xb") honours the umask like any write.
-    tmp = os.path.join(folder, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "xb") as handle:
+
+    def write(temporary: Path) -> None:
+        with open(temporary, "xb") as handle:  # honours the umask like any write (mkstemp's 0600 would not)
             figure.savefig(handle, format="png", dpi=100)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+
+    write_atomic(target, write)
     return target
 
 

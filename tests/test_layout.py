@@ -34,7 +34,7 @@ ALLOWED = {
         "cross_encoder",
         "storage",
     },
-    "plots": set(),
+    "plots": {"storage"},
     "model_cards": set(),  # the model card template (package data)
     "cli": {
         "modeling",

@@ -183,14 +183,17 @@ def row_file_kind(output: Path, option: str = "--output") -> str:
 def write_rows(rows: Any, output: Path) -> None:
     """Write a `datasets.Dataset` to `output` (.jsonl / .json: JSON lines; .tsv; .csv) through a `.partial` file, so
     a failed write never leaves a half-written output."""
+    from ..storage import write_atomic
+
     kind = row_file_kind(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    temporary = output.with_name(output.name + ".partial")
-    if kind == "json":
-        rows.to_json(str(temporary), lines=True, force_ascii=False)
-    else:
-        rows.to_csv(str(temporary), sep="\t" if kind == "tsv" else ",", index=False)
-    temporary.replace(output)
+
+    def write(temporary: Path) -> None:
+        if kind == "json":
+            rows.to_json(str(temporary), lines=True, force_ascii=False)
+        else:
+            rows.to_csv(str(temporary), sep="\t" if kind == "tsv" else ",", index=False)
+
+    write_atomic(output, write)
 
 
 def corpus_source(corpus: str, args: Any) -> Any:

@@ -98,12 +98,11 @@ def run_rerank(args: argparse.Namespace) -> int:
     if output is None:
         print_hits(queries, results)
         return 0
-    output.parent.mkdir(parents=True, exist_ok=True)
-    temporary = output.with_name(output.name + ".partial")
-    with open(temporary, "w", encoding="utf-8") as file:
-        for query, hits in zip(queries, results, strict=True):
-            file.write(json.dumps({"query": query, "hits": hits}, ensure_ascii=False) + "\n")
-    temporary.replace(output)  # a failed write never leaves a half-written output
+    from ..storage import write_text_atomic
+
+    pairs_of = zip(queries, results, strict=True)
+    lines = [json.dumps({"query": q, "hits": hits}, ensure_ascii=False) + "\n" for q, hits in pairs_of]
+    write_text_atomic(output, "".join(lines))  # a failed write never leaves a half-written output
     pairs = sum(len(hits) for _, hits in rows)
     print(f"reranked {len(rows)} queries ({pairs} pairs) with {args.model} -> {output}")
     return 0

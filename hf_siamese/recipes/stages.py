@@ -5,9 +5,10 @@ checkpoint of a stopped training, and the final model moved into place whole."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from ..storage import recover_output, replace_folder, write_atomic, write_text_atomic
 
 SETTINGS_FILE = "settings.json"
 
@@ -35,22 +36,22 @@ def check_settings(folder: Path, settings: dict[str, Any]) -> None:
                 "folder, or delete this one to start over"
             )
         return
-    folder.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{SETTINGS_FILE}.partial")
-    temporary.write_text(json.dumps(settings, indent=1), encoding="utf-8")
-    os.replace(temporary, path)
+    write_text_atomic(path, json.dumps(settings, indent=1))
 
 
 def write_jsonl(rows: Any, path: Path) -> int:
     """The rows (a `Dataset` or any iterable of dicts, read one at a time) to `path`, one JSON object a line,
     through a temporary file; returns how many."""
-    temporary = path.with_name(f".{path.name}.partial")
     count = 0
-    with open(temporary, "w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            count += 1
-    os.replace(temporary, path)
+
+    def write(temporary: Path) -> None:
+        nonlocal count
+        with open(temporary, "w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+                count += 1
+
+    write_atomic(path, write)
     return count
 
 
@@ -74,7 +75,8 @@ def save_final_model(trainer: Any, tokenizer: Any, folder: Path, data_source: st
     trainer.save_model(str(staging))
     tokenizer.save_pretrained(str(staging))
     trainer.create_model_card(data_source=data_source, eval_results=eval_results)
-    os.replace(staging, out)
+    recover_output(out)
+    replace_folder(staging, out)
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)
     return out
 

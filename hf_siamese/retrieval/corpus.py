@@ -27,7 +27,6 @@ import logging
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ import torch
 
 from ..data.corpus_stream import open_corpus
 from ..modeling.distributed import rank_and_world
+from ..storage import write_atomic, write_text_atomic
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
 from .index_parts import resolve_dtype
 
@@ -89,9 +89,8 @@ def _write_shard(path: Path, ids: list, vectors: np.ndarray, rows_hash: str) -> 
     column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
     id_type = pa.string() if isinstance(ids[0], str) else pa.int64()
     table = pa.table({"id": pa.array(ids, type=id_type), "embedding": column})
-    temporary = path.with_name(path.name + ".tmp")
-    pq.write_table(table.replace_schema_metadata({ROWS_HASH_KEY: rows_hash.encode()}), temporary)
-    os.replace(temporary, path)  # a killed run leaves a whole shard or none, never a truncated one under its name
+    table = table.replace_schema_metadata({ROWS_HASH_KEY: rows_hash.encode()})
+    write_atomic(path, lambda temporary: pq.write_table(table, temporary))  # a whole shard or none under its name
 
 
 def _shard_problem(path: Path, count: int, rows_hash: str, dim: int, ids: list | None = None) -> str | None:
@@ -130,9 +129,7 @@ def _load_manifest(output: Path) -> dict[str, Any] | None:
 
 
 def _write_manifest(output: Path, manifest: dict[str, Any]) -> None:
-    temporary = output / f"{MANIFEST}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"  # processes may write at once
-    temporary.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, output / MANIFEST)
+    write_text_atomic(output / MANIFEST, json.dumps(manifest, indent=2) + "\n")  # processes may write at once
 
 
 def _check_resumable(output: Path, recorded: dict[str, Any], manifest: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..data.corpus_stream import open_corpus, resolve_corpus
+from ..storage import write_atomic
 from .corpus import encode_corpus, read_corpus_shards
 from .similar import check_threshold, cluster, kmeans, similar_pairs
 
@@ -223,16 +224,19 @@ def write_rows(path: str | os.PathLike, rows: Sequence[dict[str, Any]], columns:
     path = check_output(path)
     suffix = path.suffix.lower()
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(path.name + ".tmp")
-    with open(staging, "w", encoding="utf-8", newline="") as handle:
-        if suffix == ".jsonl":
-            for row in rows:
-                handle.write(json.dumps({c: row[c] for c in columns}, ensure_ascii=False) + "\n")
-        else:
-            writer = csv.DictWriter(handle, fieldnames=list(columns), delimiter="\t" if suffix == ".tsv" else ",")
-            writer.writeheader()
-            writer.writerows({c: row[c] for c in columns} for row in rows)
-    os.replace(staging, path)
+
+    def write(temporary: Path) -> None:
+        with open(temporary, "w", encoding="utf-8", newline="") as handle:
+            if suffix == ".jsonl":
+                for row in rows:
+                    handle.write(json.dumps({c: row[c] for c in columns}, ensure_ascii=False) + "\n")
+            else:
+                delimiter = "\t" if suffix == ".tsv" else ","
+                writer = csv.DictWriter(handle, fieldnames=list(columns), delimiter=delimiter)
+                writer.writeheader()
+                writer.writerows({c: row[c] for c in columns} for row in rows)
+
+    write_atomic(path, write)
 
 
 __all__ = ["check_output", "corpus_matrix", "find_clusters", "find_similar", "write_rows"]

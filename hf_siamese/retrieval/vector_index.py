@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from ..storage import recover_output, replace_folder
+from ..storage import recover_output, replace_folder, write_text_atomic
 from .corpus import encode_corpus
 from .corpus_groups import corpus_matrix, neighbour_search
 from .fingerprint import model_fingerprint, recorded_name
@@ -327,9 +327,7 @@ def add_lexical(
     recover_output(target)
     replace_folder(staging, target)
     info = dict(index.info, lexical=LexicalIndex.record_of(target))
-    record = index.path / f"{INDEX_FILE}.tmp"
-    record.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    os.replace(record, index.path / INDEX_FILE)
+    write_text_atomic(index.path / INDEX_FILE, json.dumps(info, indent=2) + "\n")
     return VectorIndex.load(index.path)
 
 

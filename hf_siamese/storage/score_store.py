@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .files import write_atomic
+
 MANIFEST = "manifest.json"
 
 
@@ -39,17 +41,11 @@ def teacher_id(teacher: Any) -> str:
     return getattr(getattr(teacher, "config", None), "_name_or_path", None) or type(teacher).__name__
 
 
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    temporary = path.with_name(f".{path.name}.partial")
-    write(temporary)
-    os.replace(temporary, path)
-
-
 def _check_manifest(folder: Path, manifest: dict) -> None:
     path = folder / MANIFEST
     if not path.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, lambda p: p.write_text(json.dumps(manifest, indent=1), encoding="utf-8"))
+        write_atomic(path, lambda p: p.write_text(json.dumps(manifest, indent=1), encoding="utf-8"))
         return
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
@@ -101,7 +97,7 @@ def stored_scores(
             values = np.asarray(score(part), dtype=np.float32)
             if values.ndim == 0 or values.shape[0] != len(part):
                 raise ValueError(f"stored_scores: the teacher gave shape {values.shape} for {len(part)} items")
-            _write_atomic(path, lambda p, v=values: _save(p, v))
+            write_atomic(path, lambda p, v=values: _save(p, v))
             if show_progress is not None:
                 show_progress(f"scored chunk {index + 1}/{count} ({len(part)} pairs) -> {path}")
         chunks.append(values)

@@ -1,0 +1,35 @@
+"""One atomic file write for the whole package: a file is written whole or not at all.
+
+`write_atomic(path, write)` has `write` fill a temporary file beside `path` (a unique name, so processes writing the
+same file at once never share one), then renames it onto `path` (`os.replace`, atomic on one file system). A failed or
+killed write leaves `path` as it was; the temporary goes on failure (a kill leaves a hidden `.NAME.*.partial` that
+nothing reads). A folder at `path` is refused, naming it, before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Fill a temporary file beside `path` with `write(temporary)`, then move it onto `path`; returns `path`."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, f"{os.fspath(path)!r} is a folder; give a file path to write", os.fspath(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """`text` (UTF-8) written to `path` whole or not at all."""
+    return write_atomic(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
