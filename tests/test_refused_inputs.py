@@ -81,3 +81,8 @@ def test_beir_duplicate_ids_are_named_with_both_lines(tmp_path) -> None:
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in corpus))
     with pytest.raises(ValueError, match=r"lines 1 and 3 have the same _id 'd1'"):
         read_beir(tmp_path, split="test")
+
+
+def test_a_missing_cross_encoder_folder_is_named_not_sent_to_the_hub(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"cross-encoder not found: '.*missing' is no folder here"):
+        CrossEncoder.from_pretrained(tmp_path / "missing")

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from ..formats.local_paths import is_hub_id
 from ..modeling.devices import resolve_device
 from ..modeling.encoding import cached_low_precision_copy, cpu_dtype, native_low_precision
 from ..modeling.weight_files import naming_damaged_weights
@@ -79,6 +80,12 @@ class CrossEncoder:
         or on disk). A bi-encoder folder is refused, naming `from_encoder` to start a cross-encoder from its weights.
         `kwargs` go to transformers' `from_pretrained` (`revision`, `token`, ...)."""
         source = os.fspath(model_name_or_path)
+        if not os.path.exists(source) and not is_hub_id(source):
+            raise FileNotFoundError(
+                2,
+                f"cross-encoder not found: {source!r} is no folder here and no Hub id ('name' or 'namespace/name')",
+                source,
+            )
         kind = model_kind(source)
         if kind == "bi-encoder":
             raise ValueError(
