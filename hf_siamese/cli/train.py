@@ -151,6 +151,11 @@ def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> tu
     head_kwargs: dict[str, Any] = {}
     if any(losses.LOSSES[name].label_kind == "score" for name in names):
         train_data = _as_scores(train_data, train_name, loss_name)
+    if "cosine" in names and isinstance(train_data[0][_infer_label_column(train_data)], list):
+        raise ValueError(
+            f"--loss {loss_name}: cosine needs one score per row; {train_name} holds score lists (a teacher's, from "
+            "'mine --teacher'): train them with --loss margin_mse or list_distill"
+        )
     if "cosine" in names:
         score_range = score_range or infer_score_range(train_data[_infer_label_column(train_data)], train_name)
         loss_kwargs["score_range"] = score_range

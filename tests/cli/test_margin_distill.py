@@ -45,6 +45,8 @@ def test_mine_with_a_teacher_then_train_margin_mse(files, teacher, capsys):  # n
     code, out, err = _run([*train, "--output-dir", str(w / "listwise"), "--loss", "list_distill"], capsys)
     assert code == 0, err
     assert "ListDistillationLoss" in out
+    code, _, err = _run([*train, "--output-dir", str(w / "mixed"), "--loss", "margin_mse+cosine"], capsys)
+    assert code == 1 and "cosine needs one score per row" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(
