@@ -86,3 +86,11 @@ def test_beir_duplicate_ids_are_named_with_both_lines(tmp_path) -> None:
 def test_a_missing_cross_encoder_folder_is_named_not_sent_to_the_hub(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match=r"cross-encoder not found: '.*missing' is no folder here"):
         CrossEncoder.from_pretrained(tmp_path / "missing")
+
+
+def test_saving_a_cross_encoder_onto_a_file_keeps_the_file(tmp_path, tiny_tokenizer) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    with pytest.raises(FileExistsError, match=r"notes\.txt' is a file; a cross-encoder is saved as a folder"):
+        _cross_encoder(tiny_tokenizer).save_pretrained(target)
+    assert target.read_text() == "mine"

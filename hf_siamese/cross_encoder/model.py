@@ -154,7 +154,11 @@ class CrossEncoder:
         `modules.json`, `sentence_bert_config.json`, `config_sentence_transformers.json` (the activation). Written in
         a staging folder and swapped in whole."""
         output = Path(output)
-        if output.exists() and not overwrite and (not output.is_dir() or any(output.iterdir())):
+        if output.exists() and not output.is_dir():
+            raise FileExistsError(
+                f"{os.fspath(output)!r} is a file; a cross-encoder is saved as a folder: give a folder path"
+            )
+        if output.exists() and not overwrite and any(output.iterdir()):
             raise FileExistsError(f"{os.fspath(output)!r} exists; pass overwrite=True to replace it")
         staging = staging_folder(output, "save")
         try:
