@@ -330,6 +330,33 @@ def rows_to_columns(rows: list[dict[str, Any]], lines: list[Any]) -> tuple[list[
     return header, values, lines
 
 
+# Label columns of CSV / TSV files that hold numbers when every value is one (class ids 0/1/2, 0/1 relevance, graded
+# scores); "entailment"-style labels stay strings.
+NUMERIC_LABEL_COLUMNS = ("label", "labels", "similarity")
+
+
+def numeric_labels(column: list[Any]) -> list[Any]:
+    """`column` (text from a CSV / TSV) as ints when every value is a whole number, as floats when every value is a
+    finite number, else unchanged (string labels)."""
+    try:
+        numbers = [float(value) for value in column]
+    except (TypeError, ValueError):
+        return column
+    if not all(math.isfinite(n) for n in numbers):
+        return column
+    if all(str(value).strip().lstrip("+-").isdigit() for value in column):
+        return [int(value) for value in column]
+    return numbers
+
+
+def _value_type(column: list[Any]) -> str:
+    if column and all(isinstance(v, int) for v in column):
+        return "int64"
+    if column and all(isinstance(v, float) for v in column):
+        return "float64"
+    return "string"
+
+
 def collect(
     path: PathLike,
     header: list[str],
@@ -361,9 +388,13 @@ def collect(
         if wanted == "score":
             # "score" is the library's name for a graded similarity label; CSV gives it as text.
             column = [parse_score(path, value, lines[i], check_range=False) for i, value in enumerate(column)]
+        elif strings and wanted in NUMERIC_LABEL_COLUMNS:
+            column = numeric_labels(column)
         out[wanted] = column
     if strings:
-        features = datasets.Features({name: datasets.Value("float64" if name == "score" else "string") for name in out})
+        kinds = {name: _value_type(out[name]) if name in NUMERIC_LABEL_COLUMNS else "string" for name in out}
+        kinds["score"] = "float64"
+        features = datasets.Features({name: datasets.Value(kinds[name]) for name in out})
         return datasets.Dataset.from_dict(out, features=features)
     try:
         return datasets.Dataset.from_dict(out)

@@ -163,10 +163,14 @@ def test_csv_with_column_mapping(tmp_path: Path) -> None:
     assert ds.features["score"].dtype == "float64"
 
 
-def test_csv_without_mapping_keeps_all_columns_as_strings(tmp_path: Path) -> None:
-    ds = read_pairs_file(write(tmp_path / "p.csv", "a,b,label\nx,y,1\n"))
+def test_csv_without_mapping_keeps_texts_as_strings_and_reads_number_labels(tmp_path: Path) -> None:
+    ds = read_pairs_file(write(tmp_path / "p.csv", "a,b,label\nx,7,1\nz,w,0\n"))
     assert ds.column_names == ["a", "b", "label"]
-    assert ds[0] == {"a": "x", "b": "y", "label": "1"}
+    assert ds[0] == {"a": "x", "b": "7", "label": 1}  # 0/1 relevance or class ids are numbers, texts stay text
+    graded = read_pairs_file(write(tmp_path / "g.tsv", "a\tb\tlabel\nx\ty\t0.5\nz\tw\t1\n"))
+    assert graded["label"] == [0.5, 1.0]
+    named = read_pairs_file(write(tmp_path / "n.csv", "a,b,label\nx,y,entailment\nz,w,2\n"))
+    assert named["label"] == ["entailment", "2"]  # not all numbers: string labels, as before
 
 
 def test_tsv_with_header_and_quoted_fields(tmp_path: Path) -> None:
