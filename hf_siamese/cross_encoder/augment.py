@@ -5,16 +5,21 @@ gold + silver.
 The paper shows that the sampling decides whether silver data helps: random pairs are almost all dissimilar and teach
 little; the bi-encoder's own neighbours (or BM25's) give pairs across the whole similarity range. Each sentence's
 `neighbours` nearest other sentences become candidate pairs; each unordered pair is kept once, and the gold pairs are
-left out (their gold labels stay).
+left out (their gold labels stay). BM25 is the project's one BM25, `hf_siamese.retrieval.lexical` (bm25s's Lucene
+weighting: `pip install 'hf-siamese[lexical]'`).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..retrieval.lexical import LexicalSettings
 
 
 def _distinct(sentences: Sequence[str], caller: str) -> list[str]:
@@ -35,11 +40,12 @@ def _check_neighbours(neighbours: Any, name: str = "neighbours") -> None:
 def _pairs_of_hits(
     unique: list[str], found: Any, neighbours: int, exclude: Iterable[tuple[str, str]]
 ) -> list[tuple[str, str]]:
-    """Each row's first `neighbours` hits other than itself as unordered pairs, each once, gold pairs left out."""
+    """Each row's first `neighbours` hits other than itself as unordered pairs, each once, gold pairs left out (a hit
+    -1 is no hit: a lexical search finds fewer than asked where too few sentences share a term)."""
     skip = {frozenset(pair) for pair in exclude}
     pairs: dict[frozenset, tuple[str, str]] = {}
     for row, hits in enumerate(found.tolist()):
-        others = [j for j in hits if j != row][:neighbours]
+        others = [j for j in hits if j != row and j >= 0][:neighbours]
         for j in others:
             key = frozenset((unique[row], unique[j]))
             if key not in skip and key not in pairs:
@@ -48,11 +54,15 @@ def _pairs_of_hits(
 
 
 def check_sampling(neighbours: Any, bm25_neighbours: Any) -> None:
-    """`neighbours` (bi-encoder) and `bm25_neighbours` are counts, not both 0; else a `ValueError` naming them."""
+    """`neighbours` (bi-encoder) and `bm25_neighbours` are counts, not both 0; else a `ValueError` naming them. BM25
+    sampling needs bm25s and PyStemmer: without them, an `ImportError` naming the install command, before any work."""
     if neighbours:
         _check_neighbours(neighbours)
     if bm25_neighbours:
         _check_neighbours(bm25_neighbours, "bm25 neighbours")
+        from ..retrieval.lexical import require_lexical
+
+        require_lexical()
     if not neighbours and not bm25_neighbours:
         raise ValueError(f"neighbours={neighbours!r} and bm25_neighbours={bm25_neighbours!r} sample no pairs; give one")
 
@@ -81,15 +91,26 @@ def neighbour_pairs(
 
 
 def bm25_pairs(
-    sentences: Sequence[str], neighbours: int = 3, *, exclude: Iterable[tuple[str, str]] = ()
+    sentences: Sequence[str],
+    neighbours: int = 3,
+    *,
+    exclude: Iterable[tuple[str, str]] = (),
+    settings: LexicalSettings | None = None,
 ) -> list[tuple[str, str]]:
-    """Like `neighbour_pairs`, with each sentence's nearest others by BM25 (`hf_siamese.retrieval.bm25`): pairs that
-    share rare words, which a bi-encoder's neighbours may miss (the paper's other sampling)."""
-    from ..retrieval.bm25 import BM25
+    """Like `neighbour_pairs`, with each sentence's nearest others by BM25: pairs that share rare words, which a
+    bi-encoder's neighbours may miss (the paper's other sampling). The distinct sentences are indexed in a temporary
+    folder (`hf_siamese.retrieval.lexical`, bm25s's Lucene BM25; `settings`: its tokenizing and weighting, default
+    English stemming and stopwords) and each is searched against them; a sentence sharing no term with any other
+    pairs with none (fewer than `neighbours` pairs where fewer sentences share its terms)."""
+    from ..retrieval.lexical import build_lexical_index, require_lexical
 
     _check_neighbours(neighbours, "bm25 neighbours")
     unique = _distinct(sentences, "bm25_pairs")
-    _, found = BM25(unique).top_k(unique, min(neighbours + 1, len(unique)))
+    require_lexical(settings.stemmer if settings is not None else True)
+    with tempfile.TemporaryDirectory(prefix="hf-siamese-bm25-") as folder:
+        index = build_lexical_index(unique, folder, settings)
+        _, found = index.search(unique, min(neighbours + 1, len(unique)))
+        del index  # the memory-mapped matrices close before the folder goes (Windows)
     return _pairs_of_hits(unique, found, neighbours, exclude)
 
 

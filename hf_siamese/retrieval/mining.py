@@ -2,7 +2,9 @@
 model itself choosing documents that look relevant to the anchor but are not its positive.
 
 Hard negatives make in-batch-negatives training (MNR) much stronger than random in-batch ones, but the most similar
-documents are often unlabelled positives; `margin`, `max_score` and `range_min` keep those out.
+documents are often unlabelled positives; `margin`, `max_score` and `range_min` keep those out. The candidates come
+from the model's ranking (`negatives_from="dense"`), from BM25's ("lexical": documents sharing the anchor's words, as
+DPR's negatives) or from both fused ("hybrid"); the filters always use the model's similarities.
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ import logging
 import os
 import random
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .hybrid import FIRST_STAGES
+
+if TYPE_CHECKING:
+    from .lexical import LexicalSettings
 
 logger = logging.getLogger(__name__)
 
@@ -44,22 +51,36 @@ def mine_hard_negatives(
     approximate: bool | None = None,
     dtype: Any = None,
     corpus_dir: str | os.PathLike | None = None,
+    negatives_from: str = "dense",
+    lexical_settings: LexicalSettings | None = None,
 ) -> Any:
     """Add `num_negatives` mined negatives to every (anchor, positive) row.
 
-    For each anchor, the corpus documents are ranked by the model's similarity (over distinct texts). The candidates
+    For each anchor, the corpus documents are ranked by the first stage `negatives_from` (over distinct texts): the
+    model's similarity ("dense"), BM25 over the corpus texts ("lexical"), or the reciprocal-rank fusion of the two
+    ("hybrid": each one's best `range_max` distinct texts fused, `hybrid.fuse(..., fusion="rrf")`). The candidates
     are the documents ranked `range_min` to `range_max` (0-based, `range_max` excluded; default:
     `range_min + max(100, 10 * num_negatives)`, so that memory stays bounded on a large corpus),
     without the row's positive, without every other positive of the same anchor (rows sharing the anchor), without
     the anchor itself, without documents scoring above `max_score`, and without documents scoring within `margin` of
     the positive (`score > positive_score - margin`: likely unlabelled positives). `sampling="top"` takes the
-    best-scoring candidates, `"random"` draws them uniformly (seeded). Rows with fewer than `num_negatives`
-    candidates are dropped (their count is logged).
+    best-ranked candidates, `"random"` draws them uniformly (seeded). Rows with fewer than `num_negatives`
+    candidates are dropped (their count is logged; with "lexical", a document sharing no word with the anchor is
+    no candidate).
+
+    The scores of `max_score` and `margin` are always the model's similarities (candidate to anchor, positive to
+    anchor), whatever ranked the candidates: with "lexical" / "hybrid" the candidates keep the BM25 / fused order,
+    and the model's similarity drops likely false negatives among them (one scale for both settings whatever the
+    first stage; BM25's scores have none that carries across anchors).
 
     Every corpus takes one path (`hf_siamese.retrieval.mining_corpus`): embedded by `encode_corpus` into resumable
     shards in `embeddings_dir` (default: a temporary folder; a later run with the same folder reuses them), searched
     through `neighbour_search` (exact below 100,000 texts, an approximate faiss index above, or as `approximate`
     says), in memory bounded by the shards and the dataset, never the corpus texts or an anchors x corpus matrix.
+    "lexical" / "hybrid" also build a BM25 index of the corpus texts (`hf_siamese.retrieval.lexical`, a shard of texts
+    at a time) in a temporary folder, or in `embeddings_dir/lexical` (kept; rebuilt on each run). "lexical" embeds
+    the corpus only when `margin` / `max_score` need the model's similarities or `embeddings_dir` is given to keep
+    the embeddings; they need bm25s and PyStemmer (`pip install 'hf-siamese[lexical]'`).
 
     Args:
         dataset: a `datasets.Dataset` with anchor and positive columns (`anchor`/`positive`, `query`/`document`,
@@ -77,6 +98,9 @@ def mine_hard_negatives(
         shard_size, dtype: as in `encode_corpus` (`shard_size` defaults to the one `embeddings_dir` was started
             with, else 10,000).
         corpus_dir: deprecated name of `embeddings_dir` (a FutureWarning).
+        negatives_from: the first stage that ranks the candidates: "dense" (default), "lexical" or "hybrid".
+        lexical_settings: how BM25 tokenizes and weighs ("lexical" / "hybrid"; default `LexicalSettings()`:
+            English stems, stopwords left out, k1 1.5, b 0.75).
 
     Returns:
         A `datasets.Dataset` with columns `anchor`, `positive`, `negative_1`, ..., `negative_{num_negatives}` (the
@@ -98,6 +122,7 @@ def mine_hard_negatives(
         )
         embeddings_dir = corpus_dir
     _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
+    _check_first_stage(negatives_from, lexical_settings, approximate)
     names = list(dataset.column_names)
     if anchor_column is None or positive_column is None:
         texts = detect_layout(names).texts
@@ -136,13 +161,15 @@ def mine_hard_negatives(
     kept, negatives, count = mine_corpus(
         anchors, positives, model, source, embeddings_dir, pick, **common,
         text_column=text_column, id_column=id_column, shard_size=shard_size, approximate=approximate, dtype=dtype,
+        negatives_from=negatives_from, lexical_settings=lexical_settings,
+        dense_scores=margin is not None or max_score is not None,
     )  # fmt: skip
     dropped = len(anchors) - len(kept)
     if not kept:
         raise ValueError(
             f"mine_hard_negatives: none of the {len(anchors)} rows has {num_negatives} candidates left after the "
-            f"exclusions (ranks {range_min}..{range_max - 1} of {count} documents, margin={margin}, "
-            f"max_score={max_score}); lower num_negatives, widen range_max or give a larger corpus."
+            f"exclusions (ranks {range_min}..{range_max - 1} of {count} documents by {negatives_from}, "
+            f"margin={margin}, max_score={max_score}); lower num_negatives, widen range_max or give a larger corpus."
         )
     if dropped:
         logger.warning(
@@ -172,6 +199,28 @@ def _check_arguments(
         raise ValueError(f"mine_hard_negatives: max_score={max_score!r} must be a number.")
     if sampling not in SAMPLING:
         raise ValueError(f"mine_hard_negatives: sampling={sampling!r} is not one of {list(SAMPLING)}.")
+
+
+def _check_first_stage(negatives_from: Any, lexical_settings: Any, approximate: Any) -> None:
+    """ValueError for a first stage that is not one, or a setting of the stage that is not used; ImportError naming
+    the install command where BM25 is asked for without bm25s / PyStemmer (before any work)."""
+    if negatives_from not in FIRST_STAGES:
+        raise ValueError(
+            f"mine_hard_negatives: negatives_from={negatives_from!r}; accepted: {', '.join(map(repr, FIRST_STAGES))}"
+        )
+    if negatives_from == "dense":
+        if lexical_settings is not None:
+            raise ValueError("mine_hard_negatives: lexical_settings apply to negatives_from='lexical' or 'hybrid'")
+        return
+    if approximate and negatives_from == "lexical":
+        raise ValueError(
+            "mine_hard_negatives: approximate=True is the dense search's; negatives_from='lexical' has none"
+        )
+    from .lexical import LexicalSettings, require_lexical
+
+    if lexical_settings is not None and not isinstance(lexical_settings, LexicalSettings):
+        raise ValueError(f"mine_hard_negatives: lexical_settings={lexical_settings!r:.80}; expected a LexicalSettings")
+    require_lexical(lexical_settings.stemmer if lexical_settings is not None else True)
 
 
 __all__ = ["mine_hard_negatives"]

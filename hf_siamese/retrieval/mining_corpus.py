@@ -12,6 +12,12 @@ any `open_corpus` source but a one-shot iterator (a list of strings, a path or g
 
 The rules (equal to a brute-force search over all texts, tested): ranks over distinct texts, the positive, every
 positive of the same anchor and the anchor itself excluded, then `max_score` and `margin`, then `sampling`.
+
+First stages (`negatives_from`): "dense" ranks by the model's vectors (above); "lexical" by BM25 (`lexical.py`, built
+in the hashes' pass, a shard of texts at a time, into `embeddings_dir/lexical` when given, else a temporary folder);
+"hybrid" fuses each anchor's best `range_max` distinct texts of both by reciprocal ranks (`hybrid.fuse`, "rrf"). The
+filters `max_score` / `margin` always compare the model's similarities (a candidate's to the anchor, read from its
+vector): with "lexical" the corpus is embedded only for them, or when `embeddings_dir` is given to keep it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import array
 import os
 import random
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from ..data.corpus_stream import open_corpus, resolve_corpus
-from .corpus import MANIFEST, encode_corpus
+from .corpus import DEFAULT_SHARD_SIZE, MANIFEST, encode_corpus
 from .corpus_groups import _texts_of, corpus_matrix, neighbour_search
+from .lexical import LEXICAL_DIR, SETTINGS_FILE, LexicalBuilder, LexicalIndex, LexicalSettings
 
 ROW_CHUNK = 2048  # dataset rows whose anchors are searched at a time: bounds the (anchors, k) result arrays
 WIDEST = 64  # a search asks for at most WIDEST x the rows wanted (repeated texts or empty slots make it ask for more)
@@ -78,22 +86,41 @@ def corpus_search(vectors: Any, folder: Path, similarity: str, approximate: bool
     return lambda queries, k: exact_search(queries, vectors, top_k=k, similarity=similarity)
 
 
-def _row_keys(source: Any, text_column: str, id_column: str | None, wanted: set[int]) -> tuple[np.ndarray, dict]:
-    """(hash of every row's text, int64; {key: first row} for the keys in `wanted`), one pass over the source."""
+def _row_keys(
+    source: Any,
+    text_column: str,
+    id_column: str | None,
+    wanted: set[int],
+    builder: LexicalBuilder | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+) -> tuple[np.ndarray, dict]:
+    """(hash of every row's text, int64; {key: first row} for the keys in `wanted`), one pass over the source, which
+    also feeds `builder` (the lexical index) `shard_size` texts at a time."""
     keys = array.array("q")
     first: dict[int, int] = {}
+    texts: list[str] = []
     for row, (_, text) in enumerate(open_corpus(source, text_column, id_column)):
         key = hash(text)
         keys.append(key)
         if key in wanted and key not in first:
             first[key] = row
+        if builder is not None:
+            texts.append(text)
+            if len(texts) == shard_size:
+                builder.add(texts)
+                texts = []
+    if builder is not None and texts:
+        builder.add(texts)
     return np.frombuffer(keys, dtype=np.int64) if keys else np.empty(0, np.int64), first
 
 
-def _distinct_rankings(search: Search, queries: np.ndarray, keys: np.ndarray, depth: int) -> list[list[tuple]]:
+def _distinct_rankings(
+    search: Search, queries: np.ndarray, keys: np.ndarray, depth: int, all_hits_when_short: bool = False
+) -> list[list[tuple]]:
     """Per query, its best `depth` corpus rows of distinct texts `(row, key, score)`, best first (the first row of
     texts that repeat, as the in-memory path ranks distinct documents). Queries whose first k rows hold fewer
-    distinct texts are searched again with twice k, up to `WIDEST * depth` rows (then a ranking may stay shorter)."""
+    distinct texts are searched again with twice k, up to `WIDEST * depth` rows (then a ranking may stay shorter);
+    with `all_hits_when_short` (a lexical search: a result shorter than k holds every hit) only full results are."""
     total, widest = len(keys), min(len(keys), WIDEST * depth)
     rankings: list[list[tuple]] = [[] for _ in range(len(queries))]
     pending, k = np.arange(len(queries)), min(total, depth)
@@ -111,10 +138,43 @@ def _distinct_rankings(search: Search, queries: np.ndarray, keys: np.ndarray, de
                 ranking.append((row, key, score))
                 if len(ranking) == depth:
                     break
-            if len(ranking) < depth and k < widest:
+            if len(ranking) < depth and k < widest and not (all_hits_when_short and found_rows[-1] < 0):
                 short.append(query)
         pending, k = np.asarray(short, dtype=np.int64), min(widest, 2 * k)
     return rankings
+
+
+def _fused_rankings(dense: list[list[tuple]], lexical: list[list[tuple]], keys: np.ndarray) -> list[list[tuple]]:
+    """Each query's dense and lexical distinct rankings fused by reciprocal ranks (`hybrid.fuse`, "rrf"), over texts:
+    a text both lists hold (maybe by two rows of a repeated text) is one candidate, under the dense list's row."""
+    from .hybrid import fuse
+
+    width = max((len(ranking) for ranking in dense + lexical), default=0)
+    shape = (len(dense), width)
+    lists = {side: (np.zeros(shape, np.float32), np.full(shape, -1, np.int64)) for side in ("dense", "lexical")}
+    for query, rankings in enumerate(zip(dense, lexical, strict=True)):
+        row_of: dict[int, int] = {}  # text -> its row in the fused list: the dense list's where both hold it
+        for (scores, rows), ranking in zip(lists.values(), rankings, strict=True):
+            for rank, (row, key, score) in enumerate(ranking):
+                scores[query, rank], rows[query, rank] = score, row_of.setdefault(key, row)
+    fused_scores, fused_rows = fuse(lists["dense"], lists["lexical"], fusion="rrf")
+    return [
+        [(row, int(keys[row]), score) for row, score in zip(rows.tolist(), scores.tolist(), strict=True) if row >= 0]
+        for scores, rows in zip(fused_scores, fused_rows, strict=True)
+    ]
+
+
+def _keep_lexical(built: Path, folder: Path) -> Path:
+    """The lexical index built in a scratch folder, moved to `folder/lexical` (replacing an earlier run's)."""
+    target = folder / LEXICAL_DIR
+    if target.exists():
+        if not (target / SETTINGS_FILE).is_file():
+            raise ValueError(
+                f"{os.fspath(target)!r} is in the way of the corpus's lexical index and is not one; move it away"
+            )
+        shutil.rmtree(target)
+    shutil.move(os.fspath(built), os.fspath(target))
+    return target
 
 
 def mine_corpus(
@@ -139,74 +199,142 @@ def mine_corpus(
     shard_size: int | None = None,
     approximate: bool | None = None,
     dtype: Any = None,
+    negatives_from: str = "dense",
+    lexical_settings: LexicalSettings | None = None,
+    dense_scores: bool = True,
 ) -> tuple[list[int], list[list[str]], int]:
     """(kept row numbers, their negatives' texts, distinct corpus texts): `mine_hard_negatives`' corpus path (see the
     module docstring). `pick(ranked, positive_score, rng)` applies the filters and the sampling to one row's
-    `[(row, score), ...]` (positives and the anchor already removed) and returns the chosen rows or None."""
+    `[(row, score), ...]` (positives and the anchor already removed, in the order of the first stage
+    `negatives_from`) and returns the chosen rows or None. With `dense_scores` (the filters need them) the scores are
+    the model's similarities (the candidate's and the positive's to the anchor); without, a candidate's score is its
+    first stage's and `positive_score` is 0 where the model scores nothing (lexical alone)."""
     from ..metrics import paired_similarities
 
     check_source(source)
     source = resolve_corpus(source)  # a Hub id opened once, not on each of the three reads
+    dense_search, lexical = negatives_from != "lexical", negatives_from != "dense"
     unique_anchors = list(dict.fromkeys(anchors))
     positive_key = {text: hash(text) for text in dict.fromkeys(positives)}
-    keys, positive_row = _row_keys(source, text_column, id_column, set(positive_key.values()))
-    if not len(keys):
-        raise ValueError("mine_hard_negatives: the corpus is empty.")
-    distinct = len(np.unique(keys))
-    if num_negatives >= distinct:  # the positive is one of them, or the row has none to spare
-        raise ValueError(
-            f"mine_hard_negatives: num_negatives={num_negatives} but the corpus has only {distinct} distinct "
-            f"documents; at most {distinct - 1} negatives per row can be mined from it."
-        )
     encode = {"tokenizer": tokenizer, "batch_size": batch_size, "convert_to_numpy": True}
     similarity = model.config.similarity
     rng = random.Random(seed)
     kept: list[int] = []
     chosen: list[list[int]] = []
-    with work_folder(embeddings_dir) as folder:
-        encode_corpus(
-            model, source, folder, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
-            batch_size=batch_size, shard_size=shard_size, dtype=dtype,
-            prompt=document_prompt, show_progress_bar=show_progress_bar,
-        )  # fmt: skip
-        _, vectors = corpus_matrix(folder)
-        if len(vectors) != len(keys):
-            raise ValueError(f"the corpus gave {len(keys)} rows, then {len(vectors)} embedded: it must not change")
-        search = corpus_search(vectors, folder, similarity, approximate)
-        shown = {"show_progress_bar": show_progress_bar}
-        anchor_vectors = model.encode(unique_anchors, prompt=anchor_prompt, **shown, **encode)
-        extra = [text for text, key in positive_key.items() if key not in positive_row]  # scored, never mined
-        extra_vectors = model.encode(extra, prompt=document_prompt, **encode) if extra else None
-        extra_row = {text: i for i, text in enumerate(extra)}
-        anchor_row = {text: i for i, text in enumerate(unique_anchors)}
-        positive_vectors = np.stack(
-            [
-                vectors[positive_row[positive_key[p]]] if p not in extra_row else extra_vectors[extra_row[p]]
-                for p in positives
-            ]
-        )
-        positive_scores = paired_similarities(
-            anchor_vectors[[anchor_row[a] for a in anchors]], positive_vectors, similarity
-        )
-        del positive_vectors
-        excluded: dict[str, set[int]] = {}  # every positive of the anchor, and the anchor itself
-        for anchor, positive in zip(anchors, positives, strict=True):
-            excluded.setdefault(anchor, {hash(anchor)}).add(positive_key[positive])
-        for start in range(0, len(anchors), ROW_CHUNK):
-            rows = range(start, min(start + ROW_CHUNK, len(anchors)))
-            batch = list(dict.fromkeys(anchors[row] for row in rows))
-            rankings = _distinct_rankings(search, anchor_vectors[[anchor_row[a] for a in batch]], keys, range_max)
-            by_anchor = dict(zip(batch, rankings, strict=True))
-            for row in rows:
-                skip = excluded[anchors[row]]
-                ranked = [(r, s) for r, key, s in by_anchor[anchors[row]][range_min:] if key not in skip]
-                picked = pick(ranked, float(positive_scores[row]), rng)
-                if picked is not None:
-                    kept.append(row)
-                    chosen.append(picked)
-        del vectors, search
+    with tempfile.TemporaryDirectory(prefix="hf-siamese-lexical-") as scratch:
+        built = Path(scratch) / LEXICAL_DIR
+        builder = LexicalBuilder(built, lexical_settings) if lexical else None
+        try:
+            wanted = set(positive_key.values())
+            keys, positive_row = _row_keys(
+                source, text_column, id_column, wanted, builder, shard_size or DEFAULT_SHARD_SIZE
+            )
+            if builder is not None and len(keys):
+                builder.finish()
+        finally:
+            if builder is not None:
+                builder.close()
+        if not len(keys):
+            raise ValueError("mine_hard_negatives: the corpus is empty.")
+        distinct = len(np.unique(keys))
+        if num_negatives >= distinct:  # the positive is one of them, or the row has none to spare
+            raise ValueError(
+                f"mine_hard_negatives: num_negatives={num_negatives} but the corpus has only {distinct} distinct "
+                f"documents; at most {distinct - 1} negatives per row can be mined from it."
+            )
+        with work_folder(embeddings_dir) as folder:
+            vectors = search = index = anchor_vectors = None
+            if dense_search or dense_scores or embeddings_dir is not None:
+                encode_corpus(
+                    model, source, folder, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
+                    batch_size=batch_size, shard_size=shard_size, dtype=dtype,
+                    prompt=document_prompt, show_progress_bar=show_progress_bar,
+                )  # fmt: skip
+                _, vectors = corpus_matrix(folder)
+                if len(vectors) != len(keys):
+                    raise ValueError(
+                        f"the corpus gave {len(keys)} rows, then {len(vectors)} embedded: it must not change"
+                    )
+            if dense_search:
+                search = corpus_search(vectors, folder, similarity, approximate)
+            if lexical:
+                index = LexicalIndex.load(_keep_lexical(built, folder) if embeddings_dir is not None else built)
+            anchor_row = {text: i for i, text in enumerate(unique_anchors)}
+            if dense_search or dense_scores:
+                shown = {"show_progress_bar": show_progress_bar}
+                anchor_vectors = model.encode(unique_anchors, prompt=anchor_prompt, **shown, **encode)
+            positive_scores = np.zeros(len(anchors))
+            if anchor_vectors is not None:  # the positives are scored wherever the model scores (not lexical alone)
+                extra = [text for text, key in positive_key.items() if key not in positive_row]  # scored, not mined
+                extra_vectors = model.encode(extra, prompt=document_prompt, **encode) if extra else None
+                extra_row = {text: i for i, text in enumerate(extra)}
+                positive_vectors = np.stack(
+                    [
+                        vectors[positive_row[positive_key[p]]] if p not in extra_row else extra_vectors[extra_row[p]]
+                        for p in positives
+                    ]
+                )
+                positive_scores = paired_similarities(
+                    anchor_vectors[[anchor_row[a] for a in anchors]], positive_vectors, similarity
+                )
+                del positive_vectors
+
+            excluded: dict[str, set[int]] = {}  # every positive of the anchor, and the anchor itself
+            for anchor, positive in zip(anchors, positives, strict=True):
+                excluded.setdefault(anchor, {hash(anchor)}).add(positive_key[positive])
+            for start in range(0, len(anchors), ROW_CHUNK):
+                rows = range(start, min(start + ROW_CHUNK, len(anchors)))
+                batch = list(dict.fromkeys(anchors[row] for row in rows))
+                rankings = _first_stage(batch, search, index, anchor_vectors, anchor_row, keys, range_max)
+                if lexical and dense_scores:  # the filters compare the model's similarities, whatever ranked
+                    rankings = [
+                        _dense_scored(ranking, anchor_vectors[anchor_row[a]], vectors, similarity)
+                        for a, ranking in zip(batch, rankings, strict=True)
+                    ]
+                by_anchor = dict(zip(batch, rankings, strict=True))
+                for row in rows:
+                    skip = excluded[anchors[row]]
+                    ranked = [(r, s) for r, key, s in by_anchor[anchors[row]][range_min:] if key not in skip]
+                    picked = pick(ranked, float(positive_scores[row]), rng)
+                    if picked is not None:
+                        kept.append(row)
+                        chosen.append(picked)
+            del vectors, search, index
     texts = _texts_of(source, {r for rows in chosen for r in rows}, text_column, id_column)
     return kept, [[texts[r] for r in rows] for rows in chosen], distinct
+
+
+def _first_stage(
+    batch: list[str],
+    search: Search | None,
+    index: LexicalIndex | None,
+    anchor_vectors: np.ndarray | None,
+    anchor_row: dict[str, int],
+    keys: np.ndarray,
+    depth: int,
+) -> list[list[tuple]]:
+    """The anchors' rankings `(row, key, score)` of `depth` distinct texts: the dense `search`'s, the lexical
+    `index`'s, or both fused (`_fused_rankings`) where both are given."""
+    dense = words = None
+    if search is not None:
+        dense = _distinct_rankings(search, anchor_vectors[[anchor_row[a] for a in batch]], keys, depth)
+    if index is not None:
+        texts = np.asarray(batch, dtype=object)
+        words = _distinct_rankings(lambda queries, k: index.search(list(queries), k), texts, keys, depth, True)
+    if dense is None or words is None:
+        return dense if words is None else words
+    return _fused_rankings(dense, words, keys)
+
+
+def _dense_scored(ranking: list[tuple], anchor: np.ndarray, vectors: np.ndarray, similarity: str) -> list[tuple]:
+    """`ranking` `(row, key, score)` in its order, each score now the model's similarity of the row to `anchor`."""
+    from ..metrics import paired_similarities
+
+    if not ranking:
+        return ranking
+    rows = np.asarray([row for row, _, _ in ranking], dtype=np.int64)
+    scores = paired_similarities(np.repeat(anchor[None], len(rows), axis=0), vectors[rows], similarity)
+    return [(row, key, float(score)) for (row, key, _), score in zip(ranking, scores, strict=True)]
 
 
 __all__ = ["corpus_search", "mine_corpus", "work_folder"]
