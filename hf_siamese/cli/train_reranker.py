@@ -78,6 +78,11 @@ def add_train_reranker_command(commands: Any) -> None:
         "--range-min", type=non_negative_int, default=10, help="skip the first stage's top N (default: 10)"
     )
     negatives.add_argument("--range-max", type=positive_int, default=50, help="mine above this rank (default: 50)")
+    negatives.add_argument(
+        "--negatives-from", choices=("dense", "lexical", "hybrid"), default="dense",
+        help="what ranks the hard-negative candidates: the --first-stage bi-encoder (dense, default), BM25 "
+        "(lexical) or both fused (hybrid; pip install 'hf-siamese[lexical]')",
+    )  # fmt: skip
     negatives.add_argument("--margin", type=float, help="drop candidates within MARGIN of the positive's score")
     negatives.add_argument("--sampling", choices=("top", "random"), default="top", help="default: top")
     run = command.add_argument_group("training")
@@ -267,7 +272,7 @@ def run_train_reranker(args: argparse.Namespace) -> int:
             rows, first_stage, corpus, num_negatives=args.negatives, random_negatives=args.random_negatives,
             output="pairs" if args.loss == "bce" else "tuples", range_min=args.range_min, range_max=args.range_max,
             margin=args.margin, sampling=args.sampling, tokenizer=tokenizer, seed=args.seed,
-            show_progress_bar=True,
+            show_progress_bar=True, negatives_from=args.negatives_from,
         )  # fmt: skip
     print(f"training rows: {len(train_rows)} ({', '.join(train_rows.column_names)})")
     eval_set = None

@@ -79,6 +79,7 @@ def reranker_training_rows(
     seed: int = 42,
     shuffle: bool = True,
     show_progress_bar: bool = False,
+    negatives_from: str = "dense",
 ) -> Any:
     """Reranker training rows from (query, positive) pairs: `num_negatives` hard negatives per pair mined by
     `bi_encoder`, plus `random_negatives` drawn uniformly (seeded) from the corpus.
@@ -90,7 +91,8 @@ def reranker_training_rows(
         corpus: the documents (a list of texts, or {id: text}); default: the distinct positives.
         num_negatives: hard negatives per row, by `hf_siamese.mine_hard_negatives` with `range_min`, `range_max`,
             `margin`, `max_score`, `sampling` (see there: the other positives of the same query and the query itself
-            are never negatives; rows with too few candidates are dropped, with a warning).
+            are never negatives; rows with too few candidates are dropped, with a warning), ranked as
+            `negatives_from` says: "dense" (the bi-encoder), "lexical" (BM25) or "hybrid" (both, fused).
         random_negatives: random corpus documents per row, never a positive of the query, the query itself, or one
             of the row's hard negatives.
         output: `"pairs"`: columns `query`, `document`, `label` (1.0 for the positive, 0.0 for each negative), one
@@ -133,6 +135,7 @@ def reranker_training_rows(
             num_negatives=num_negatives, range_min=range_min, range_max=range_max, margin=margin,
             max_score=max_score, sampling=sampling, anchor_column="query", positive_column="positive",
             tokenizer=tokenizer, batch_size=batch_size, seed=seed, show_progress_bar=show_progress_bar,
+            negatives_from=negatives_from,
         )  # fmt: skip
         rows = [
             (row["query"], row["positive"], [row[f"negative_{n + 1}"] for n in range(num_negatives)]) for row in mined

@@ -104,6 +104,19 @@ def test_tuple_losses_continue_a_cross_encoder(files, tmp_path, capsys, loss):
     assert CrossEncoder.from_pretrained(out).num_labels == 1
 
 
+def test_negatives_from_both_stages_or_bm25(files, tmp_path, capsys):
+    pytest.importorskip("bm25s")
+    out = tmp_path / "reranker"
+    argv = ["train-reranker", files / "beir", "--model", files / "ce", "--first-stage", files / "bi", "-o", out]
+    argv += [*TRAIN, "--loss", "plistmle", "--eval-split", "none", "--range-min", "0"]
+    code, stdout, stderr = _run([*argv, "--negatives-from", "hybrid"], capsys)
+    assert code == 0, stderr
+    assert "training rows:" in stdout and CrossEncoder.from_pretrained(out).num_labels == 1
+    # BM25 alone finds too few documents sharing words with these tiny queries: one line that says so
+    code, _, stderr = _run([*argv, "--negatives-from", "lexical", "-o", tmp_path / "other"], capsys)
+    assert code == 1 and "documents by lexical" in stderr.splitlines()[-1]
+
+
 def test_bf16_runs_on_a_cpu_only_machine(files, tmp_path, capsys, monkeypatch):
     import torch
 
