@@ -362,7 +362,10 @@ def test_demo_dataset() -> None:
 
 
 def test_demo_files_match_generator() -> None:
-    spec = importlib.util.spec_from_file_location("make_demo_data", DEMO_DIR / "make_demo_data.py")
+    generator = Path(__file__).resolve().parents[2] / "tools" / "make_demo_data.py"  # in the repository only
+    if not generator.is_file():
+        pytest.skip("tools/make_demo_data.py is not beside these tests")
+    spec = importlib.util.spec_from_file_location("make_demo_data", generator)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

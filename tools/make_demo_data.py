@@ -4,8 +4,8 @@ Every sentence below was written by hand for this project. The script only combi
 deterministically (fixed seed, no dependence on the environment), so running it again reproduces the
 committed TSV files byte for byte::
 
-    python hf_siamese/demo_data/make_demo_data.py          # rewrite the files
-    python hf_siamese/demo_data/make_demo_data.py --check  # exit 1 if the files differ from the output
+    python tools/make_demo_data.py          # rewrite the files
+    python tools/make_demo_data.py --check  # exit 1 if the files differ from the output
 
 Design. Each topic has 8 "events"; each event is written five ways:
 
@@ -732,7 +732,9 @@ def render(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Write (or with ``--check`` compare) ``train.tsv`` and ``dev.tsv`` in ``--out`` (default: here)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent)
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "hf_siamese" / "data" / "demo_data"
+    )
     parser.add_argument("--check", action="store_true", help="only compare with the existing files")
     args = parser.parse_args(argv)
     status = 0
