@@ -5,12 +5,14 @@ checkpoint of a stopped training, and the final model moved into place whole."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from ..storage import recover_output, replace_folder, write_atomic, write_text_atomic
 
 SETTINGS_FILE = "settings.json"
+logger = logging.getLogger(__name__)
 
 
 def check_training_numbers(**values: Any) -> None:
@@ -30,12 +32,16 @@ def check_settings(folder: Path, settings: dict[str, Any]) -> None:
     if path.is_file():
         found = json.loads(path.read_text(encoding="utf-8"))
         differs = sorted(key for key in settings.keys() | found.keys() if found.get(key) != settings.get(key))
-        if differs:
+        produced = [p.name for p in folder.iterdir() if p.name != SETTINGS_FILE and not p.name.startswith(".")]
+        if differs and not produced:  # the kept run failed before producing anything: nothing to protect
+            logger.warning("%s: the run kept here produced nothing; starting afresh with the new settings", folder)
+        elif differs:
             raise ValueError(
                 f"{folder}: a run with other settings is kept here (differs in {differs}); give another output "
                 "folder, or delete this one to start over"
             )
-        return
+        else:
+            return
     write_text_atomic(path, json.dumps(settings, indent=1))
 
 
