@@ -26,6 +26,7 @@ The run folder:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -150,8 +151,11 @@ def adapt(
 
     count = usable = 0
     texts: list[str] | None = [] if method == "gpl" else None  # gpl keeps the corpus it mines negatives from
+    digest = hashlib.sha256()  # what the texts hold, so a rerun on other texts of the same count is not "done"
     for item in read():
         count += 1
+        digest.update(("\x00".join(item) if isinstance(item, tuple) else item).encode("utf-8", "surrogatepass"))
+        digest.update(b"\x01")
         usable += len((item[1] if method == "title" else item).split()) >= TSDAE_MIN_WORDS
         if texts is not None:
             texts.append(item)
@@ -177,7 +181,8 @@ def adapt(
     # TSDAE's decoder is built (and an encoder without one refused) before anything is written
     denoising = DenoisingAutoEncoderLoss(student, tokenizer, deletion_ratio=0.6) if method == "tsdae" else None
     settings = {
-        "model": os.fspath(model), "method": method, "teacher": teacher_name, "texts": count, "epochs": epochs,
+        "model": os.fspath(model), "method": method, "teacher": teacher_name,
+        "texts": f"{count} texts, sha256 {digest.hexdigest()[:16]}", "epochs": epochs,
         "batch_size": batch_size, "lr": lr, "num_negatives": num_negatives, "seed": seed,
         "query_generator": query_generator is not None,
     }  # fmt: skip

@@ -87,6 +87,15 @@ def _train_teacher(
     return teacher
 
 
+def _gold_fingerprint(pairs: Sequence[tuple[str, str]], scores: Sequence[float]) -> str:
+    """What the gold pairs hold (count and a hash of texts and scores): a rerun on other pairs of the same count
+    starts afresh instead of finding its stages done."""
+    digest = hashlib.sha256()
+    for (first, second), score in zip(pairs, scores, strict=True):
+        digest.update(f"{first}\x00{second}\x00{float(score)!r}\x01".encode("utf-8", "surrogatepass"))
+    return f"{len(pairs)} pairs, sha256 {digest.hexdigest()[:16]}"
+
+
 def _text_fingerprint(texts: Sequence[str] | None) -> str | None:
     if texts is None:
         return None
@@ -163,7 +172,8 @@ def augmented_sbert(
     )  # fmt: skip
     teacher_name = None if teacher is None else teacher_id(teacher)
     settings = {
-        "model": os.fspath(model), "teacher": teacher_name, "gold_pairs": len(pairs), "neighbours": neighbours,
+        "model": os.fspath(model), "teacher": teacher_name, "gold_pairs": _gold_fingerprint(pairs, scores),
+        "neighbours": neighbours,
         "bm25_neighbours": bm25_neighbours, "unlabelled": _text_fingerprint(unlabelled),
         "teacher_epochs": teacher_epochs, "teacher_batch_size": teacher_batch_size,
         "teacher_lr": teacher_lr, "epochs": epochs, "batch_size": batch_size, "lr": lr, "seed": seed,

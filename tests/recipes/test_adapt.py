@@ -190,6 +190,16 @@ def test_library_call_takes_a_list(files):
     assert model.encode(["a dog runs"]).shape == (1, 32)
 
 
+def test_other_texts_of_the_same_count_are_not_done_before(files):
+    texts = (files / "corpus.txt").read_text().splitlines()
+    kwargs = dict(model=str(files / "bi"), method="crop", batch_size=4, show_progress_bar=False)
+    adapt(texts, files / "lib", **kwargs)
+    adapt(texts, files / "lib", **kwargs)  # the same texts: done before, reused
+    other = [text.upper() for text in texts]  # as many texts, other content
+    with pytest.raises(ValueError, match=r"other settings is kept here \(differs in \['texts'\]\)"):
+        adapt(other, files / "lib", **kwargs)
+
+
 def test_gpl_takes_a_query_generator(files):
     texts = (files / "corpus.txt").read_text().splitlines()
 

@@ -81,3 +81,12 @@ def test_bad_gold_is_named_and_nothing_written(tmp_path, start, gold, message):
 def test_unlabelled_must_be_sentences(tmp_path, start):
     with pytest.raises(ValueError, match="unlabelled: expected a list of sentences"):
         augmented_sbert(GOLD, tmp_path / "run", model=start, unlabelled="one string", show_progress_bar=False)
+
+
+def test_the_kept_settings_fingerprint_what_the_gold_pairs_hold():
+    from hf_siamese.recipes.augmented import _gold_fingerprint
+
+    pairs = [("a dog", "a cat"), ("a man", "a woman")]
+    same_size = _gold_fingerprint(pairs, [0.5, 0.9]), _gold_fingerprint(pairs, [0.5, 0.8])
+    assert same_size[0] != same_size[1] and same_size[0].startswith("2 pairs, sha256 ")
+    assert _gold_fingerprint(pairs, [0.5, 0.9]) == same_size[0]
