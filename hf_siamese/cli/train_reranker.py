@@ -43,6 +43,9 @@ def add_train_reranker_command(commands: Any) -> None:
     command.add_argument("data", metavar="SOURCE", help="a BEIR folder, or a pairs file with query/positive columns")
     command.add_argument("-o", "--output", required=True, metavar="OUT", help="folder the cross-encoder is saved to")
     command.add_argument(
+        "--overwrite", action="store_true", help="replace OUT if it holds a model (kept until the new one is saved)"
+    )
+    command.add_argument(
         "--model",
         metavar="START",
         help="a cross-encoder to continue, or an encoder / bi-encoder to start one from (a new head); default: "
@@ -230,6 +233,10 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if output.exists() and not output.is_dir():
         raise ValueError(f"-o {args.output}: exists and is not a folder")
+    if output.is_dir() and any(output.iterdir()) and not args.overwrite:
+        raise ValueError(
+            f"-o {args.output}: the folder is not empty (a model trained before?); pass --overwrite to replace it"
+        )
     if not 0 <= args.dev_share < 1:
         raise ValueError(f"--dev-share {args.dev_share}: expected a share in [0, 1) of the training queries")
     beir = _read_beir_training_split(args)

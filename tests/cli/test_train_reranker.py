@@ -115,6 +115,9 @@ def test_negatives_from_both_stages_or_bm25(files, tmp_path, capsys):
     # BM25 alone finds too few documents sharing words with these tiny queries: one line that says so
     code, _, stderr = _run([*argv, "--negatives-from", "lexical", "-o", tmp_path / "other"], capsys)
     assert code == 1 and "documents by lexical" in stderr.splitlines()[-1]
+    # the trained model is not replaced without --overwrite
+    code, _, stderr = _run([*argv, "--negatives-from", "dense"], capsys)
+    assert code == 1 and "pass --overwrite to replace it" in stderr and CrossEncoder.from_pretrained(out)
 
 
 def test_bf16_runs_on_a_cpu_only_machine(files, tmp_path, capsys, monkeypatch):
