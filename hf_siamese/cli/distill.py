@@ -30,6 +30,9 @@ def add_distill_command(commands: Any) -> None:
     )  # fmt: skip
     command.add_argument("-o", "--output", required=True, metavar="OUT", help="folder the student is saved to")
     command.add_argument(
+        "--overwrite", action="store_true", help="replace OUT if it holds a model (kept until the new one is saved)"
+    )
+    command.add_argument(
         "--teacher", metavar="T", help="the teacher bi-encoder (default: the shipped all-MiniLM-L6-v2)"
     )
     which = command.add_mutually_exclusive_group()
@@ -84,12 +87,17 @@ def run_distill(args: argparse.Namespace) -> int:
     from transformers import TrainingArguments
 
     from ..recipes.stages import check_settings, last_checkpoint
+    from ..storage import recover_output, replace_folder
     from ..training.students import student_from_teacher, teacher_embeddings
     from ..training.trainer import SiameseTrainer
 
     output = Path(args.output)
     if output.exists() and not output.is_dir():
         raise ValueError(f"-o {args.output}: exists and is not a folder")
+    if output.is_dir() and any(output.iterdir()) and not args.overwrite:
+        raise ValueError(
+            f"-o {args.output}: the folder is not empty (a student saved before?); pass --overwrite to replace it"
+        )
     rows = _rows(args)
     teacher_path = args.teacher or default_model_path()
     try:
@@ -142,7 +150,10 @@ def run_distill(args: argparse.Namespace) -> int:
     if last:
         print(f"resuming from {last}")
     trainer.train(resume_from_checkpoint=last)
-    trainer.save_model(str(output))
+    staging = work / "student"  # saved whole, then swapped in: never mixed into an older model's files
+    trainer.save_model(str(staging))
+    recover_output(output)
+    replace_folder(staging, output)
     shutil.rmtree(work, ignore_errors=True)
     print(f"saved the student -> {output}")
     return 0

@@ -51,6 +51,14 @@ def test_a_layer_student_from_texts(files, tmp_path, capsys):
     assert student.config.encoder_config.num_hidden_layers == 1
     assert student.encode(["a dog runs"]).shape == (1, 32)
     assert not [p for p in tmp_path.iterdir() if "checkpoints" in p.name]
+    # a second student is not written into the first one's folder without --overwrite, then replaces it whole
+    (out / "notes.txt").write_text("mine")
+    again = ["distill", files / "texts.txt", "--teacher", files / "teacher", "-o", out, *FAST]
+    code, _, stderr = _run(again, capsys)
+    assert code == 1 and "pass --overwrite to replace it" in stderr and (out / "notes.txt").exists()
+    code, _, stderr = _run([*again, "--overwrite"], capsys)
+    assert code == 0, stderr
+    assert not (out / "notes.txt").exists() and SiameseBertModel.from_pretrained(out)
 
 
 def test_parallel_pairs_and_a_narrower_student(files, tmp_path, capsys):
