@@ -183,9 +183,16 @@ def row_file_kind(output: Path, option: str = "--output") -> str:
 def write_rows(rows: Any, output: Path) -> None:
     """Write a `datasets.Dataset` to `output` (.jsonl / .json: JSON lines; .tsv; .csv) through a `.partial` file, so
     a failed write never leaves a half-written output."""
+    import datasets
+
     from ..storage import write_atomic
 
     kind = row_file_kind(output)
+    list_types = tuple(t for t in (getattr(datasets, "Sequence", None), getattr(datasets, "List", None), list) if t)
+    features = getattr(rows, "features", {}) or {}
+    listed = [name for name, feature in features.items() if isinstance(feature, list_types)]
+    if listed and kind != "json":
+        raise ValueError(f"{output}: column(s) {listed} hold lists, which CSV / TSV cannot keep: write a .jsonl file")
 
     def write(temporary: Path) -> None:
         if kind == "json":

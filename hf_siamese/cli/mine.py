@@ -34,7 +34,11 @@ def run_mine(args: argparse.Namespace) -> int:
     from .index import lexical_settings
 
     output = Path(args.output)
-    row_file_kind(output)
+    if row_file_kind(output) != "json" and args.teacher:
+        raise ValueError(
+            f"-o {args.output}: --teacher writes a list of scores per row, which CSV / TSV cannot hold as numbers: "
+            "write JSON lines (-o rows.jsonl)"
+        )
     settings = lexical_settings(args)
     if args.negatives_from == "dense":
         if settings != type(settings)():

@@ -49,6 +49,25 @@ def test_mine_with_a_teacher_then_train_margin_mse(files, teacher, capsys):  # n
     assert code == 1 and "cosine needs one score per row" in err and err.count("\n") == 1
 
 
+def test_mine_teacher_scores_need_json_lines(files, teacher, capsys):  # noqa: F811
+    w = files
+    argv = ["mine", str(w / "pairs.jsonl"), "--model", str(w / "model"), "--corpus", str(w / "corpus.txt")]
+    code, _, err = _run([*argv, "-o", str(w / "rows.csv"), "--num-negatives", "2", "--teacher", str(teacher)], capsys)
+    assert code == 1 and "write JSON lines (-o rows.jsonl)" in err and not (w / "rows.csv").exists()
+
+
+def test_rows_with_lists_are_not_written_as_csv(tmp_path):
+    from datasets import Dataset
+
+    from hf_siamese.cli.common import write_rows
+
+    rows = Dataset.from_dict({"anchor": ["a"], "positive": ["b"], "label": [[0.5, 0.1]]})
+    with pytest.raises(ValueError, match=r"\['label'\] hold lists.*\.jsonl"):
+        write_rows(rows, tmp_path / "rows.tsv")
+    write_rows(rows, tmp_path / "rows.jsonl")
+    assert json.loads((tmp_path / "rows.jsonl").read_text())["label"] == [0.5, 0.1]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
