@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +90,33 @@ def save_final_model(trainer: Any, tokenizer: Any, folder: Path, data_source: st
 
 
 def last_checkpoint(folder: Path) -> str | None:
-    """The newest `checkpoint-N` in `folder`, or None."""
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest complete `checkpoint-N` in `folder`, or None. A checkpoint counts once the Trainer wrote its last
+    file (`trainer_state.json`, readable JSON) and its weights; a newer, half-written one (a kill mid-save) is set
+    aside as `.checkpoint-N.incomplete` with a warning, so the run resumes from the last complete one instead of
+    failing on it every time."""
+    if not folder.is_dir():
+        return None
+    found = []
+    for path in folder.iterdir():
+        step = path.name.removeprefix("checkpoint-")
+        if path.is_dir() and path.name.startswith("checkpoint-") and step.isdigit():
+            found.append((int(step), path))
+    for _, path in sorted(found, reverse=True):
+        if _complete(path):
+            return str(path)
+        aside = folder / f".{path.name}.incomplete"
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(path, aside)
+        logger.warning("%s is incomplete (a run stopped while saving it): set aside as %s", path, aside.name)
+    return None
 
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+def _complete(checkpoint: Path) -> bool:
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return any(checkpoint.rglob("*.safetensors")) or (checkpoint / "pytorch_model.bin").is_file()
 
 
 __all__ = ["check_settings", "last_checkpoint", "read_jsonl", "save_final_model", "write_jsonl"]
