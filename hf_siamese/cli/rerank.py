@@ -23,49 +23,43 @@ def read_candidates(path: str) -> list[tuple[str, list[dict[str, Any]]]]:
     """(query, candidate hits `{"id", "text", "rank"}`, plus `"score"` from "scores") per non-blank line of `path`; a
     bad line is named with its number. A hit's id is its "ids" entry, else its 0-based position in "documents"; its
     rank, its position + 1."""
+    from ..data.readers import json_lines
+
     rows = []
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{os.fspath(path)}, line {number}"
-            try:
-                row = json.loads(line)
-            except ValueError as error:
-                raise ValueError(f"{where}: not valid JSON ({error}); expected {ROW_HELP}") from None
-            if not isinstance(row, dict) or "query" not in row or "documents" not in row:
-                found = sorted(row) if isinstance(row, dict) else type(row).__name__
-                raise ValueError(f"{where}: expected {ROW_HELP}, got {found}")
-            query, documents, ids = row["query"], row["documents"], row.get("ids")
-            if not isinstance(query, str) or not query.strip():
-                raise ValueError(f'{where}: "query" is {query!r:.60}; expected a non-empty string')
-            if not isinstance(documents, list):
-                raise ValueError(f'{where}: "documents" is {type(documents).__name__}; expected a list of strings')
-            if not documents:
-                raise ValueError(f"{where}: the query {query!r:.60} has no documents to rank")
-            bad = next((i for i, text in enumerate(documents) if not isinstance(text, str)), None)
-            if bad is not None:
-                raise ValueError(f"{where}: documents[{bad}] is {documents[bad]!r:.60}; expected a string")
-            if ids is not None and (not isinstance(ids, list) or len(ids) != len(documents)):
-                count = len(ids) if isinstance(ids, list) else type(ids).__name__
-                raise ValueError(f'{where}: "ids" has {count} entries for {len(documents)} documents; give one each')
-            scores = row.get("scores")
-            if scores is not None and (
-                not isinstance(scores, list)
-                or len(scores) != len(documents)
-                or any(isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) for v in scores)
-            ):
-                raise ValueError(
-                    f'{where}: "scores" must hold one finite number per document ({len(documents)}), got {scores!r:.80}'
-                )
-            ids = list(range(len(documents))) if ids is None else ids
-            hits = [
-                {"id": i, "text": text, "rank": rank}
-                for rank, (i, text) in enumerate(zip(ids, documents, strict=True), 1)
-            ]
-            for hit, score in zip(hits, scores or [], strict=False):
-                hit["score"] = float(score)
-            rows.append((query, hits))
+    for number, row in json_lines(path):
+        where = f"{os.fspath(path)}, line {number}"
+        if "query" not in row or "documents" not in row:
+            found = sorted(row) if isinstance(row, dict) else type(row).__name__
+            raise ValueError(f"{where}: expected {ROW_HELP}, got {found}")
+        query, documents, ids = row["query"], row["documents"], row.get("ids")
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f'{where}: "query" is {query!r:.60}; expected a non-empty string')
+        if not isinstance(documents, list):
+            raise ValueError(f'{where}: "documents" is {type(documents).__name__}; expected a list of strings')
+        if not documents:
+            raise ValueError(f"{where}: the query {query!r:.60} has no documents to rank")
+        bad = next((i for i, text in enumerate(documents) if not isinstance(text, str)), None)
+        if bad is not None:
+            raise ValueError(f"{where}: documents[{bad}] is {documents[bad]!r:.60}; expected a string")
+        if ids is not None and (not isinstance(ids, list) or len(ids) != len(documents)):
+            count = len(ids) if isinstance(ids, list) else type(ids).__name__
+            raise ValueError(f'{where}: "ids" has {count} entries for {len(documents)} documents; give one each')
+        scores = row.get("scores")
+        if scores is not None and (
+            not isinstance(scores, list)
+            or len(scores) != len(documents)
+            or any(isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) for v in scores)
+        ):
+            raise ValueError(
+                f'{where}: "scores" must hold one finite number per document ({len(documents)}), got {scores!r:.80}'
+            )
+        ids = list(range(len(documents))) if ids is None else ids
+        hits = [
+            {"id": i, "text": text, "rank": rank} for rank, (i, text) in enumerate(zip(ids, documents, strict=True), 1)
+        ]
+        for hit, score in zip(hits, scores or [], strict=False):
+            hit["score"] = float(score)
+        rows.append((query, hits))
     if not rows:
         raise ValueError(f"{os.fspath(path)}: no rows; expected one JSON object per line: {ROW_HELP}")
     return rows

@@ -7,7 +7,6 @@ What a model scores on one is in `hf_siamese.retrieval.evaluation`; this module 
 from __future__ import annotations
 
 import csv
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -143,23 +142,18 @@ def beir_split(folder: str | os.PathLike, preferred: Sequence[str]) -> str:
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The rows of a BEIR .jsonl file, each with an `_id` seen once (a repeated id is named with both lines)."""
+    from .readers import json_lines
+
     rows = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as error:
-                raise ValueError(f"read_beir: {path} line {number} is not JSON ({error}).") from None
-            if not isinstance(row, dict) or "_id" not in row:
-                raise ValueError(f"read_beir: {path} line {number} has no '_id'.")
-            key = str(row["_id"])
-            if key in seen:
-                raise ValueError(
-                    f"read_beir: {path} lines {seen[key]} and {number} have the same _id {key!r}; ids must be unique"
-                )
-            seen[key] = number
-            rows.append(row)
+    for number, row in json_lines(path):
+        if "_id" not in row:
+            raise ValueError(f"read_beir: {path} line {number} has no '_id'.")
+        key = str(row["_id"])
+        if key in seen:
+            raise ValueError(
+                f"read_beir: {path} lines {seen[key]} and {number} have the same _id {key!r}; ids must be unique"
+            )
+        seen[key] = number
+        rows.append(row)
     return rows

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import glob
-import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .files import json_object
 from .readers import DataFormatError, DatasetLoadError, text_lines
 
 SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv", ".parquet")
@@ -68,12 +68,7 @@ def _read_lines(path: Path, rows: _Rows, jsonl: bool) -> Iterator[tuple]:
         if not jsonl:
             yield rows.check(where, line, None, line=number)
             continue
-        try:
-            record = json.loads(line)
-        except ValueError as err:
-            raise DataFormatError(path, f"is not JSON Lines ({err})", line=number, value=line) from None
-        if not isinstance(record, dict):
-            raise DataFormatError(path, "has a line that is not a JSON object", line=number, value=record)
+        record = json_object(path, line, number)
         rows.need_columns(where, record, line=number)
         yield rows.check(where, record[rows.text_column], record.get(rows.id_column), line=number)
 

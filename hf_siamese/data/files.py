@@ -269,6 +269,22 @@ def read_delimited(path: PathLike, text: str, delimiter: str) -> tuple[list[str]
     return header, values, lines
 
 
+def json_object(path: PathLike, raw: str, line: int) -> dict[str, Any]:
+    """One line of a JSON Lines file as its object, or a `DataFormatError` naming the file and line (every JSON Lines
+    reader of the package parses its lines here)."""
+    try:
+        row = json.loads(raw)
+    except ValueError as err:
+        raise DataFormatError(
+            path, f"is not JSON Lines ({err})", line=line, value=raw, expected="one JSON object per line"
+        ) from None
+    if not isinstance(row, dict):
+        raise DataFormatError(
+            path, "has a line that is not a JSON object", line=line, value=raw, expected='an object like {"a": ...}'
+        )
+    return row
+
+
 def read_json_lines(path: PathLike, text: str) -> tuple[list[str], list[list[Any]], list[int]]:
     """Parse JSON Lines (one object per line) into (keys, column-wise values, line of each row)."""
     rows: list[dict[str, Any]] = []
@@ -278,21 +294,7 @@ def read_json_lines(path: PathLike, text: str) -> tuple[list[str], list[list[Any
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise DataFormatError(
-                path, f"invalid JSON ({err.msg})", line=number, value=raw, expected="one JSON object per line"
-            ) from None
-        if not isinstance(row, dict):
-            raise DataFormatError(
-                path,
-                "line is not a JSON object",
-                line=number,
-                value=raw,
-                expected='an object like {"a": ...}',
-            )
-        rows.append(row)
+        rows.append(json_object(path, raw, number))
         lines.append(number)
     return rows_to_columns(rows, lines)
 

@@ -35,6 +35,7 @@ from .files import (
     PathLike,
     check_not_empty,
     collect,
+    json_object,
     looks_like_sts_benchmark,
     normalise_format,
     pairs_dataset,
@@ -338,6 +339,13 @@ def text_lines(path: PathLike) -> Iterator[tuple[int, str]]:
                 ) from None
             if line:
                 yield number, line
+
+
+def json_lines(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of every non-blank line of a JSON Lines file, one line in memory at a time; a line that
+    is not a JSON object is named with its file and number (`files.json_object`)."""
+    for number, line in text_lines(path):
+        yield number, json_object(path, line, number)
 
 
 def read_text_lines(path: str) -> list[str]:

@@ -67,7 +67,9 @@ def read_jsonl(path: Path) -> Any:
     """A `datasets.Dataset` of the rows `write_jsonl` wrote (columns in the first row's order)."""
     from datasets import Dataset
 
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from ..data.readers import json_lines
+
+    rows = [row for _, row in json_lines(path)]
     names = list(rows[0]) if rows else []
     return Dataset.from_dict({name: [row[name] for row in rows] for name in names})
 
