@@ -181,7 +181,7 @@ def test_bad_input_is_one_line(files: Path, capsys, tmp_path: Path) -> None:
     good = json.dumps({"query": "music", "documents": ["a song"]})
     for line, message in (
         ("not json", "line 2: is not JSON Lines"),
-        ('["music"]', 'line 2: has a line that is not a JSON object'),
+        ('["music"]', "line 2: has a line that is not a JSON object"),
         (json.dumps({"query": "music", "documents": []}), "line 2: the query 'music' has no documents to rank"),
         (json.dumps({"query": "", "documents": ["a"]}), "line 2: \"query\" is ''; expected a non-empty string"),
         (json.dumps({"query": "m", "documents": "a song"}), 'line 2: "documents" is str; expected a list'),
