@@ -17,6 +17,7 @@ EXPORT_QUANTIZATION = ("none", "int8-dynamic", "int8-static")
 
 def run_export(args: argparse.Namespace) -> int:
     """Read the calibration texts (when given), load the model, call `export_model` once."""
+    from ..cross_encoder.export import is_cross_encoder
     from ..formats.export import DEFAULT_CALIBRATION_SIZE, export_model
 
     if args.calibration and args.quantize != "int8-static":
@@ -25,7 +26,7 @@ def run_export(args: argparse.Namespace) -> int:
             "--calibration, or give --quantize int8-static"
         )
     calibration = None
-    if args.calibration and _is_cross_encoder(args.model):
+    if args.calibration and is_cross_encoder(args.model):
         calibration = _calibration_pairs(args.calibration)
     elif args.calibration:
         from ..data.corpus_stream import open_corpus
@@ -39,7 +40,7 @@ def run_export(args: argparse.Namespace) -> int:
             "--quantize int8-static calibrates on texts like the ones you will serve: give --calibration FILE (one "
             "text per line, or .jsonl / .csv / .parquet with --calibration-column)"
         )
-    if _is_cross_encoder(args.model):
+    if is_cross_encoder(args.model):
         return _export_cross_encoder(args, calibration)
     model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length, device="cpu")
     output = export_model(
@@ -54,12 +55,6 @@ def run_export(args: argparse.Namespace) -> int:
     )
     print(f"wrote {args.format} export (quantize: {args.quantize}) of {args.model or 'the default model'} to {output}")
     return 0
-
-
-def _is_cross_encoder(model: str | None) -> bool:
-    from ..cross_encoder.export import is_cross_encoder
-
-    return is_cross_encoder(model)
 
 
 def _calibration_pairs(source: str) -> list[tuple[str, str]]:

@@ -14,11 +14,13 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .collator import QUERY_COLUMNS
+
 logger = logging.getLogger(__name__)
 
 OUTPUTS = ("pairs", "tuples")
 # Column names read as (query, positive) when no others are given, before the bi-encoder layouts.
-QUERY_COLUMNS = ("query", "anchor", "question")
+
 POSITIVE_COLUMNS = ("positive", "document", "passage", "answer")
 
 
