@@ -169,6 +169,17 @@ def load_data(
     return load_pairs(source, split=split, columns=columns, **kwargs)
 
 
+def model_output_folder(output: str, overwrite: bool, what: str) -> Path:
+    """`-o OUTPUT` of a command that saves a model folder: refused when it is a file, or a non-empty folder (`what`
+    saved before) without --overwrite."""
+    path = Path(output)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"-o {output}: exists and is not a folder")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise ValueError(f"-o {output}: the folder is not empty ({what} saved before?); pass --overwrite to replace it")
+    return path
+
+
 ROW_FILE_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv"}
 
 

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from pathlib import Path
 from typing import Any
 
 from .arguments import positive_float, positive_int
-from .common import _one_line, default_model_path, load_data, load_inference_model, parse_columns, quiet_progress_bars
+from .common import (
+    _one_line,
+    default_model_path,
+    load_data,
+    load_inference_model,
+    model_output_folder,
+    parse_columns,
+    quiet_progress_bars,
+)
 
 
 def add_distill_command(commands: Any) -> None:
@@ -91,13 +98,7 @@ def run_distill(args: argparse.Namespace) -> int:
     from ..training.students import student_from_teacher, teacher_embeddings
     from ..training.trainer import SiameseTrainer
 
-    output = Path(args.output)
-    if output.exists() and not output.is_dir():
-        raise ValueError(f"-o {args.output}: exists and is not a folder")
-    if output.is_dir() and any(output.iterdir()) and not args.overwrite:
-        raise ValueError(
-            f"-o {args.output}: the folder is not empty (a student saved before?); pass --overwrite to replace it"
-        )
+    output = model_output_folder(args.output, args.overwrite, "a student")
     rows = _rows(args)
     teacher_path = args.teacher or default_model_path()
     try:

@@ -138,14 +138,13 @@ def _search_index(
 
     index = load_index(args.index)
     first_stage = check_first_stage(args.first_stage or index.default_first_stage(), args.fusion, args.dense_weight)
-    if first_stage == "lexical":
-        index.lexical  # noqa: B018  (fails now, naming --add-lexical, where the index has no lexical part)
+    if first_stage == "lexical":  # no model to load
         return index.search(
             None, queries, top_k=args.top_k, batch_size=args.batch_size, rerank=reranker, rerank_top=rerank_top,
             first_stage="lexical",
         )  # fmt: skip
     if first_stage == "hybrid":
-        index.lexical  # noqa: B018
+        index.lexical  # noqa: B018  (fails before the model loads, naming --add-lexical, where the index has none)
     model_path = args.model or index.model_name
     if not model_path:
         raise ValueError(f"the index {args.index!r} records no model path (built from an unsaved model); pass --model")

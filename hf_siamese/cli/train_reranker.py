@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import non_negative_int, positive_float, positive_int, warmup_ratio
-from .common import _one_line, default_model_path, load_data, load_inference_model, parse_columns, quiet_progress_bars
+from .common import (
+    _one_line,
+    default_model_path,
+    load_data,
+    load_inference_model,
+    model_output_folder,
+    parse_columns,
+    quiet_progress_bars,
+)
 
 RERANKER_LOSSES = ("bce", "mnr", "lambda", "plistmle")
 DEFAULT_MAX_LENGTH = 256  # a new cross-encoder's tokens per pair
@@ -230,13 +238,7 @@ def run_train_reranker(args: argparse.Namespace) -> int:
 
     if args.pos_weight is not None and args.loss not in (None, "bce"):
         raise ValueError(f"--pos-weight applies to --loss bce, not --loss {args.loss}")
-    output = Path(args.output)
-    if output.exists() and not output.is_dir():
-        raise ValueError(f"-o {args.output}: exists and is not a folder")
-    if output.is_dir() and any(output.iterdir()) and not args.overwrite:
-        raise ValueError(
-            f"-o {args.output}: the folder is not empty (a model trained before?); pass --overwrite to replace it"
-        )
+    output = model_output_folder(args.output, args.overwrite, "a model")
     if not 0 <= args.dev_share < 1:
         raise ValueError(f"--dev-share {args.dev_share}: expected a share in [0, 1) of the training queries")
     beir = _read_beir_training_split(args)

@@ -16,7 +16,7 @@ import torch
 
 from .corpus_groups import corpus_matrix
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
-from .hybrid import FIRST_STAGES, check_first_stage, fuse, hits_of
+from .hybrid import check_first_stage, fuse, hits_of
 from .index_parts import check_top_k, faiss_available, flat_search, unit_length_rows
 from .lexical import LEXICAL_DIR, LexicalIndex, require_lexical
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
@@ -214,8 +214,7 @@ class VectorIndex:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows) of each query's first stage, best first, -1 where none: `depth` from each stage; hybrid
         fuses the two lists into their union (up to 2 x depth)."""
-        if first_stage not in FIRST_STAGES:
-            check_first_stage(first_stage)
+        check_first_stage(first_stage, fusion, dense_weight)
         lexical = self.lexical.search(list(queries), depth) if first_stage != "dense" else None
         if first_stage == "lexical":
             return lexical
