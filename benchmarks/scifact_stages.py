@@ -31,7 +31,7 @@ def first_stage(workdir: Path, name: str, model_path: str) -> dict:
     import numpy as np
 
     from hf_siamese.cli.common import load_inference_model
-    from hf_siamese.metrics.retrieval.retrieval import exact_search
+    from hf_siamese.retrieval import exact_search
     from hf_siamese.retrieval.evaluation import embed_retrieval_set
 
     model, tokenizer = load_inference_model(model_path, None, None, None)

@@ -78,7 +78,7 @@ def neighbour_pairs(
 ) -> list[tuple[str, str]]:
     """Unordered pairs (each once, in a fixed order) of every distinct sentence with its `neighbours` nearest others by
     the bi-encoder's similarity, without the pairs of `exclude` (in either order)."""
-    from ..metrics import exact_search
+    from ..retrieval.exact import exact_search
 
     _check_neighbours(neighbours)
     unique = _distinct(sentences, "neighbour_pairs")

@@ -135,8 +135,8 @@ def first_stage_candidates(
 def _first_stage(
     bi_encoder: Any, dataset: RetrievalDataset, top_k: int, tokenizer: Any, batch_size: int, show_progress_bar: bool
 ) -> dict[str, tuple[list[str], list[float]]]:
-    from ..metrics import exact_search
     from ..retrieval.evaluation import embed_retrieval_set
+    from ..retrieval.exact import exact_search
 
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k={top_k!r}: expected a positive int (first-stage candidates per query)")

@@ -1,5 +1,6 @@
 """Metrics as `evaluate` scripts and their plain functions: STS (`evaluate.load(STS_SPEARMAN)`) and retrieval
-(`evaluate.load(RETRIEVAL)`: nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k, and the exact chunked `exact_search`).
+(`evaluate.load(RETRIEVAL)`: nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k of rankings; ranking a corpus is
+`hf_siamese.retrieval.exact_search`).
 
 The functions live in the metric scripts themselves, which evaluate copies and imports on their own; importing them
 pulls in `evaluate` (seconds), so they are loaded on first use rather than with the package.
@@ -25,9 +26,7 @@ _FROM_SCRIPT = (
 _FROM_RETRIEVAL_SCRIPT = (
     "DEFAULT_K_VALUES",
     "Retrieval",
-    "exact_search",
     "retrieval_metrics",
-    "retrieval_metrics_from_embeddings",
 )
 
 

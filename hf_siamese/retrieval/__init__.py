@@ -3,3 +3,7 @@ index and the model fingerprint it records, corpus embedding into resumable Parq
 stage of a search (`rerank`: any object with `predict(pairs)`, such as a cross-encoder, re-scores a first stage's
 hits). Imports modeling, data and metrics.
 """
+
+from .exact import exact_search, retrieval_metrics_from_embeddings
+
+__all__ = ["exact_search", "retrieval_metrics_from_embeddings"]

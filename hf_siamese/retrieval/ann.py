@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from .index_parts import check_top_k, unit_rows
+from .exact import unit_rows
+from .index_parts import check_top_k
 
 logger = logging.getLogger(__name__)
 

@@ -40,8 +40,9 @@ from .ann import (
     load_ann_index,
     part_name,
 )
-from .ann_chunks import _chunks, _collect_ids, _drop_self, _merge_top, _passes, _reservoir_sample
-from .index_parts import FAISS_METRICS, unit_rows
+from .ann_chunks import _chunks, _collect_ids, _drop_self, _passes, _reservoir_sample
+from .exact import best_first, unit_rows
+from .index_parts import FAISS_METRICS
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +281,7 @@ def _add_pass(
 ) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray], int]:
     """The second pass: every chunk added (`add`), and the exact top k+1 rows of each recall query kept as it goes.
     Returns (the chunks' ids or None, (scores, rows) of the exact neighbours, the rows added)."""
-    from ..metrics import exact_search
+    from .exact import exact_search
 
     exact_similarity = "euclidean" if similarity == "euclidean" else "dot"  # cosine: the vectors are unit already
     best = (np.empty((len(queries), 0), np.float32), np.empty((len(queries), 0), np.int64))
@@ -296,7 +297,8 @@ def _add_pass(
         if k and len(queries):
             # small corpus blocks: 1000 queries x 8192 rows of scores at a time, not x the whole chunk
             found = exact_search(queries, vectors, k + 1, similarity=exact_similarity, corpus_chunk_size=8192)
-            best = _merge_top(best, found, added, k + 1)
+            both = np.concatenate([best[0], found[0]], 1), np.concatenate([best[1], found[1] + added], 1)
+            best = best_first(*both, k + 1)
         added += len(vectors)
     return (_collect_ids(id_parts) if with_ids else None), best, added
 
@@ -323,9 +325,7 @@ def _part_search(faiss: Any, index: Any, ivf: Any, files: list[Path]) -> Callabl
             rows.append(found_rows)
             del part
         scores, rows = np.concatenate(scores, axis=1), np.concatenate(rows, axis=1)
-        scores = np.where(rows < 0, -np.inf if larger_is_better else np.inf, scores)  # empty slots last
-        order = np.argsort(-scores if larger_is_better else scores, axis=1, kind="stable")[:, :k]
-        return np.take_along_axis(rows, order, axis=1)
+        return best_first(scores if larger_is_better else -scores, rows, k)[1]  # empty slots (-1) last
 
     return search
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .ann import Chunk
-from .index_parts import unit_rows
+from .exact import unit_rows
 
 
 def _passes(chunks: Any) -> Callable[[], Iterator[Chunk]]:
@@ -117,12 +117,6 @@ def _collect_ids(parts: list[np.ndarray]) -> np.ndarray:
     if len(repeated):
         raise ValueError(f"duplicate id {repeated[0]!r} in the chunks' ids; ids must be unique")
     return ids
-
-
-def _merge_top(best: tuple[np.ndarray, np.ndarray], found: tuple[np.ndarray, np.ndarray], offset: int, k: int):
-    scores, rows = np.concatenate([best[0], found[0]], 1), np.concatenate([best[1], found[1] + offset], 1)
-    order = np.lexsort((rows, -scores), axis=1)[:, :k]
-    return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
 
 
 def _drop_self(found: np.ndarray, own: np.ndarray | None, k: int) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..data.beir import RetrievalDataset
-from ..metrics import exact_search
+from .exact import exact_search
 from .hybrid import check_first_stage, choose_dense_weight, fuse
 from .lexical import LexicalSettings, build_lexical_index
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
@@ -105,7 +105,8 @@ def evaluate_retrieval(
     Below the candidates (a k larger than they are) the reranked ranking goes on in the first stage's order. Under
     several processes each reranks every query (the same numbers). `first_stage_weight` fuses the reranker's and the
     first stage's scores as `rerank.rerank_hits` does (default: the reranker's own weight)."""
-    from ..metrics import retrieval_metrics, retrieval_metrics_from_embeddings
+    from ..metrics import retrieval_metrics
+    from .exact import retrieval_metrics_from_embeddings
 
     check_first_stage(first_stage, fusion, dense_weight)
     depth = None if rerank is None else check_rerank(rerank, rerank_top, 1, len(dataset.corpus))

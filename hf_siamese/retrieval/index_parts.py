@@ -1,5 +1,5 @@
 """The input checks and small parts the vector index and the corpus-scale index share: texts, ids, top_k and dtype
-checks, whether faiss is installed, unit rows (moving a finished folder into place lives in `hf_siamese.storage`)."""
+checks, whether faiss is installed (moving a finished folder into place lives in `hf_siamese.storage`)."""
 
 from __future__ import annotations
 
@@ -68,43 +68,3 @@ def faiss_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-
-
-# Extra neighbours fetched beyond top_k so that ties at the cut are decided by row number, as `exact_search` does.
-TIE_MARGIN = 8
-
-
-def unit_length_rows(vectors: np.ndarray, chunk: int = 16_384) -> bool:
-    """Whether every row of `vectors` (a memmap is read a chunk at a time) has unit length, within float32 rounding."""
-    return all(
-        np.allclose(
-            np.linalg.norm(np.asarray(vectors[start : start + chunk], dtype=np.float32), axis=1), 1.0, atol=1e-4
-        )
-        for start in range(0, len(vectors), chunk)
-    )
-
-
-def flat_search(
-    vectors: np.ndarray, queries: np.ndarray, k: int, similarity: str, unit_vectors: bool
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """Exact top-k by faiss' brute-force kernel (`faiss.knn`, reading `vectors`, e.g. a read-only memmap, in place):
-    `(scores, rows)` best first, ties by lower row; None where it does not apply (no faiss, a similarity other than
-    dot or cosine over unit-length `vectors`, or vectors it cannot read in place). Measured on a 20k x 384 index:
-    faiss' kernel served 2.2x the queries/s of `exact_search` (benchmarks/RESULTS.md, "bench_index")."""
-    if not (similarity == "dot" or (similarity == "cosine" and unit_vectors)) or not faiss_available():
-        return None
-    if vectors.dtype != np.float32 or not vectors.flags.c_contiguous or vectors.ndim != 2:
-        return None
-    import faiss
-
-    queries = np.ascontiguousarray(queries, dtype=np.float32)
-    if similarity == "cosine":
-        queries = np.ascontiguousarray(unit_rows(queries), dtype=np.float32)
-    scores, rows = faiss.knn(queries, vectors, min(len(vectors), k + TIE_MARGIN), metric=faiss.METRIC_INNER_PRODUCT)
-    order = np.lexsort((rows, -scores), axis=1)[:, :k]
-    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)

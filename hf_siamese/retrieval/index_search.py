@@ -15,9 +15,10 @@ import numpy as np
 import torch
 
 from .corpus_groups import corpus_matrix
+from .exact import exact_search, unit_length_rows
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
 from .hybrid import check_first_stage, fuse, hits_of
-from .index_parts import check_top_k, faiss_available, flat_search, unit_length_rows
+from .index_parts import check_top_k, faiss_available
 from .lexical import LEXICAL_DIR, LexicalIndex, require_lexical
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
@@ -252,13 +253,8 @@ class VectorIndex:
         if self.ann is not None:
             return self.ann.search(queries, k)
         if self._unit is None:  # once per opened index: one pass over the vectors
-            self._unit = self.similarity == "cosine" and unit_length_rows(self.embeddings)
-        found = flat_search(self.embeddings, queries, k, self.similarity, self._unit)
-        if found is not None:
-            return found
-        from ..metrics import exact_search
-
-        return exact_search(queries, self.embeddings, k, similarity=self.similarity)
+            self._unit = unit_length_rows(self.embeddings)
+        return exact_search(queries, self.embeddings, k, similarity=self.similarity, unit_corpus=self._unit)
 
 
 def load_index(path: str | os.PathLike) -> VectorIndex:

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .exact import top_k
+
 LEXICAL_DIR = "lexical"
 SETTINGS_FILE = "lexical.json"
 INSTALL = "pip install 'hf-siamese[lexical]'"
@@ -277,21 +279,7 @@ class LexicalIndex:
             if not ids or k == 0:
                 continue
             scores = np.asarray(self.retriever.get_scores_from_ids(ids), dtype=np.float32)
-            rows = top_rows(scores, k)
-            rows = rows[scores[rows] > 0]
-            scores_out[q, : len(rows)], rows_out[q, : len(rows)] = scores[rows], rows
+            found, rows = top_k(scores[None], k)
+            hit = found[0] > 0
+            scores_out[q, : hit.sum()], rows_out[q, : hit.sum()] = found[0][hit], rows[0][hit]
         return scores_out, rows_out
-
-
-def top_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """The `k` rows of highest score, best first, ties broken by the lower row."""
-    k = min(k, len(scores))
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    if k < len(scores):
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-        candidates = np.flatnonzero(scores >= kth)
-    else:
-        candidates = np.arange(len(scores))
-    order = np.lexsort((candidates, -scores[candidates]))
-    return candidates[order][:k].astype(np.int64)

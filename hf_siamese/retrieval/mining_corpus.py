@@ -75,7 +75,7 @@ def corpus_search(vectors: Any, folder: Path, similarity: str, approximate: bool
     """`search(queries, k) -> (scores, rows)` over the corpus matrix: `neighbour_search`'s approximate index (at
     `ann.EXACT_BELOW` vectors and above, or as `approximate` says), else exact search a chunk at a time. A similarity
     faiss does not serve (manhattan) is searched exactly unless `approximate=True` asks otherwise (an error)."""
-    from ..metrics import exact_search
+    from .exact import exact_search
     from .index_parts import FAISS_METRICS
 
     if approximate is None and similarity not in FAISS_METRICS:

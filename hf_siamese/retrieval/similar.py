@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics import exact_search
+from .exact import exact_search
 
 # The range a similarity's scores can take (distances are negated: a larger score is always more similar).
 SCORE_RANGES = {

@@ -14,7 +14,7 @@ import pytest
 
 faiss = pytest.importorskip("faiss")
 
-from hf_siamese.metrics import exact_search  # noqa: E402
+from hf_siamese.retrieval import exact_search  # noqa: E402
 from hf_siamese.retrieval.ann import EXACT_BELOW, RECALL_TARGET, TRAIN_PER_CENTROID, choose_factory, load_ann_index  # noqa: E402
 from hf_siamese.retrieval.ann_build import _reservoir_sample, build_ann_index, nprobe_ladder  # noqa: E402
 

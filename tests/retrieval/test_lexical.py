@@ -11,7 +11,7 @@ from conftest import make_tiny_model
 
 from hf_siamese.retrieval import lexical
 from hf_siamese.retrieval.hybrid import check_first_stage, choose_dense_weight, fuse
-from hf_siamese.retrieval.lexical import LexicalSettings, build_lexical_index, top_rows
+from hf_siamese.retrieval.lexical import LexicalSettings, build_lexical_index
 from hf_siamese.retrieval.vector_index import add_lexical, build_index, load_index
 
 bm25s = pytest.importorskip("bm25s")
@@ -67,11 +67,6 @@ def test_small_buckets_and_chunks_give_the_same_index(tmp_path, monkeypatch) -> 
     np.testing.assert_array_equal(parts[1], whole[1])
     np.testing.assert_allclose(parts[0], whole[0], rtol=1e-6)
     assert not list((tmp_path / "parts").glob("*.part"))
-
-
-def test_top_rows_breaks_ties_by_the_lower_row() -> None:
-    assert top_rows(np.array([1.0, 3.0, 3.0, 2.0, 3.0]), 3).tolist() == [1, 2, 4]
-    assert top_rows(np.array([0.5, 0.5]), 5).tolist() == [0, 1]
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ from conftest import WORDS, make_tiny_model
 from datasets import Dataset
 
 from hf_siamese.data.readers import DatasetLoadError
-from hf_siamese.metrics import exact_search, paired_similarities
-from hf_siamese.retrieval import mining_corpus
+from hf_siamese.metrics import paired_similarities
+from hf_siamese.retrieval import exact_search, mining_corpus
 from hf_siamese.retrieval.mining import mine_hard_negatives
 
 

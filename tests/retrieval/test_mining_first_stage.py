@@ -13,8 +13,7 @@ import pytest
 from conftest import WORDS, make_tiny_model
 from datasets import Dataset
 
-from hf_siamese.metrics import exact_search
-from hf_siamese.retrieval import mining_corpus
+from hf_siamese.retrieval import exact_search, mining_corpus
 from hf_siamese.retrieval.lexical import LexicalSettings
 from hf_siamese.retrieval.mining import mine_hard_negatives
 

@@ -18,7 +18,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.data import RetrievalDataset
-from hf_siamese.metrics import exact_search
+from hf_siamese.retrieval import exact_search
 from hf_siamese.retrieval.evaluation import embed_retrieval_set, evaluate_retrieval
 from hf_siamese.retrieval.rerank import rerank_hits
 from hf_siamese.retrieval.vector_index import build_index

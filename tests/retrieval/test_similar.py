@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_siamese.metrics import exact_search
+from hf_siamese.retrieval import exact_search
 from hf_siamese.retrieval.similar import cluster, kmeans, neighbour_pairs, similar_pairs
 
 

@@ -16,8 +16,7 @@ from conftest import WORDS, make_tiny_model
 
 import hf_siamese
 from hf_siamese.cli import main
-from hf_siamese.metrics import exact_search
-from hf_siamese.retrieval import index_search, vector_index
+from hf_siamese.retrieval import exact_search, index_search, vector_index
 from hf_siamese.retrieval.vector_index import VectorIndex, build_index, load_index
 
 _rng = random.Random(0)
