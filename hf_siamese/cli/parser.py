@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from ..training.recipe import RECIPES
 from .adapt import add_adapt_command
 from .arguments import (
     add_data_arguments,
@@ -25,7 +26,6 @@ from .distill import add_distill_command
 from .encode import run_encode
 from .evaluate import run_eval
 from .parser_corpus import add_corpus_commands
-from .recipe import RECIPES
 from .train import run_train
 from .train_reranker import add_train_reranker_command
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import corpus_source, load_cross_encoder, load_inference_model, shard_options
+from .common import corpus_source, load_cross_encoder, load_inference_model
 
 # What only a --corpus search reads (its columns, its Hub split, its embeddings folder), with their defaults.
 _CORPUS_ONLY = {
@@ -87,46 +87,19 @@ def print_hits(queries: list[str], results: list[list[dict[str, Any]]]) -> None:
 def _search_corpus(
     args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
 ) -> list[list[dict[str, Any]]]:
-    """Embed the corpus into shards (in --embeddings-dir, reused when it holds them, else a temporary folder), then
-    search the memory-mapped vectors: exactly, or through a kept approximate index (see `corpus_search`); with a
-    reranker, its best `rerank_top` hits are reranked."""
-    from ..retrieval.corpus import encode_corpus
-    from ..retrieval.corpus_groups import _texts_of, corpus_matrix
-    from ..retrieval.mining_corpus import corpus_search, work_folder
-    from ..retrieval.rerank import check_rerank, rerank_hits
+    """Load the model, then `search_corpus` (embed into --embeddings-dir or a temporary folder, search, rerank)."""
+    from ..retrieval.corpus_search import search_corpus
 
     source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )
-    # An approximate index pays off only when it is kept for later searches (--embeddings-dir) or asked for.
-    approximate = args.approximate if args.approximate is not None or args.embeddings_dir else False
-    options = shard_options(args, tokenizer)
-    options["show_progress_bar"] = sys.stderr.isatty()
-    with work_folder(args.embeddings_dir) as folder:
-        encode_corpus(model, source, folder, **options)
-        ids, vectors = corpus_matrix(folder)
-        search = corpus_search(vectors, folder, model.config.similarity, approximate)
-        query_vectors = model.encode(
-            queries, tokenizer=tokenizer, batch_size=args.batch_size, prompt_name=args.prompt_name,
-            convert_to_numpy=True,
-        )  # fmt: skip
-        depth = args.top_k if reranker is None else check_rerank(reranker, rerank_top, args.top_k, len(vectors))
-        scores, rows = search(query_vectors, min(depth, len(vectors)))
-        del vectors, search
-    texts = _texts_of(source, {row for row in rows.ravel().tolist() if row >= 0}, args.text_column, args.id_column)
-    results = []
-    for found_scores, found_rows in zip(scores.tolist(), rows.tolist(), strict=True):
-        hits = [(score, row) for score, row in zip(found_scores, found_rows, strict=True) if row >= 0]  # -1: no hit
-        results.append(
-            [
-                {"rank": rank, "score": score, "id": ids[row], "text": texts[row]}
-                for rank, (score, row) in enumerate(hits, start=1)
-            ]
-        )
-    if reranker is None:
-        return results
-    return rerank_hits(reranker, queries, results, args.top_k, args.batch_size, show_progress_bar=sys.stderr.isatty())
+    return search_corpus(
+        model, source, queries, args.top_k, tokenizer=tokenizer, text_column=args.text_column,
+        id_column=args.id_column, embeddings_dir=args.embeddings_dir, approximate=args.approximate,
+        batch_size=args.batch_size, prompt_name=args.prompt_name, rerank=reranker, rerank_top=rerank_top,
+        show_progress_bar=sys.stderr.isatty(), shard_size=args.shard_size, dtype=args.dtype,
+    )  # fmt: skip
 
 
 def _search_index(

@@ -7,6 +7,14 @@ import inspect
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..training.recipe import (
+    Recipe,
+    checkpoint_folders,
+    end_training,
+    remove_checkpoints,
+    resolve_recipe,
+    selection_arguments,
+)
 from .common import (
     DEMO_DEV_NAME,
     DEMO_OUTPUT_DIR,
@@ -23,7 +31,6 @@ from .common import (
     shutdown_distributed,
     take,
 )
-from .recipe import Recipe, checkpoint_folders, end_training, remove_checkpoints, resolve_recipe, selection_arguments
 
 if TYPE_CHECKING:
     import datasets
@@ -218,7 +225,7 @@ def _training_arguments(args: argparse.Namespace, output_dir: str, recipe: Recip
         ddp_find_unused_parameters=False,
         report_to="none",
     )
-    return TrainingArguments(**{**arguments, **selection_arguments(recipe, args)})
+    return TrainingArguments(**{**arguments, **selection_arguments(recipe, args.eval_steps, args.save_steps)})
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -237,7 +244,14 @@ def run_train(args: argparse.Namespace) -> int:
     if args.interpolate == "auto" and eval_data is None:
         raise ValueError("--interpolate auto chooses ALPHA by the score on --eval; give --eval, or a number for ALPHA")
     loss_name, loss, head_kwargs, train_data = _objective(args, train_data, train_name)
-    recipe = resolve_recipe(args, loss.label_kind, eval_data)
+    recipe = resolve_recipe(
+        args.recipe,
+        loss.label_kind,
+        eval_data,
+        epochs=args.epochs,
+        average_weights=args.average_weights,
+        interpolate=args.interpolate,
+    )
 
     model_path = check_model_source(args.model or default_model_path())
     set_seed(args.seed)  # before building the model: a classifier head is initialised at random

@@ -6,12 +6,13 @@ What a model scores on one is in `hf_siamese.retrieval.evaluation`; this module 
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .files import delimited_rows
 
 DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
 
@@ -109,11 +110,9 @@ def read_beir(
         corpus[str(row["_id"])] = title + title_separator + row.get("text", "") if title else row.get("text", "")
     qrels: dict[str, dict[str, int]] = {}
     with open(files["qrels"], encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        next(reader, None)  # header
-        for number, fields in enumerate(reader, start=2):
-            if not fields:
-                continue
+        records = delimited_rows(files["qrels"], handle, "\t")
+        next(records, None)  # header
+        for number, fields in records:
             try:
                 query, doc, score = fields[0].strip(), fields[1].strip(), int(fields[2])
             except (IndexError, ValueError):

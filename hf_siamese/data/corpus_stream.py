@@ -9,7 +9,6 @@ every command that takes a corpus (index, embed, search --corpus, mine --corpus,
 
 from __future__ import annotations
 
-import csv
 import glob
 import os
 from collections.abc import Iterable, Iterator
@@ -21,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .files import json_object
+from .files import delimited_rows, json_object
 from .readers import DataFormatError, DatasetLoadError, text_lines
 
 SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv", ".parquet")
@@ -74,17 +73,18 @@ def _read_lines(path: Path, rows: _Rows, jsonl: bool) -> Iterator[tuple]:
 
 
 def _read_delimited(path: Path, rows: _Rows, delimiter: str) -> Iterator[tuple]:
+    where = os.fspath(path)
     with open(path, encoding="utf-8-sig", newline="") as file:
-        reader = csv.DictReader(file, delimiter=delimiter)
-        try:
-            if reader.fieldnames is None:
-                return  # an empty file: reported by the caller
-            rows.need_columns(os.fspath(path), reader.fieldnames, line=1)
-            for record in reader:  # a short row gives None, reported as a text that is not a string
-                text, doc_id = record[rows.text_column], record.get(rows.id_column)
-                yield rows.check(os.fspath(path), text, doc_id, line=reader.line_num)
-        except UnicodeDecodeError:
-            raise DataFormatError(path, "is not valid UTF-8 text", line=reader.line_num + 1) from None
+        records = delimited_rows(path, file, delimiter)
+        first = next(records, None)
+        if first is None:
+            return  # an empty file: reported by the caller
+        header = first[1]
+        rows.need_columns(where, header, line=1)
+        text_at = header.index(rows.text_column)
+        id_at = header.index(rows.id_column) if rows.id_column else None
+        for line, fields in records:
+            yield rows.check(where, fields[text_at], None if id_at is None else fields[id_at], line=line)
 
 
 def _read_parquet(path: Path, rows: _Rows) -> Iterator[tuple]:

@@ -11,7 +11,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -218,51 +218,69 @@ def looks_like_sts_benchmark(text: str) -> bool:
     return True
 
 
-def read_delimited(path: PathLike, text: str, delimiter: str) -> tuple[list[str], list[list[Any]], list[int]]:
-    """Parse a headed CSV/TSV into (header, column-wise values, 1-based line of each row)."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    header = [name.strip() for name in next(reader)]
-    duplicates = sorted({name for name in header if header.count(name) > 1})
-    if duplicates or any(not name for name in header):
-        raise DataFormatError(
-            path,
-            "header has duplicate or empty column names",
-            line=1,
-            value=delimiter.join(header),
-            expected="unique, non-empty column names in the first line",
-        )
-    values: list[list[Any]] = [[] for _ in header]
-    lines: list[int] = []
-    warned = False
-    while True:
-        line = reader.line_num + 1
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:
-            raise DataFormatError(
-                path, f"CSV syntax error: {err}", line=line, value=None, expected="RFC-4180 quoting"
-            ) from err
-        if not fields:
-            continue
-        if len(fields) != len(header):
+def delimited_rows(path: PathLike, lines: Iterable[str], delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    """The one reader of headed CSV/TSV (RFC-4180 quoting), one row in memory at a time: yields (1, the header), then
+    (1-based line, fields) of each non-blank row; nothing for an empty file. `lines` is an open text file (newline="")
+    or a `io.StringIO`. A duplicate or empty column name, a row whose field count differs from the header's, a quoting
+    error or a byte that is not UTF-8 raises a `DataFormatError` naming the file and line."""
+    reader = csv.reader(lines, delimiter=delimiter)
+    warned, line = False, 1
+    try:
+        first = next(reader, None)
+        if first is None:
+            return
+        header = [name.strip() for name in first]
+        duplicates = sorted({name for name in header if header.count(name) > 1})
+        if duplicates or any(not name for name in header):
             raise DataFormatError(
                 path,
-                f"row has {len(fields)} fields but the header has {len(header)}",
-                line=line,
-                value=delimiter.join(fields),
-                expected=f"{len(header)} fields: {delimiter.join(header)}",
+                "header has duplicate or empty column names",
+                line=1,
+                value=delimiter.join(header),
+                expected="unique, non-empty column names in the first line",
             )
-        if not warned and reader.line_num > line and delimiter == "\t":
-            # Legal in quoted TSV, but far more often a sign of an unquoted file with a stray '"' that
-            # made csv swallow the following lines (the STS Benchmark pitfall). Say so once.
-            warnings.warn(
-                f"{os.fspath(path)}, line {line}: a row spans lines {line}-{reader.line_num}; if the file "
-                "does not quote fields, a stray '\"' may have merged rows",
-                stacklevel=3,
-            )
-            warned = True
+        yield 1, header
+        while True:
+            line = reader.line_num + 1
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as err:
+                raise DataFormatError(
+                    path, f"CSV syntax error: {err}", line=line, value=None, expected="RFC-4180 quoting"
+                ) from err
+            if not fields:
+                continue
+            if len(fields) != len(header):
+                raise DataFormatError(
+                    path,
+                    f"row has {len(fields)} fields but the header has {len(header)}",
+                    line=line,
+                    value=delimiter.join(fields),
+                    expected=f"{len(header)} fields: {delimiter.join(header)}",
+                )
+            if not warned and reader.line_num > line and delimiter == "\t":
+                # Legal in quoted TSV, but far more often a sign of an unquoted file with a stray '"' that made csv
+                # swallow the following lines (the STS Benchmark pitfall). Say so once.
+                warnings.warn(
+                    f"{os.fspath(path)}, line {line}: a row spans lines {line}-{reader.line_num}; if the file "
+                    "does not quote fields, a stray '\"' may have merged rows",
+                    stacklevel=4,
+                )
+                warned = True
+            yield line, fields
+    except UnicodeDecodeError:
+        raise DataFormatError(path, "is not valid UTF-8 text", line=line, expected="a UTF-8 text file") from None
+
+
+def read_delimited(path: PathLike, text: str, delimiter: str) -> tuple[list[str], list[list[Any]], list[int]]:
+    """Parse a headed CSV/TSV held in `text` into (header, column-wise values, 1-based line of each row)."""
+    rows = delimited_rows(path, io.StringIO(text, newline=""), delimiter)
+    _, header = next(rows)
+    values: list[list[Any]] = [[] for _ in header]
+    lines: list[int] = []
+    for line, fields in rows:
         for column, field in zip(values, fields, strict=True):
             column.append(field)
         lines.append(line)

@@ -48,6 +48,8 @@ FORMAT_NAME = "hf-siamese-corpus-embeddings"
 FORMAT_VERSION = 1
 MANIFEST = "corpus.json"
 SHARD_GLOB = "shard-*.parquet"
+MATRIX = "vectors.npy"  # the shards stacked into one matrix (`corpus_groups.corpus_matrix`), beside them
+IDS = "vectors.ids.npy"  # its ids, in the same order
 ROWS_HASH_KEY = b"hf_siamese.rows_sha256"  # Parquet metadata of a shard: sha256 of its ids and texts
 logger = logging.getLogger(__name__)
 DEFAULT_SHARD_SIZE = 10_000
@@ -181,7 +183,7 @@ def _open_folder(
         return _write_manifest(output, manifest)
     _check_resumable(output, recorded, manifest)
     if recorded.get("done"):  # shards may change below: the folder is unfinished until this run finishes it
-        _write_manifest(output, {**recorded, "done": False, "num_rows": None, "num_shards": None})
+        _write_manifest(output, {**recorded, "done": False, "num_rows": None, "num_shards": None, "stacked": False})
     return None
 
 
@@ -400,6 +402,13 @@ def read_corpus_shards(output_dir: str | os.PathLike) -> Iterator[tuple[list, np
 def _iter_shards(output: Path, manifest: dict) -> Iterator[tuple[list, np.ndarray]]:
     settings, num_shards = manifest["settings"], manifest["num_shards"]
     dim, shard_size = settings["dim"], settings["shard_size"]
+    if manifest.get("stacked"):  # the shards were replaced by their stacked copy (an index keeps one copy)
+        ids, matrix = np.load(output / IDS, allow_pickle=False), np.load(output / MATRIX, mmap_mode="r")
+        if matrix.shape != (manifest["num_rows"], dim) or len(ids) != len(matrix):
+            raise ValueError(f"corrupt corpus embeddings: {os.fspath(output / MATRIX)} is {matrix.shape}")
+        for start in range(0, len(matrix), shard_size):
+            yield ids[start : start + shard_size].tolist(), np.array(matrix[start : start + shard_size])
+        return
     for index in range(num_shards):
         path = output / shard_name(index)
         rows = shard_size if index < num_shards - 1 else manifest["num_rows"] - shard_size * (num_shards - 1)

@@ -17,12 +17,10 @@ from typing import Any
 import numpy as np
 
 from ..data.corpus_stream import open_corpus, resolve_corpus
-from ..storage import write_atomic
-from .corpus import encode_corpus, read_corpus_shards
+from ..storage import write_atomic, write_text_atomic
+from .corpus import IDS, MANIFEST, MATRIX, SHARD_GLOB, encode_corpus, read_corpus_shards
 from .similar import check_threshold, cluster, kmeans, similar_pairs
 
-MATRIX = "vectors.npy"  # the stacked shards, beside the shards in the embeddings folder
-IDS = "vectors.ids.npy"  # their ids, in the same order
 OUTPUT_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
 
@@ -58,6 +56,19 @@ def corpus_matrix(folder: str | os.PathLike) -> tuple[list[Any], np.ndarray]:
     np.save(ids_path, np.asarray(ids))  # int64 or unicode: no pickle either way
     os.replace(staging, matrix_path)
     return ids, np.load(matrix_path, mmap_mode="r")
+
+
+def keep_one_copy(folder: str | os.PathLike) -> None:
+    """Stack the shards of a finished `encode_corpus` folder (`corpus_matrix`), then delete them: the folder keeps
+    one copy of its vectors. Its manifest says `"stacked": true`, and `read_corpus_shards` reads the stacked matrix
+    shard by shard. A kill at any point leaves a readable folder (the manifest is written before any shard goes)."""
+    folder = Path(folder)
+    corpus_matrix(folder)
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    if not manifest.get("stacked"):
+        write_text_atomic(folder / MANIFEST, json.dumps({**manifest, "stacked": True}, indent=2) + "\n")
+    for shard in folder.glob(SHARD_GLOB):
+        shard.unlink()
 
 
 def vector_chunks(matrix: np.ndarray, rows: int | None = None) -> Iterator[np.ndarray]:

@@ -28,7 +28,6 @@ import random
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +35,12 @@ import numpy as np
 
 from ..data.corpus_stream import open_corpus, resolve_corpus
 from .corpus import DEFAULT_SHARD_SIZE, MANIFEST, encode_corpus
-from .corpus_groups import _texts_of, corpus_matrix, neighbour_search
+from .corpus_groups import _texts_of, corpus_matrix
+from .corpus_search import Search, corpus_search, work_folder
 from .lexical import LEXICAL_DIR, SETTINGS_FILE, LexicalBuilder, LexicalIndex, LexicalSettings
 
 ROW_CHUNK = 2048  # dataset rows whose anchors are searched at a time: bounds the (anchors, k) result arrays
 WIDEST = 64  # a search asks for at most WIDEST x the rows wanted (repeated texts or empty slots make it ask for more)
-
-Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 
 def check_source(source: Any) -> None:
@@ -59,31 +57,6 @@ def check_source(source: Any) -> None:
             "the corpus is a one-shot iterator, read three times here (hashes, embedding, texts of the negatives): "
             "pass a list, a file or glob, or a datasets.Dataset / IterableDataset"
         )
-
-
-@contextmanager
-def work_folder(embeddings_dir: str | os.PathLike | None) -> Iterator[Path]:
-    """`embeddings_dir` (kept: a later run reuses its shards), else a temporary folder removed afterwards."""
-    if embeddings_dir is not None:
-        yield Path(embeddings_dir)
-        return
-    with tempfile.TemporaryDirectory(prefix="hf-siamese-corpus-") as temporary:
-        yield Path(temporary) / "corpus"
-
-
-def corpus_search(vectors: Any, folder: Path, similarity: str, approximate: bool | None) -> Search:
-    """`search(queries, k) -> (scores, rows)` over the corpus matrix: `neighbour_search`'s approximate index (at
-    `ann.EXACT_BELOW` vectors and above, or as `approximate` says), else exact search a chunk at a time. A similarity
-    faiss does not serve (manhattan) is searched exactly unless `approximate=True` asks otherwise (an error)."""
-    from .exact import exact_search
-    from .index_parts import FAISS_METRICS
-
-    if approximate is None and similarity not in FAISS_METRICS:
-        approximate = False
-    found = neighbour_search(vectors, folder, similarity, approximate)
-    if found is not None:
-        return found
-    return lambda queries, k: exact_search(queries, vectors, top_k=k, similarity=similarity)
 
 
 def _row_keys(
@@ -337,4 +310,4 @@ def _dense_scored(ranking: list[tuple], anchor: np.ndarray, vectors: np.ndarray,
     return [(row, key, float(score)) for (row, key, _), score in zip(ranking, scores, strict=True)]
 
 
-__all__ = ["corpus_search", "mine_corpus", "work_folder"]
+__all__ = ["mine_corpus"]

@@ -7,8 +7,10 @@ An index folder holds:
                    embedded with, count, dim, id type, backend ("exact" or "approximate") and, when approximate, what
                    the build measured (nprobe, recall@10, on which queries)
     texts.arrow    ids and texts (Arrow IPC stream, memory-mapped by `datasets.Dataset.from_file`); row i <-> vector i
-    embeddings/    the `encode_corpus` folder: Parquet shards, corpus.json, and the stacked vectors.npy (float32, as
-                   `model.encode` returns them), memory-mapped for exact search and for re-scoring
+    embeddings/    the `encode_corpus` folder: corpus.json and the stacked vectors.npy (float32, as `model.encode`
+                   returns them; ids in vectors.ids.npy), memory-mapped for exact search and for re-scoring. The
+                   Parquet shards the build wrote go once stacked (`keep_one_copy`): one copy of the vectors on disk.
+                   An index of the earlier layout (shards and vectors.npy) opens as before
     embeddings/ann the approximate index (`ann_build.build_ann_index`), from `ann.EXACT_BELOW` documents on when faiss
                    is installed and the similarity is one faiss serves
     lexical/       the BM25 index of the same texts (`lexical.py`, bm25s's format), built in the same pass when bm25s
@@ -39,7 +41,7 @@ import torch
 
 from ..storage import recover_output, replace_folder, write_text_atomic
 from .corpus import encode_corpus
-from .corpus_groups import corpus_matrix, neighbour_search
+from .corpus_groups import corpus_matrix, keep_one_copy, neighbour_search
 from .fingerprint import model_fingerprint, recorded_name
 from .index_parts import (
     FAISS_METRICS,
@@ -262,6 +264,7 @@ def build_index(
     del vectors, search
     (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     replace_folder(staging, output)
+    keep_one_copy(output / EMBEDDINGS_DIR)  # after the swap: a kill before it leaves a complete index either way
     return VectorIndex.load(output)
 
 

@@ -310,7 +310,7 @@ def test_bad_texts_and_files_are_named(tmp_path: Path, model, tiny_tokenizer) ->
     assert not list(later.glob("shard-*")) and not json.loads((later / "corpus.json").read_text())["done"]
 
     out = tmp_path / "out"  # errors in the first row or before: nothing is written
-    with pytest.raises(DataFormatError, match=r"line 2: the text \(column 'body'\) is NoneType"):
+    with pytest.raises(DataFormatError, match=r"short.csv, line 2: row has 1 fields but the header has 2"):
         encode_corpus(model, _write(tmp_path / "short.csv", "id,body\nd0\n"), out, text_column="body", **run)
 
     missing = _write(tmp_path / "m.jsonl", '{"body": "a dog", "doc": 1}\n')

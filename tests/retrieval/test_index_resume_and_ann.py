@@ -83,6 +83,18 @@ def test_ivf_parts_give_the_hits_of_one_index(tmp_path: Path) -> None:
         build_ann_index(chunks, tmp_path / "bad", factory="IVF16,Flat", recall_queries=queries[:, :8])
 
 
+def _shards_before_stacking(patch: pytest.MonkeyPatch, what) -> list:
+    """`what` of each shard of the index's embeddings when the build stacks them (and then deletes them)."""
+    seen, stack = [], vector_index.keep_one_copy
+
+    def record(folder: Path) -> None:
+        seen.extend(what(path) for path in sorted(folder.glob("shard-*.parquet")))
+        stack(folder)
+
+    patch.setattr(vector_index, "keep_one_copy", record)
+    return seen
+
+
 def test_stopped_build_resumes_its_shards(tmp_path: Path, tiny_tokenizer, monkeypatch) -> None:
     model = make_tiny_model()
 
@@ -96,9 +108,9 @@ def test_stopped_build_resumes_its_shards(tmp_path: Path, tiny_tokenizer, monkey
     shards = sorted((tmp_path / ".idx.building" / "embeddings").glob("shard-*.parquet"))
     stamps = [path.stat().st_mtime_ns for path in shards]
     assert len(shards) == 4 and not (tmp_path / "idx").exists()
+    seen = _shards_before_stacking(monkeypatch, lambda path: path.stat().st_mtime_ns)
     build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, shard_size=8)
-    shards = sorted((tmp_path / "idx" / "embeddings").glob("shard-*.parquet"))
-    assert [path.stat().st_mtime_ns for path in shards] == stamps  # kept, not computed again
+    assert seen == stamps  # kept, not computed again
     with pytest.raises(ValueError, match=r"is an existing index; pass overwrite=True"):
         build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer)
 
@@ -127,9 +139,10 @@ def test_an_embeddings_folder_is_reused_by_the_index(tmp_path: Path, tiny_tokeni
     encode_corpus(model, CORPUS, tmp_path / "emb", tokenizer=tiny_tokenizer, shard_size=8)
     shards = sorted((tmp_path / "emb").glob("shard-*.parquet"))
     inodes = [path.stat().st_ino for path in shards]
-    index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, embeddings_dir=tmp_path / "emb")
-    linked = sorted((tmp_path / "idx" / "embeddings").glob("shard-*.parquet"))
-    assert [path.stat().st_ino for path in linked] == inodes  # the same files: hard links, nothing embedded again
+    with pytest.MonkeyPatch.context() as patch:
+        linked = _shards_before_stacking(patch, lambda path: path.stat().st_ino)
+        index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, embeddings_dir=tmp_path / "emb")
+    assert linked == inodes  # the same files: hard links, nothing embedded again
     reference = build_index(model, CORPUS, tmp_path / "ref", tokenizer=tiny_tokenizer)
     assert _hits(index, model, tiny_tokenizer) == _hits(reference, model, tiny_tokenizer)
     # another model is refused, as every command that reuses an embeddings folder refuses it
@@ -137,3 +150,24 @@ def test_an_embeddings_folder_is_reused_by_the_index(tmp_path: Path, tiny_tokeni
         build_index(make_tiny_model(seed=9), CORPUS, tmp_path / "other", tokenizer=tiny_tokenizer,
                     embeddings_dir=tmp_path / "emb")  # fmt: skip
     assert [path.stat().st_ino for path in sorted((tmp_path / "emb").glob("shard-*.parquet"))] == inodes
+
+
+def test_an_index_keeps_one_copy_of_its_vectors(tmp_path: Path, tiny_tokenizer, monkeypatch) -> None:
+    """The Parquet shards go once stacked into vectors.npy; the folder still reads shard by shard, and an index of the
+    earlier layout (shards beside vectors.npy) opens and searches the same."""
+    from hf_siamese.retrieval.corpus import read_corpus_shards
+
+    model = make_tiny_model()
+    index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, shard_size=8)
+    embeddings = tmp_path / "idx" / "embeddings"
+    assert not list(embeddings.glob("shard-*.parquet")) and (embeddings / "vectors.npy").is_file()
+    assert json.loads((embeddings / "corpus.json").read_text())["stacked"] is True
+    stacked = np.load(embeddings / "vectors.npy")
+    shards = list(read_corpus_shards(embeddings))
+    assert [len(ids) for ids, _ in shards] == [8, 8, 8, len(CORPUS) - 24]
+    np.testing.assert_array_equal(np.concatenate([v for _, v in shards]), stacked)
+    monkeypatch.setattr(vector_index, "keep_one_copy", lambda folder: None)  # the earlier layout
+    old = build_index(model, CORPUS, tmp_path / "old", tokenizer=tiny_tokenizer, shard_size=8)
+    assert len(list((tmp_path / "old" / "embeddings").glob("shard-*.parquet"))) == 4
+    assert _hits(load_index(tmp_path / "old"), model, tiny_tokenizer) == _hits(index, model, tiny_tokenizer)
+    assert _hits(old, model, tiny_tokenizer) == _hits(load_index(tmp_path / "idx"), model, tiny_tokenizer)

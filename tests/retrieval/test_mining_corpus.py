@@ -14,7 +14,7 @@ from datasets import Dataset
 
 from hf_siamese.data.readers import DatasetLoadError
 from hf_siamese.metrics import paired_similarities
-from hf_siamese.retrieval import exact_search, mining_corpus
+from hf_siamese.retrieval import corpus_search, exact_search, mining_corpus
 from hf_siamese.retrieval.mining import mine_hard_negatives
 
 
@@ -213,7 +213,7 @@ def test_bad_corpus_inputs(data, model, tiny_tokenizer, tmp_path: Path) -> None:
 
 
 def test_small_helpers(tmp_path: Path) -> None:
-    with mining_corpus.work_folder(None) as folder:
+    with corpus_search.work_folder(None) as folder:
         assert not folder.exists() and folder.parent.is_dir()
     assert not folder.parent.exists()
 

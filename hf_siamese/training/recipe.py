@@ -1,4 +1,5 @@
-"""How `hf-siamese train` trains and ends: the `best` recipe for scored pairs, or a `plain` run.
+"""How a training run trains and ends (`hf-siamese train` asks this module): the `best` recipe for scored pairs, or a
+`plain` run. Python users call `resolve_recipe`, `selection_arguments` and `end_training` the same way.
 
 `best` is the recipe study's leading STSb stage (`benchmarks/bench_sts_recipes.py`, recipe
 `cosine-4ep-lr5e-5-avg-wise`): four epochs at lr 5e-5, evaluated on `--eval` after every epoch; the model ends with the
@@ -11,7 +12,6 @@ Options given explicitly (`--epochs`, `--[no-]average-weights`, `--interpolate`)
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from collections.abc import Callable
@@ -45,11 +45,18 @@ class Recipe:
         return f"recipe {self.name}: " + ", ".join(parts)
 
 
-def resolve_recipe(args: argparse.Namespace, label_kind: str | None, eval_data: Any) -> Recipe:
-    """The run's recipe: `--recipe` (default `best` for a score loss with scored `--eval` pairs, else `plain`), with
-    the explicitly given `--epochs`, `--average-weights` / `--no-average-weights` and `--interpolate` on top."""
+def resolve_recipe(
+    name: str | None,
+    label_kind: str | None,
+    eval_data: Any,
+    *,
+    epochs: float | None = None,
+    average_weights: bool | None = None,
+    interpolate: float | str | None = None,
+) -> Recipe:
+    """The run's recipe: `name` (`--recipe`; None: `best` for a score loss with scored `eval_data` pairs, else
+    `plain`), with the explicitly given `epochs`, `average_weights` and `interpolate` on top (None: the recipe's)."""
     retrieval = eval_data is not None and not hasattr(eval_data, "column_names")
-    name = args.recipe
     if name is None:
         name = "best" if label_kind == "score" and eval_data is not None and not retrieval else "plain"
     if name not in RECIPES:
@@ -62,14 +69,14 @@ def resolve_recipe(args: argparse.Namespace, label_kind: str | None, eval_data: 
             "(scored eval pairs have no classes); use --recipe plain"
         )
     best = name == "best"
-    average = args.average_weights if args.average_weights is not None else best
-    interpolate = args.interpolate if args.interpolate is not None else ("auto" if best else None)
-    epochs = args.epochs if args.epochs is not None else (BEST_EPOCHS if best else PLAIN_EPOCHS)
+    average = average_weights if average_weights is not None else best
+    interpolate = interpolate if interpolate is not None else ("auto" if best else None)
+    epochs = epochs if epochs is not None else (BEST_EPOCHS if best else PLAIN_EPOCHS)
     metric = ("ndcg@10" if retrieval else "spearman_cosine") if best else None
     return Recipe(name, epochs, best, average, interpolate, metric)
 
 
-def selection_arguments(recipe: Recipe, args: argparse.Namespace) -> dict[str, Any]:
+def selection_arguments(recipe: Recipe, eval_steps: int | None = None, save_steps: int | None = None) -> dict[str, Any]:
     """TrainingArguments keywords that evaluate on --eval and keep the best checkpoint (empty for `plain`).
 
     Every epoch by default; every `--eval-steps` (or `--save-steps`) steps where given. Without `--save-steps` the
@@ -77,10 +84,10 @@ def selection_arguments(recipe: Recipe, args: argparse.Namespace) -> dict[str, A
     `save_total_limit`: transformers' rotation would also delete checkpoints of earlier runs in the same folder."""
     if not recipe.select_best:
         return {}
-    every = args.eval_steps or args.save_steps
-    if args.save_steps and args.save_steps % every:
+    every = eval_steps or save_steps
+    if save_steps and save_steps % every:
         raise ValueError(
-            f"--save-steps {args.save_steps} with --eval-steps {every}: the best checkpoint is chosen at the "
+            f"--save-steps {save_steps} with --eval-steps {every}: the best checkpoint is chosen at the "
             "evaluations, so --save-steps must be a multiple of --eval-steps (or pass --recipe plain)"
         )
     strategy = "steps" if every else "epoch"
@@ -88,8 +95,8 @@ def selection_arguments(recipe: Recipe, args: argparse.Namespace) -> dict[str, A
         "eval_strategy": strategy,
         "eval_steps": every,
         "save_strategy": strategy,
-        "save_steps": args.save_steps or every or 500,
-        "save_only_model": not args.save_steps,  # checkpoints the user asked for can resume training
+        "save_steps": save_steps or every or 500,
+        "save_only_model": not save_steps,  # checkpoints the user asked for can resume training
         "load_best_model_at_end": True,
         "metric_for_best_model": recipe.metric,
         "greater_is_better": True,
@@ -174,3 +181,14 @@ def _interpolate(
 
     alpha, scores = choose_interpolation(model, start, score)
     return alpha, measured[list(scores).index(alpha)]
+
+
+__all__ = [
+    "RECIPES",
+    "Recipe",
+    "checkpoint_folders",
+    "end_training",
+    "remove_checkpoints",
+    "resolve_recipe",
+    "selection_arguments",
+]

@@ -1,0 +1,104 @@
+"""Search a corpus that has no index (`hf-siamese search --corpus` is one call of `search_corpus`): the corpus is
+embedded into shards by `encode_corpus` (kept and reused in `embeddings_dir`, else a temporary folder), its vectors are
+searched memory-mapped (`exact.exact_search`, or the approximate index kept beside them), the hits' texts are read back
+from the source, and a reranker re-scores them. Mining's first stage searches through `corpus_search` too."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .corpus import encode_corpus
+from .corpus_groups import _texts_of, corpus_matrix, neighbour_search
+from .rerank import RERANK_TOP, check_rerank, rerank_hits
+
+Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+
+
+@contextmanager
+def work_folder(embeddings_dir: str | os.PathLike | None) -> Iterator[Path]:
+    """`embeddings_dir` (kept: a later run reuses its shards), else a temporary folder removed afterwards."""
+    if embeddings_dir is not None:
+        yield Path(embeddings_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="hf-siamese-corpus-") as temporary:
+        yield Path(temporary) / "corpus"
+
+
+def corpus_search(vectors: Any, folder: Path, similarity: str, approximate: bool | None) -> Search:
+    """`search(queries, k) -> (scores, rows)` over the corpus matrix: `neighbour_search`'s approximate index (at
+    `ann.EXACT_BELOW` vectors and above, or as `approximate` says), else `exact_search`. A similarity faiss does not
+    serve (manhattan) is searched exactly unless `approximate=True` asks otherwise (an error)."""
+    from .exact import exact_search
+    from .index_parts import FAISS_METRICS
+
+    if approximate is None and similarity not in FAISS_METRICS:
+        approximate = False
+    found = neighbour_search(vectors, folder, similarity, approximate)
+    if found is not None:
+        return found
+    return lambda queries, k: exact_search(queries, vectors, top_k=k, similarity=similarity)
+
+
+def search_corpus(
+    model: Any,
+    source: Any,
+    queries: Sequence[str],
+    top_k: int = 10,
+    *,
+    tokenizer: Any = None,
+    text_column: str = "text",
+    id_column: str | None = None,
+    embeddings_dir: str | os.PathLike | None = None,
+    approximate: bool | None = None,
+    batch_size: int = 32,
+    prompt_name: str | None = None,
+    rerank: Any = None,
+    rerank_top: int = RERANK_TOP,
+    show_progress_bar: bool = False,
+    **encode_options: Any,
+) -> list[list[dict[str, Any]]]:
+    """The `top_k` hits of each query in a corpus without an index, as `VectorIndex.search` gives them (`rank`,
+    `score`, `id`, `text`; reranked hits add `first_stage_rank` and `first_stage_score`).
+
+    `source` is anything `open_corpus` reads twice (a list, a file or glob, a dataset). An approximate index pays off
+    only when it is kept for later searches: with `approximate=None` it is built (by size) only when `embeddings_dir`
+    is given. `rerank` (a cross-encoder) re-scores the first `rerank_top` hits. `encode_options` go to
+    `encode_corpus` (`shard_size`, `dtype`)."""
+    if approximate is None and embeddings_dir is None:
+        approximate = False
+    with work_folder(embeddings_dir) as folder:
+        encode_corpus(
+            model, source, folder, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
+            batch_size=batch_size, show_progress_bar=show_progress_bar, **encode_options,
+        )  # fmt: skip
+        ids, vectors = corpus_matrix(folder)
+        search = corpus_search(vectors, folder, model.config.similarity, approximate)
+        query_vectors = model.encode(
+            list(queries), tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, convert_to_numpy=True
+        )
+        depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(vectors))
+        scores, rows = search(query_vectors, min(depth, len(vectors)))
+        del vectors, search
+    texts = _texts_of(source, {row for row in rows.ravel().tolist() if row >= 0}, text_column, id_column)
+    results = []
+    for found_scores, found_rows in zip(scores.tolist(), rows.tolist(), strict=True):
+        hits = [(score, row) for score, row in zip(found_scores, found_rows, strict=True) if row >= 0]  # -1: no hit
+        results.append(
+            [
+                {"rank": rank, "score": score, "id": ids[row], "text": texts[row]}
+                for rank, (score, row) in enumerate(hits, start=1)
+            ]
+        )
+    if rerank is None:
+        return results
+    return rerank_hits(rerank, queries, results, top_k, batch_size, show_progress_bar=show_progress_bar)
+
+
+__all__ = ["corpus_search", "search_corpus", "work_folder"]
