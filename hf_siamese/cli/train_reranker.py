@@ -128,8 +128,9 @@ def _start_model(path: str, max_length: int | None) -> tuple[Any, str]:
     if kind == "unknown":  # a Hub id: its config says which
         from transformers import AutoConfig
 
-        architectures = getattr(AutoConfig.from_pretrained(path), "architectures", None) or []
-        kind = "cross-encoder" if any(a.endswith("ForSequenceClassification") for a in architectures) else "encoder"
+        from ..modeling.configuration_siamese import is_cross_encoder_config
+
+        kind = "cross-encoder" if is_cross_encoder_config(AutoConfig.from_pretrained(path)) else "encoder"
     with quiet_progress_bars():
         if kind == "cross-encoder":
             model = CrossEncoder.from_pretrained(path, max_length=max_length)

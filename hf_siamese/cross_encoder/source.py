@@ -33,8 +33,9 @@ def model_kind(source: str | os.PathLike) -> str:
         return "unknown"
     if config.get("model_type") == SIAMESE_MODEL_TYPE:
         return "bi-encoder"
-    architectures = config.get("architectures") or []
-    if any(str(name).endswith("ForSequenceClassification") for name in architectures):
+    from ..modeling.configuration_siamese import is_cross_encoder_config
+
+    if is_cross_encoder_config(config):
         return "cross-encoder"
     modules = _json(folder / "modules.json")
     if isinstance(modules, list) and any("Pooling" in str(module.get("type", "")) for module in modules):

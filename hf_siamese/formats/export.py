@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..modeling.configuration_siamese import is_cross_encoder_config
 from ..storage import recover_output, replace_folder, staging_folder
 from .export_names import (
     DEFAULT_CALIBRATION_SIZE,
@@ -314,8 +315,7 @@ def _is_cross_encoder_folder(folder: Path) -> bool:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    names = config.get("architectures") if isinstance(config, dict) else None
-    return any(str(name).endswith("ForSequenceClassification") for name in names or [])
+    return isinstance(config, dict) and is_cross_encoder_config(config)
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ..modeling.checkpoints import check_model_source
-from ..modeling.configuration_siamese import SiameseBertConfig
+from ..modeling.configuration_siamese import SiameseBertConfig, is_cross_encoder_config
 from ..modeling.devices import resolve_device
 from ..modeling.modeling_siamese import SiameseBertModel
 from .sentence_transformers_read import has_layout
@@ -57,12 +57,10 @@ def load_model(
             "(--device cpu), or bfloat16 / float16 on a GPU (--dtype)."
         )
     config = AutoConfig.from_pretrained(path)
-    architectures = getattr(config, "architectures", None) or []
-    heads = [name for name in architectures if name.endswith("ForSequenceClassification")]
-    if heads:
+    if is_cross_encoder_config(config):
         raise ValueError(
-            f"{path!r} is a cross-encoder ({heads[0]}: it scores (query, document) pairs), not a bi-encoder: load "
-            "it with hf_siamese.CrossEncoder.from_pretrained, or pass a sentence-embedding model here"
+            f"{path!r} is a cross-encoder ({config.architectures[0]}: it scores (query, document) pairs), not a "
+            "bi-encoder: load it with hf_siamese.CrossEncoder.from_pretrained, or pass a sentence-embedding model here"
         )
     if isinstance(config, SiameseBertConfig):
         given = [name for name, value in (("pooling", pooling), ("normalize", normalize)) if value is not None]

@@ -254,7 +254,15 @@ class SiameseBertConfig(PreTrainedConfig):
         return float(self.embedding_size) ** 0.5 if self.normalize else 1.0
 
 
+def is_cross_encoder_config(config: Any) -> bool:
+    """Whether a model config (a transformers config, or a config.json read as a dict) is a cross-encoder's: its
+    `architectures` name a `...ForSequenceClassification`. The one rule every loader and command asks."""
+    names = config.get("architectures") if isinstance(config, dict) else getattr(config, "architectures", None)
+    return any(str(name).endswith("ForSequenceClassification") for name in names or [])
+
+
 __all__ = [
+    "is_cross_encoder_config",
     "SiameseBertConfig",
     "POOLING_MODES",
     "PROJECTION_ACTIVATIONS",

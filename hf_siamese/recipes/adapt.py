@@ -26,7 +26,6 @@ The run folder:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..data.digest import TextDigest
 from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model, write_jsonl
 
 METHODS = ("simcse", "tsdae", "crop", "ict", "title", "gpl")
@@ -151,11 +151,10 @@ def adapt(
 
     count = usable = 0
     texts: list[str] | None = [] if method == "gpl" else None  # gpl keeps the corpus it mines negatives from
-    digest = hashlib.sha256()  # what the texts hold, so a rerun on other texts of the same count is not "done"
+    digest = TextDigest()  # what the texts hold, so a rerun on other texts of the same count is not "done"
     for item in read():
         count += 1
-        digest.update(("\x00".join(item) if isinstance(item, tuple) else item).encode("utf-8", "surrogatepass"))
-        digest.update(b"\x01")
+        digest.add(*(item if isinstance(item, tuple) else (item,)))
         usable += len((item[1] if method == "title" else item).split()) >= TSDAE_MIN_WORDS
         if texts is not None:
             texts.append(item)
@@ -182,7 +181,7 @@ def adapt(
     denoising = DenoisingAutoEncoderLoss(student, tokenizer, deletion_ratio=0.6) if method == "tsdae" else None
     settings = {
         "model": os.fspath(model), "method": method, "teacher": teacher_name,
-        "texts": f"{count} texts, sha256 {digest.hexdigest()[:16]}", "epochs": epochs,
+        "texts": digest.describe("texts"), "epochs": epochs,
         "batch_size": batch_size, "lr": lr, "num_negatives": num_negatives, "seed": seed,
         "query_generator": query_generator is not None,
     }  # fmt: skip

@@ -19,7 +19,6 @@ bi-encoder and the teacher are both measured on them and a warning says when the
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import warnings
@@ -27,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..data.digest import TextDigest
 from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model, write_jsonl
 
 
@@ -90,10 +90,10 @@ def _train_teacher(
 def _gold_fingerprint(pairs: Sequence[tuple[str, str]], scores: Sequence[float]) -> str:
     """What the gold pairs hold (count and a hash of texts and scores): a rerun on other pairs of the same count
     starts afresh instead of finding its stages done."""
-    digest = hashlib.sha256()
+    digest = TextDigest()
     for (first, second), score in zip(pairs, scores, strict=True):
-        digest.update(f"{first}\x00{second}\x00{float(score)!r}\x01".encode("utf-8", "surrogatepass"))
-    return f"{len(pairs)} pairs, sha256 {digest.hexdigest()[:16]}"
+        digest.add(first, second, float(score))
+    return digest.describe("pairs")
 
 
 def _text_fingerprint(texts: Sequence[str] | None) -> str | None:
@@ -104,8 +104,10 @@ def _text_fingerprint(texts: Sequence[str] | None) -> str | None:
     bad = next((text for text in texts if not isinstance(text, str) or not text.strip()), None)
     if bad is not None:
         raise ValueError(f"unlabelled: a sentence is {bad!r:.60}; expected non-empty strings")
-    digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{len(texts)} sentences, sha256 {digest[:16]}"
+    digest = TextDigest()
+    for text in texts:
+        digest.add(text)
+    return digest.describe("sentences")
 
 
 def augmented_sbert(

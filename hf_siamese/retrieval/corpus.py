@@ -20,7 +20,6 @@ their shards and named).
 from __future__ import annotations
 
 import array
-import hashlib
 import itertools
 import json
 import logging
@@ -39,6 +38,7 @@ import pyarrow.parquet as pq
 import torch
 
 from ..data.corpus_stream import open_corpus
+from ..data.digest import TextDigest
 from ..modeling.distributed import rank_and_world
 from ..storage import write_atomic, write_text_atomic
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
@@ -79,10 +79,9 @@ def shard_name(index: int) -> str:
 
 def _rows_hash(ids: list, texts: list[str]) -> str:
     """sha256 of a shard's ids and texts, length-prefixed (no two different shards hash alike by concatenation)."""
-    digest = hashlib.sha256()
+    digest = TextDigest()
     for doc_id, text in zip(ids, texts, strict=True):
-        for part in (repr(doc_id).encode(), text.encode("utf-8", "surrogatepass")):
-            digest.update(b"%d:" % len(part) + part)
+        digest.add(repr(doc_id), text)
     return digest.hexdigest()
 
 
