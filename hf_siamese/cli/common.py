@@ -180,40 +180,6 @@ def model_output_folder(output: str, overwrite: bool, what: str) -> Path:
     return path
 
 
-ROW_FILE_FORMATS = {".jsonl": "json", ".json": "json", ".tsv": "tsv", ".csv": "csv"}
-
-
-def row_file_kind(output: Path, option: str = "--output") -> str:
-    """`json`, `tsv` or `csv` by the suffix of a rows file to write, or a `ValueError` naming the accepted ones."""
-    kind = ROW_FILE_FORMATS.get(output.suffix.lower())
-    if kind is None:
-        raise ValueError(f"{option} {os.fspath(output)!r}: the file name must end in one of {sorted(ROW_FILE_FORMATS)}")
-    return kind
-
-
-def write_rows(rows: Any, output: Path) -> None:
-    """Write a `datasets.Dataset` to `output` (.jsonl / .json: JSON lines; .tsv; .csv) through a `.partial` file, so
-    a failed write never leaves a half-written output."""
-    import datasets
-
-    from ..storage import write_atomic
-
-    kind = row_file_kind(output)
-    list_types = tuple(t for t in (getattr(datasets, "Sequence", None), getattr(datasets, "List", None), list) if t)
-    features = getattr(rows, "features", {}) or {}
-    listed = [name for name, feature in features.items() if isinstance(feature, list_types)]
-    if listed and kind != "json":
-        raise ValueError(f"{output}: column(s) {listed} hold lists, which CSV / TSV cannot keep: write a .jsonl file")
-
-    def write(temporary: Path) -> None:
-        if kind == "json":
-            rows.to_json(str(temporary), lines=True, force_ascii=False)
-        else:
-            rows.to_csv(str(temporary), sep="\t" if kind == "tsv" else ",", index=False)
-
-    write_atomic(output, write)
-
-
 def corpus_source(corpus: str, args: Any) -> Any:
     """A corpus argument as `open_corpus` reads it: a local file or glob as given, a Hub dataset id opened once
     (streamed) with the command's split and config (`add_corpus_arguments`)."""

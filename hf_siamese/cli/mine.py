@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..storage import row_file_kind, write_rows
 from .common import (
     corpus_source,
     load_cross_encoder,
     load_data,
     load_inference_model,
     parse_columns,
-    row_file_kind,
-    write_rows,
 )
 
 # The options of a --corpus read by `open_corpus` (with their defaults), which the default corpus and a BEIR folder's
@@ -91,7 +90,7 @@ def run_mine(args: argparse.Namespace) -> int:
         from ..cross_encoder.teacher import teacher_scores
 
         mined = teacher_scores(mined, teacher, output="scores", batch_size=args.batch_size, cache_dir=cache)
-    write_rows(mined, output)
+    write_rows(output, mined)
     if teacher is not None:
         import shutil
 

@@ -15,9 +15,10 @@ def _embeddings_dir(args: argparse.Namespace) -> str:
 
 def run_similar(args: argparse.Namespace) -> int:
     """Write every pair above --threshold among each text's --top-k neighbours."""
-    from ..retrieval.corpus_groups import check_output, find_similar, write_rows
+    from ..retrieval.corpus_groups import find_similar
+    from ..storage import row_file_kind, write_rows
 
-    check_output(args.output)
+    row_file_kind(args.output)
     source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
@@ -33,9 +34,10 @@ def run_similar(args: argparse.Namespace) -> int:
 
 def run_cluster(args: argparse.Namespace) -> int:
     """Write the groups (communities above --threshold, or --k k-means clusters), one row per member."""
-    from ..retrieval.corpus_groups import check_output, find_clusters, write_rows
+    from ..retrieval.corpus_groups import find_clusters
+    from ..storage import row_file_kind, write_rows
 
-    check_output(args.output)
+    row_file_kind(args.output)
     source = corpus_source(args.corpus, args)
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device

@@ -7,10 +7,9 @@ give them back with their ids and texts (the texts read again from the source, o
 
 from __future__ import annotations
 
-import csv
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,6 @@ from ..data.corpus_stream import open_corpus, resolve_corpus
 from ..storage import write_atomic, write_text_atomic
 from .corpus import IDS, MANIFEST, MATRIX, SHARD_GLOB, encode_corpus, read_corpus_shards
 from .similar import check_threshold, cluster, kmeans, similar_pairs
-
-OUTPUT_SUFFIXES = (".csv", ".tsv", ".jsonl")
 
 
 def corpus_matrix(folder: str | os.PathLike) -> tuple[list[Any], np.ndarray]:
@@ -39,22 +36,28 @@ def corpus_matrix(folder: str | os.PathLike) -> tuple[list[Any], np.ndarray]:
     rows, dim = manifest["num_rows"], manifest["settings"]["dim"]
     made = [p.stat().st_mtime for p in (matrix_path, ids_path) if p.exists()]
     if len(made) == 2 and all(s.stat().st_mtime <= min(made) for s in folder.glob("shard-*.parquet")):
-        ids = np.load(ids_path, allow_pickle=False)
+        stacked_ids = np.load(ids_path, allow_pickle=False)
         matrix = np.load(matrix_path, mmap_mode="r")
-        if len(ids) == len(matrix) == rows:
-            return ids.tolist(), matrix
-    staging = folder / f"{MATRIX}.tmp.npy"
+        if len(stacked_ids) == len(matrix) == rows:
+            return stacked_ids.tolist(), matrix
     ids: list[Any] = []
-    with open(staging, "wb") as file:
-        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False}
-        np.lib.format.write_array_header_2_0(file, {**header, "shape": (rows, dim)})
-        for shard_ids, vectors in read_corpus_shards(folder):
-            file.write(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
-            ids.extend(shard_ids)
-    if len(ids) != rows:
-        raise ValueError(f"corrupt corpus embeddings: {os.fspath(folder)} has {len(ids)} rows, expected {rows}")
-    np.save(ids_path, np.asarray(ids))  # int64 or unicode: no pickle either way
-    os.replace(staging, matrix_path)
+
+    def write_matrix(temporary: Path) -> None:
+        with open(temporary, "wb") as file:
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False}
+            np.lib.format.write_array_header_2_0(file, {**header, "shape": (rows, dim)})
+            for shard_ids, vectors in read_corpus_shards(folder):
+                file.write(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
+                ids.extend(shard_ids)
+        if len(ids) != rows:
+            raise ValueError(f"corrupt corpus embeddings: {os.fspath(folder)} has {len(ids)} rows, expected {rows}")
+
+    def write_ids(temporary: Path) -> None:
+        with open(temporary, "wb") as file:
+            np.save(file, np.asarray(ids), allow_pickle=False)  # int64 or unicode: no pickle either way
+
+    write_atomic(matrix_path, write_matrix)
+    write_atomic(ids_path, write_ids)
     return ids, np.load(matrix_path, mmap_mode="r")
 
 
@@ -222,32 +225,4 @@ def find_clusters(
     ]
 
 
-def check_output(path: str | os.PathLike) -> Path:
-    """`path` as a Path if its suffix names a format `write_rows` writes, else a ValueError (check before embedding)."""
-    path = Path(path)
-    if path.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise ValueError(f"output {os.fspath(path)!r}: the name must end in {', '.join(OUTPUT_SUFFIXES)}")
-    return path
-
-
-def write_rows(path: str | os.PathLike, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    """Rows as CSV / TSV (with a header) or JSONL, by the name's suffix; written to a temporary name, then renamed."""
-    path = check_output(path)
-    suffix = path.suffix.lower()
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-    def write(temporary: Path) -> None:
-        with open(temporary, "w", encoding="utf-8", newline="") as handle:
-            if suffix == ".jsonl":
-                for row in rows:
-                    handle.write(json.dumps({c: row[c] for c in columns}, ensure_ascii=False) + "\n")
-            else:
-                delimiter = "\t" if suffix == ".tsv" else ","
-                writer = csv.DictWriter(handle, fieldnames=list(columns), delimiter=delimiter)
-                writer.writeheader()
-                writer.writerows({c: row[c] for c in columns} for row in rows)
-
-    write_atomic(path, write)
-
-
-__all__ = ["check_output", "corpus_matrix", "find_clusters", "find_similar", "write_rows"]
+__all__ = ["corpus_matrix", "find_clusters", "find_similar", "keep_one_copy"]

@@ -59,12 +59,12 @@ def test_mine_teacher_scores_need_json_lines(files, teacher, capsys):  # noqa: F
 def test_rows_with_lists_are_not_written_as_csv(tmp_path):
     from datasets import Dataset
 
-    from hf_siamese.cli.common import write_rows
+    from hf_siamese.storage import write_rows
 
     rows = Dataset.from_dict({"anchor": ["a"], "positive": ["b"], "label": [[0.5, 0.1]]})
     with pytest.raises(ValueError, match=r"\['label'\] hold lists.*\.jsonl"):
-        write_rows(rows, tmp_path / "rows.tsv")
-    write_rows(rows, tmp_path / "rows.jsonl")
+        write_rows(tmp_path / "rows.tsv", rows)
+    write_rows(tmp_path / "rows.jsonl", rows)
     assert json.loads((tmp_path / "rows.jsonl").read_text())["label"] == [0.5, 0.1]
 
 

@@ -11,7 +11,8 @@ from conftest import SENTENCES, make_tiny_model
 from datasets import Dataset
 
 from hf_siamese.cli import main
-from hf_siamese.retrieval.corpus_groups import corpus_matrix, find_clusters, find_similar, write_rows
+from hf_siamese.retrieval.corpus_groups import corpus_matrix, find_clusters, find_similar
+from hf_siamese.storage import write_rows
 
 # Exact repeats score 1.0 whatever the (random) model: the pairs above 0.9999 are known by hand.
 LINES = [SENTENCES[0], SENTENCES[1], SENTENCES[0], SENTENCES[2], SENTENCES[1], SENTENCES[0], SENTENCES[3]]
@@ -68,7 +69,7 @@ def test_write_rows(tmp_path: Path, suffix: str) -> None:
         with open(path, encoding="utf-8", newline="") as handle:
             read = list(csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ","))
         assert read[0]["text_1"] == 'a "b", c' and read[0]["text_2"] == "a\tb"
-    with pytest.raises(ValueError, match=r"must end in .csv, .tsv, .jsonl"):
+    with pytest.raises(ValueError, match=r"must end in one of .csv, .json, .jsonl, .tsv"):
         write_rows(tmp_path / "out.xlsx", rows, ("id_1",))
 
 
@@ -96,7 +97,7 @@ def test_cli_similar_and_cluster(corpus: Path, tmp_path: Path, tiny_tokenizer, c
 def test_cli_bad_output_fails_before_embedding(corpus: Path, tmp_path: Path, tiny_tokenizer, capsys) -> None:
     model = _saved_model(tmp_path, tiny_tokenizer)
     assert main(["similar", str(corpus), "-o", str(tmp_path / "pairs.xlsx"), "--model", model]) == 1
-    assert "must end in .csv, .tsv, .jsonl" in capsys.readouterr().err
+    assert "must end in one of .csv, .json, .jsonl, .tsv" in capsys.readouterr().err
     assert not (tmp_path / "pairs.xlsx.embeddings").exists()
     assert main(["similar", str(corpus), "-o", str(tmp_path / "p.csv"), "--model", model, "--threshold", "2"]) == 1
     assert "threshold=2.0 is outside the range of cosine scores" in capsys.readouterr().err
