@@ -171,3 +171,22 @@ def test_an_index_keeps_one_copy_of_its_vectors(tmp_path: Path, tiny_tokenizer, 
     assert len(list((tmp_path / "old" / "embeddings").glob("shard-*.parquet"))) == 4
     assert _hits(load_index(tmp_path / "old"), model, tiny_tokenizer) == _hits(index, model, tiny_tokenizer)
     assert _hits(old, model, tiny_tokenizer) == _hits(load_index(tmp_path / "idx"), model, tiny_tokenizer)
+
+
+def test_search_corpus_gives_the_index_hits_without_an_index(tmp_path: Path, tiny_tokenizer) -> None:
+    """`search_corpus` (what `search --corpus` calls) embeds into a temporary folder or a kept one and gives the hits
+    an index of the same corpus gives; a kept embeddings folder is reused, not embedded again."""
+    from hf_siamese.retrieval.corpus_search import search_corpus
+
+    model = make_tiny_model()
+    index = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, lexical=False)
+    want = index.search(model, QUERIES, top_k=5, tokenizer=tiny_tokenizer)
+    found = search_corpus(model, CORPUS, QUERIES, 5, tokenizer=tiny_tokenizer)
+    strip = [[(h["rank"], h["id"], h["text"], round(h["score"], 5)) for h in hits] for hits in want]
+    assert [[(h["rank"], h["id"], h["text"], round(h["score"], 5)) for h in hits] for hits in found] == strip
+    kept = tmp_path / "kept"
+    search_corpus(model, CORPUS, QUERIES, 5, tokenizer=tiny_tokenizer, embeddings_dir=kept)
+    stamps = [path.stat().st_mtime_ns for path in sorted(kept.glob("shard-*.parquet"))]
+    again = search_corpus(model, CORPUS, QUERIES[:1], 3, tokenizer=tiny_tokenizer, embeddings_dir=kept)
+    assert [path.stat().st_mtime_ns for path in sorted(kept.glob("shard-*.parquet"))] == stamps and stamps
+    assert [h["id"] for h in again[0]] == [h["id"] for h in want[0][:3]]
