@@ -33,6 +33,7 @@ import scifact_stages as stages  # noqa: E402
 
 SEED = 42
 DEPTH = 100
+CHUNK = 4096  # reranker pairs scored, then cached, at a time
 TEXT_KEYS = {"sentence1", "sentence2", "anchor", "positive", "negative", "premise", "hypothesis"}
 
 
@@ -166,13 +167,15 @@ def score_pairs(workdir: Path, reranker, stage: dict, train, test) -> dict:
     cache = workdir / "hybrid_reranker_scores.json"
     known = {(q, d): v for q, d, v in json.loads(cache.read_text())} if cache.is_file() else {}
     wanted = sorted({(q, d) for split in stage.values() for q, hits in split.items() for d, _ in hits} - set(known))
-    if wanted:
-        texts = {**train.queries, **test.queries}
-        began = time.perf_counter()
-        values = reranker.predict([(texts[q], test.corpus[d]) for q, d in wanted], batch_size=32, activation=False)
-        print(f"scored {len(wanted)} pairs in {time.perf_counter() - began:.0f} s", flush=True)
-        known.update(zip(wanted, np.asarray(values, dtype=np.float64).tolist(), strict=True))
+    texts = {**train.queries, **test.queries}
+    began = time.perf_counter()
+    for start in range(0, len(wanted), CHUNK):  # cached chunk by chunk: a stopped run resumes where it stopped
+        part = wanted[start : start + CHUNK]
+        values = reranker.predict([(texts[q], test.corpus[d]) for q, d in part], batch_size=32, activation=False)
+        known.update(zip(part, np.asarray(values, dtype=np.float64).tolist(), strict=True))
         cache.write_text(json.dumps([[q, d, v] for (q, d), v in known.items()]))
+        done = start + len(part)
+        print(f"scored {done} of {len(wanted)} pairs in {time.perf_counter() - began:.0f} s", flush=True)
     return known
 
 
