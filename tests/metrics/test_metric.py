@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import hand_similarity
 from scipy import stats
 
 from hf_siamese.metrics import (
@@ -52,18 +53,6 @@ E_GOLD = [3.5, 4.5, 1.0, 3.0, 0.5, 5.0]
 
 def scipy_reference(x, y) -> tuple[float, float]:
     return float(stats.spearmanr(x, y).statistic), float(stats.pearsonr(x, y).statistic)
-
-
-def hand_similarity(a, b, name: str) -> float:
-    """Plain-Python definitions, independent of the numpy implementation."""
-    if name == "cosine":
-        dot = sum(u * v for u, v in zip(a, b, strict=True))
-        return dot / (math.sqrt(sum(u * u for u in a)) * math.sqrt(sum(v * v for v in b)))
-    if name == "dot":
-        return sum(u * v for u, v in zip(a, b, strict=True))
-    if name == "euclidean":
-        return -math.sqrt(sum((u - v) ** 2 for u, v in zip(a, b, strict=True)))
-    return -sum(abs(u - v) for u, v in zip(a, b, strict=True))
 
 
 # ---------------------------------------------------------------- plain functions

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import hand_similarity
 
 from hf_siamese.metrics import retrieval_metrics
 from hf_siamese.retrieval.exact import (
@@ -48,18 +49,6 @@ def tie_hand_metrics() -> dict[str, float]:
             expected[f"{name}@{k}"] = (x + y) / 2
     expected["num_queries"] = 2
     return expected
-
-
-def hand_similarity(a, b, name: str) -> float:
-    """Plain-Python definitions, independent of the numpy implementation."""
-    if name == "cosine":
-        dot = sum(u * v for u, v in zip(a, b, strict=True))
-        return dot / (math.sqrt(sum(u * u for u in a)) * math.sqrt(sum(v * v for v in b)))
-    if name == "dot":
-        return sum(u * v for u, v in zip(a, b, strict=True))
-    if name == "euclidean":
-        return -math.sqrt(sum((u - v) ** 2 for u, v in zip(a, b, strict=True)))
-    return -sum(abs(u - v) for u, v in zip(a, b, strict=True))
 
 
 def full_matrix(queries: np.ndarray, corpus: np.ndarray, name: str) -> np.ndarray:
