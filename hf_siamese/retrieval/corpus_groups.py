@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..data.corpus_stream import open_corpus, resolve_corpus
-from ..storage import write_atomic, write_text_atomic
-from .corpus import IDS, MANIFEST, MATRIX, SHARD_GLOB, encode_corpus, read_corpus_shards
+from ..storage import write_atomic
+from .corpus import IDS, MATRIX, SHARD_GLOB, _load_manifest, _write_manifest, encode_corpus, read_corpus_shards
 from .similar import check_threshold, cluster, kmeans, similar_pairs
 
 
@@ -67,9 +67,9 @@ def keep_one_copy(folder: str | os.PathLike) -> None:
     shard by shard. A kill at any point leaves a readable folder (the manifest is written before any shard goes)."""
     folder = Path(folder)
     corpus_matrix(folder)
-    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    manifest = _load_manifest(folder)
     if not manifest.get("stacked"):
-        write_text_atomic(folder / MANIFEST, json.dumps({**manifest, "stacked": True}, indent=2) + "\n")
+        _write_manifest(folder, {**manifest, "stacked": True})
     for shard in folder.glob(SHARD_GLOB):
         shard.unlink()
 
