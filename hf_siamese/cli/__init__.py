@@ -32,6 +32,7 @@ its model (`hf_siamese.formats.loading.load_model`) and calls one library functi
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -48,10 +49,24 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     return (DataFormatError, DatasetLoadError, FileNotFoundError, ValueError, TypeError, OSError, ImportError)
 
 
+def _joined_special_numbers(argv: list[str]) -> list[str]:
+    """`--flag -inf` as `--flag=-inf`: argparse takes `-inf` / `-nan` / `-infinity` for an option and answers
+    "expected one argument"; joined, the option's own check refuses the value by name."""
+    special = re.compile(r"-(inf|infinity|nan)", re.IGNORECASE)
+    joined: list[str] = []
+    for token in argv:
+        if special.fullmatch(token) and joined and joined[-1].startswith("--") and "=" not in joined[-1]:
+            joined[-1] = f"{joined[-1]}={token}"
+        else:
+            joined.append(token)
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 on success)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(_joined_special_numbers(argv))
     except SystemExit as stop:  # --help, or a bad command line (already reported in one line)
         return stop.code if isinstance(stop.code, int) else EXIT_BAD_INPUT
     except ImportError as error:  # a module the parser needs is missing: an incomplete install, never a traceback

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -16,6 +17,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """A finite number (`inf`, `1e400` and `nan` are refused: no setting of ours means anything at infinity)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
 
 
@@ -116,11 +128,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, training: bool) -> N
         )
 
 
-def add_data_arguments(parser: argparse.ArgumentParser, prefix: str, split: str) -> None:
+def add_data_arguments(parser: argparse.ArgumentParser, prefix: str, split: str, split_help: str = "") -> None:
+    """--[PREFIX-]split, --[PREFIX-]columns, --[PREFIX-]dataset-config. With `split_help` the split defaults to None
+    (the command decides, and tells a split asked for from its default: never swapped for another)."""
     flag = f"--{prefix}-" if prefix else "--"
     parser.add_argument(
-        f"{flag}split", default=split, help=f"split of a Hub dataset or a local folder (default: {split})"
-    )
+        f"{flag}split", default=None if split_help else split,
+        help=split_help or f"split of a Hub dataset or a local folder (default: {split})",
+    )  # fmt: skip
     parser.add_argument(
         f"{flag}columns",
         metavar="NAME=COLUMN,...",
@@ -197,34 +212,43 @@ def add_embeddings_dir_arguments(
 
 def add_lexical_arguments(parser: argparse.ArgumentParser) -> None:
     """How the lexical (BM25) part of an index tokenizes and weighs: --language, --no-stemmer, --no-stopwords, --k1,
-    --b (recorded in the index)."""
-    group = parser.add_argument_group("lexical (BM25) part, bm25s: pip install 'hf-siamese[lexical]'")
+    --b (recorded in the index). Each defaults to None, so that a command can tell a setting given (refused where no
+    BM25 runs: `hybrid.check_first_stage`) from the default (`cli.index.lexical_settings`)."""
+    group = parser.add_argument_group(
+        "lexical (BM25) part, bm25s: pip install 'hf-siamese[lexical]'; refused where no BM25 runs (a dense first "
+        "stage, --no-lexical)"
+    )
     group.add_argument(
-        "--language", default="english",
+        "--language",
         help="stemmer and stopwords language (PyStemmer's names: english, german, french, ...; default: english)",
     )  # fmt: skip
-    group.add_argument("--no-stemmer", dest="stemmer", action="store_false", help="index whole words, not stems")
-    group.add_argument("--no-stopwords", dest="stopwords", action="store_false", help="keep the stopwords")
-    group.add_argument("--k1", type=float, default=1.5, help="BM25 term-frequency saturation (default: 1.5)")
-    group.add_argument("--b", type=float, default=0.75, help="BM25 length normalization, 0-1 (default: 0.75)")
+    group.add_argument(
+        "--no-stemmer", dest="stemmer", action="store_const", const=False, help="index whole words, not stems"
+    )
+    group.add_argument("--no-stopwords", dest="stopwords", action="store_const", const=False, help="keep the stopwords")
+    group.add_argument(
+        "--k1", type=finite_float, help="BM25 term-frequency saturation, a finite number >= 0 (default: 1.5)"
+    )
+    group.add_argument("--b", type=finite_float, help="BM25 length normalization, 0-1 (default: 0.75)")
 
 
 def add_first_stage_arguments(parser: argparse.ArgumentParser, default: str) -> None:
     """--first-stage dense|lexical|hybrid, --fusion rrf|zscore, --dense-weight W: what retrieves (before a rerank);
-    `default` says what it is when not given."""
+    `default` says what it is when not given. --fusion and --dense-weight default to None: given where they do not
+    apply, `hybrid.check_first_stage` refuses them."""
     parser.add_argument(
         "--first-stage", choices=("dense", "lexical", "hybrid"),
         help=f"what retrieves: the vectors (dense), BM25 (lexical), or both fused (hybrid); default: {default}",
     )  # fmt: skip
     parser.add_argument(
-        "--fusion", choices=("rrf", "zscore"), default="rrf",
-        help="how hybrid fuses the two lists: reciprocal ranks (rrf, default, nothing to set) or standardized scores "
-        "weighted by --dense-weight (zscore)",
+        "--fusion", choices=("rrf", "zscore"),
+        help="hybrid only: how it fuses the two lists: reciprocal ranks (rrf, default, nothing to set) or "
+        "standardized scores weighted by --dense-weight (zscore); refused with another first stage",
     )  # fmt: skip
     parser.add_argument(
-        "--dense-weight", type=float, metavar="W",
-        help="zscore fusion: the dense list's weight, 0-1 (default: 0.5; eval --choose-dense-weight picks it on "
-        "held-out queries)",
+        "--dense-weight", type=finite_float, metavar="W",
+        help="hybrid with --fusion zscore only: the dense list's weight, 0-1 (0: exactly the lexical order, 1: the "
+        "dense order; default: 0.5; eval --choose-dense-weight picks it on held-out queries); refused elsewhere",
     )  # fmt: skip
 
 

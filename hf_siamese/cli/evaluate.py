@@ -25,13 +25,18 @@ def run_eval(args: argparse.Namespace) -> int:
     from ..data.beir import is_beir_folder
     from ..data.readers import load_demo_dataset, read_text_lines
     from ..metrics import paired_similarities, sts_metrics_from_embeddings
+    from .index import lexical_settings
 
     if args.data is not None and is_beir_folder(args.data):
         return run_retrieval_eval(args)
-    if args.rerank is not None or args.rerank_top is not None:
-        raise ValueError("--rerank/--rerank-top apply to a BEIR folder (retrieve, then rerank), not to scored pairs")
-    if args.first_stage is not None or args.dense_weight is not None:
-        raise ValueError("--first-stage/--dense-weight apply to a BEIR folder (retrieval), not to scored pairs")
+    retrieval_only = {
+        "--rerank": args.rerank, "--rerank-top": args.rerank_top, "--first-stage": args.first_stage,
+        "--fusion": args.fusion, "--dense-weight": args.dense_weight, "--choose-dense-weight": args.choose_dense_weight,
+        "--language/--no-stemmer/--no-stopwords/--k1/--b": lexical_settings(args),
+    }  # fmt: skip
+    given = [flag for flag, value in retrieval_only.items() if value not in (None, False)]
+    if given:
+        raise ValueError(f"{', '.join(given)} apply to a BEIR folder (retrieval), not to scored pairs")
 
     if (args.sentences is None) != (args.heatmap is None):
         raise ValueError("--sentences and --heatmap go together: the heatmap shows the sentences of the file")
@@ -42,7 +47,7 @@ def run_eval(args: argparse.Namespace) -> int:
             raise ValueError("--columns/--dataset-config describe a data source; give one")
         data, name = load_demo_dataset()["dev"], DEMO_DEV_NAME
     else:
-        data, name = load_data(args.data, args.split, columns, args.dataset_config), args.data
+        data, name = load_data(args.data, args.split or "test", columns, args.dataset_config), args.data
     data = take(data, args.max_eval, 0)
     first, second, score = scored_pairs_layout(data, name)
     sentences = read_text_lines(args.sentences) if args.sentences else None
@@ -85,34 +90,35 @@ def run_eval(args: argparse.Namespace) -> int:
 def run_retrieval_eval(args: argparse.Namespace) -> int:
     """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split; with
     --rerank, each metric@k of the first stage and of the two stages side by side."""
-    from ..data.beir import beir_split, read_beir
+    from ..data.beir import read_beir
     from ..retrieval.evaluation import evaluate_retrieval
+    from ..retrieval.hybrid import check_first_stage
     from .index import lexical_settings
     from .search import rerank_options
 
     for option in ("columns", "score_range", "sentences", "plot"):
         if getattr(args, option, None):
             raise ValueError(f"--{option.replace('_', '-')} applies to scored pairs, not to a BEIR folder")
-    split = beir_split(args.data, [args.split, "test", "dev"])
-    data = read_beir(args.data, split=split)
-    reranker, rerank_top = rerank_options(args)
-    model, tokenizer = load_inference_model(
-        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
-    )
-    first_stage = args.first_stage or "dense"
+    settings = lexical_settings(args)
     if args.choose_dense_weight:
-        return _choose_dense_weight(args, data, split, model, tokenizer)
+        return _choose_dense_weight(args, settings)
+    first_stage = check_first_stage(args.first_stage or "dense", args.fusion, args.dense_weight, settings)
+    split = args.split or "test"
+    data = read_beir(args.data, split=split)  # the split asked for, or an error listing the splits there are
+    reranker, rerank_top = rerank_options(args)
+    model, tokenizer = _retrieval_model(args, first_stage, reranker)
     metrics = evaluate_retrieval(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
         rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=args.fusion,
-        dense_weight=args.dense_weight, lexical_settings=lexical_settings(args),
+        dense_weight=args.dense_weight, lexical_settings=settings,
     )  # fmt: skip
-    print(f"Retrieval evaluation of {args.model or default_model_path()}, first stage: {first_stage}")
+    model_name = "BM25" if model is None else args.model or default_model_path()
+    print(f"Retrieval evaluation of {model_name}, first stage: {first_stage}")
     print(f"on {args.data} ({split} split): {metrics['num_queries']} queries, {len(data.corpus)} documents")
     ks = list(data.k_values)
     columns = [(first_stage, "")]
     if first_stage == "hybrid":
-        fused = f"fused ({args.fusion})"
+        fused = f"fused ({args.fusion or 'rrf'})"
         columns = [("lexical", "lexical_"), ("dense", "dense_"), (fused, "")]
     if reranker is not None:
         print(f"reranked by {args.rerank}: the first stage's top {metrics['rerank_top']} per query")
@@ -125,10 +131,11 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
                 print(f"{name + '@' + str(k):<14}{first:>12.2f}{second:>10.2f}{second - first:>+9.2f}")
         return 0
     if len(columns) > 1:
-        print(f"{'metric':<14}" + "".join(f"{title:>14}" for title, _ in columns) + "   (x100)")
+        width = 2 + max(len(title) for title, _ in columns)  # two spaces at least between the column titles
+        print(f"{'metric':<14}" + "".join(f"{title:>{width}}" for title, _ in columns) + "   (x100)")
         for name in ("ndcg", "mrr", "recall", "map", "precision"):
             for k in ks:
-                cells = "".join(f"{metrics[f'{prefix}{name}@{k}']:>14.2f}" for _, prefix in columns)
+                cells = "".join(f"{metrics[f'{prefix}{name}@{k}']:>{width}.2f}" for _, prefix in columns)
                 print(f"{name + '@' + str(k):<14}{cells}")
         return 0
     print(f"{'metric':<12}" + "".join(f"{'@' + str(k):>9}" for k in ks) + "   (x100)")
@@ -137,19 +144,50 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _choose_dense_weight(args: argparse.Namespace, data: Any, split: str, model: Any, tokenizer: Any) -> int:
-    """--choose-dense-weight: nDCG@10 of z-score hybrid fusion at each dense weight on this split, and the best."""
-    from ..retrieval.evaluation import choose_hybrid_weight
-    from .index import lexical_settings
+def _retrieval_model(args: argparse.Namespace, first_stage: str, reranker: Any) -> tuple[Any, Any]:
+    """(model, tokenizer) of a retrieval evaluation; (None, None) for the lexical first stage, which embeds nothing
+    (a --model given to it is refused: it would not be used)."""
+    if first_stage == "lexical":
+        if args.model is not None:
+            raise ValueError("--model embeds the texts; --first-stage lexical ranks by BM25 alone, with no model")
+        return None, None
+    return load_inference_model(
+        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
+    )
 
-    if args.rerank is not None or args.dense_weight is not None:
+
+def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
+    """--choose-dense-weight: nDCG@10 of z-score hybrid fusion at each dense weight on held-out queries (--split,
+    default dev: never test unless asked for), and the best."""
+    from ..data.beir import read_beir
+    from ..retrieval.evaluation import choose_hybrid_weight
+
+    given = {"--rerank": args.rerank, "--dense-weight": args.dense_weight}
+    given["--first-stage " + str(args.first_stage)] = args.first_stage not in (None, "hybrid")
+    given["--fusion " + str(args.fusion)] = args.fusion not in (None, "zscore")
+    refused = [flag for flag, value in given.items() if value not in (None, False)]
+    if refused:
         raise ValueError(
-            "--choose-dense-weight measures every weight of the first stage: give no --rerank or --dense-weight"
+            f"--choose-dense-weight measures every dense weight of the z-score hybrid first stage (--first-stage "
+            f"hybrid --fusion zscore): give no {', '.join(refused)}"
         )
+    split = args.split or "dev"
+    try:
+        data = read_beir(args.data, split=split)
+    except FileNotFoundError as error:
+        if args.split is not None:
+            raise
+        raise FileNotFoundError(
+            2,
+            f"{error.strerror}. --choose-dense-weight chooses on held-out queries, --split dev by default: give "
+            "--split with a train or dev split of this folder",
+            error.filename,
+        ) from None
     if split == "test":
         print("note: choosing on the test split; report a test figure only for a weight chosen on train or dev queries")
+    model, tokenizer = _retrieval_model(args, "hybrid", None)
     best, measured = choose_hybrid_weight(
-        model, data, tokenizer=tokenizer, batch_size=args.batch_size, lexical_settings=lexical_settings(args),
+        model, data, tokenizer=tokenizer, batch_size=args.batch_size, lexical_settings=settings,
         show_progress_bar=True,
     )  # fmt: skip
     print(f"z-score hybrid fusion on {args.data} ({split} split): nDCG@10 x100 by the dense list's weight")

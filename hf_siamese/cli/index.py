@@ -19,10 +19,13 @@ def read_calibration_queries(path: str) -> list[str]:
 
 
 def lexical_settings(args: argparse.Namespace) -> Any:
-    """The `LexicalSettings` of --language, --no-stemmer, --no-stopwords, --k1, --b."""
+    """The `LexicalSettings` of --language, --no-stemmer, --no-stopwords, --k1, --b over the defaults, or None where
+    none of them is given (so that the library refuses them where no BM25 runs, and takes its defaults otherwise)."""
     from ..retrieval.lexical import LexicalSettings
 
-    return LexicalSettings(language=args.language, stemmer=args.stemmer, stopwords=args.stopwords, k1=args.k1, b=args.b)
+    given = {name: getattr(args, name) for name in ("language", "stemmer", "stopwords", "k1", "b")}
+    given = {name: value for name, value in given.items() if value is not None}
+    return LexicalSettings(**given) if given else None
 
 
 def run_index(args: argparse.Namespace) -> int:

@@ -29,27 +29,21 @@ def run_mine(args: argparse.Namespace) -> int:
     """Mine `--num-negatives` negatives per row, ranked as --negatives-from says (the model, BM25 or both), and write
     `anchor, positive, negative_1, ...`."""
     from ..data.beir import is_beir_folder, read_beir
-    from ..retrieval.mining import mine_hard_negatives
+    from ..retrieval.mining import check_mining_stage, mine_hard_negatives
     from .index import lexical_settings
 
     output = Path(args.output)
+    if output.is_dir():
+        raise ValueError(f"-o {args.output} is a folder; give a file: NAME.jsonl, NAME.tsv or NAME.csv")
+    if output.exists() and not args.overwrite:
+        raise ValueError(f"-o {args.output} exists; pass --overwrite to replace it, or give another -o")
     if row_file_kind(output) != "json" and args.teacher:
         raise ValueError(
             f"-o {args.output}: --teacher writes a list of scores per row, which CSV / TSV cannot hold as numbers: "
             "write JSON lines (-o rows.jsonl)"
         )
     settings = lexical_settings(args)
-    if args.negatives_from == "dense":
-        if settings != type(settings)():
-            raise ValueError(
-                "--language, --no-stemmer, --no-stopwords, --k1 and --b set BM25: they apply to --negatives-from "
-                "lexical or hybrid"
-            )
-        settings = None
-    else:
-        from ..retrieval.lexical import require_lexical
-
-        require_lexical(settings.stemmer)  # before the data and the model load
+    check_mining_stage(args.negatives_from, settings, args.approximate)  # before the data and the model load
     teacher = load_cross_encoder(args.teacher, option="--teacher") if args.teacher else None
     if is_beir_folder(args.data):
         # (query, relevant document) pairs of the split; the corpus defaults to the folder's documents.

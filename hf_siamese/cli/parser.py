@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--max-train", type=positive_int, metavar="N", help="train on N random rows only")
     data.add_argument("--eval", metavar="SOURCE", help="scored pairs to report Spearman on, before and after")
     data.add_argument(
-        "--eval-split", default="validation", help="split of a Hub dataset or folder (default: validation)"
+        "--eval-split",
+        help="split of a Hub dataset or folder (default: validation), or of a BEIR folder's qrels (default: dev, "
+        "else test); a split asked for and not there is refused, listing the splits found",
     )
     data.add_argument("--eval-columns", metavar="NAME=COLUMN,...", help="select/rename eval columns")
     data.add_argument("--eval-dataset-config", metavar="NAME", help="configuration (subset) of a Hub eval dataset")
@@ -176,7 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="scored pairs (file, folder or Hub dataset id) or a BEIR folder (default: the built-in demo set)",
     )
     add_model_arguments(evaluate, training=False)
-    add_data_arguments(evaluate, "", "test")
+    add_data_arguments(
+        evaluate, "", "test",
+        "split of a Hub dataset, a local folder or a BEIR folder's qrels (default: test; with --choose-dense-weight: "
+        "dev). A BEIR split that is not there is refused, listing the splits found: never swapped for another",
+    )  # fmt: skip
     evaluate.add_argument(
         "--quantize",
         choices=("int8",),

@@ -139,6 +139,7 @@ def add_corpus_commands(commands: Any) -> None:
         "data", metavar="SOURCE", help="(anchor, positive) rows: file, folder or Hub dataset id, or a BEIR folder"
     )
     mine.add_argument("-o", "--output", required=True, help="output rows: NAME.jsonl, NAME.tsv or NAME.csv")
+    mine.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists (written whole at the end)")
     mine.add_argument(
         "--corpus", metavar="CORPUS",
         help=f"documents to mine from: {CORPUS_HELP}; or a BEIR folder (default: the positives, or a BEIR folder's "

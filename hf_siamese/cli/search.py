@@ -39,7 +39,8 @@ def run_search(args: argparse.Namespace) -> int:
         raise ValueError("give at least one non-empty --query TEXT or a --queries FILE")
     reranker, rerank_top = rerank_options(args)
     if not args.index:
-        for flag, value in (("--first-stage", args.first_stage), ("--dense-weight", args.dense_weight)):
+        given = (("--first-stage", args.first_stage), ("--fusion", args.fusion), ("--dense-weight", args.dense_weight))
+        for flag, value in given:
             if value is not None:
                 raise ValueError(f"{flag} applies to --index (an index holds the lexical part); --corpus is dense")
     if args.index:
@@ -106,18 +107,18 @@ def _search_index(
     args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
 ) -> list[list[dict[str, Any]]]:
     """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
-    from ..retrieval.hybrid import check_first_stage
     from ..retrieval.vector_index import load_index
 
     index = load_index(args.index)
-    first_stage = check_first_stage(args.first_stage or index.default_first_stage(), args.fusion, args.dense_weight)
+    # Before the model loads: a setting that does not apply, a missing lexical part or bm25s, each in one line.
+    first_stage = index.check_first_stage(args.first_stage, args.fusion, args.dense_weight)
     if first_stage == "lexical":  # no model to load
+        if args.model is not None:
+            raise ValueError("--model embeds the queries; --first-stage lexical searches BM25 alone, with no model")
         return index.search(
             None, queries, top_k=args.top_k, batch_size=args.batch_size, rerank=reranker, rerank_top=rerank_top,
             first_stage="lexical",
         )  # fmt: skip
-    if first_stage == "hybrid":
-        index.lexical  # noqa: B018  (fails before the model loads, naming --add-lexical, where the index has none)
     model_path = args.model or index.model_name
     if not model_path:
         raise ValueError(f"the index {args.index!r} records no model path (built from an unsaved model); pass --model")

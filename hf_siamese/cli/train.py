@@ -130,10 +130,12 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, str, Any, str | None]
 
     if args.eval is not None and is_beir_folder(args.eval):
         # A retrieval set: nDCG@10 before and after, IR metrics in the trainer's evaluations.
-        split = beir_split(args.eval, [args.eval_split, "dev", "test"])
+        # The split asked for (an error listing the splits there are if it is not there), else dev, then test.
+        split = args.eval_split or beir_split(args.eval, ["dev", "validation", "test"])
         return train_data, train_name, read_beir(args.eval, split=split), f"{args.eval} ({split} split)"
     if args.eval is not None:
-        eval_data, eval_name = load_data(args.eval, args.eval_split, eval_columns, args.eval_dataset_config), args.eval
+        eval_split = args.eval_split or "validation"
+        eval_data, eval_name = load_data(args.eval, eval_split, eval_columns, args.eval_dataset_config), args.eval
     elif demo:
         eval_data, eval_name = demo_splits["dev"], DEMO_DEV_NAME
     else:

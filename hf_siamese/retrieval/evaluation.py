@@ -84,7 +84,7 @@ def evaluate_retrieval(
     rerank_top: int = RERANK_TOP,
     first_stage_weight: float | None = None,
     first_stage: str = "dense",
-    fusion: str = "rrf",
+    fusion: str | None = None,
     dense_weight: float | None = None,
     lexical_settings: LexicalSettings | None = None,
 ) -> dict[str, float]:
@@ -92,8 +92,9 @@ def evaluate_retrieval(
 
     `first_stage`: "dense" ranks the whole corpus by the model's similarity (exact search, in chunks); "lexical" by
     BM25 (`lexical.py`, `lexical_settings`; `model` may be None); "hybrid" fuses the two (`hybrid.fuse`: `fusion`,
-    `dense_weight`) and also reports each stage alone under the same names prefixed `dense_` and `lexical_`. Lexical
-    and hybrid rank each stage's best `max(k, rerank_top)` documents.
+    `dense_weight`; a setting of another stage is refused: `hybrid.check_first_stage`) and also reports each stage
+    alone under the same names prefixed `dense_` and `lexical_`. Lexical and hybrid rank each stage's best
+    `max(k, rerank_top)` documents.
 
     With `rerank` (a cross-encoder, or any object with `.predict(pairs)`: see `rerank.rerank_hits`), two stages: the
     first stage's `rerank_top` best documents per query (hybrid: the union of both stages' `rerank_top`; all of the
@@ -108,7 +109,9 @@ def evaluate_retrieval(
     from ..metrics import retrieval_metrics
     from .exact import retrieval_metrics_from_embeddings
 
-    check_first_stage(first_stage, fusion, dense_weight)
+    check_first_stage(first_stage, fusion, dense_weight, lexical_settings)
+    if model is None and first_stage != "lexical":
+        raise ValueError(f"the {first_stage} first stage embeds the texts: give a model, or first_stage='lexical'")
     depth = None if rerank is None else check_rerank(rerank, rerank_top, 1, len(dataset.corpus))
     ks = sorted(set(dataset.k_values))
     if first_stage != "lexical":

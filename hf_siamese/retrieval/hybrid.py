@@ -9,7 +9,12 @@ query is the union of its two lists (so a reranker sees every candidate either s
   takes the list's lowest z), and a row scores `dense_weight * z_dense + (1 - dense_weight) * z_lexical`;
   `choose_dense_weight` picks the weight on held-out queries with relevance judgements.
 
-Ties go to the row ranked higher by the dense list, then the lower row.
+Ties go to the row ranked higher by the list that weighs more (the dense list under rrf and from weight 0.5 on), then
+by the other list, then the lower row: `dense_weight=0` gives exactly the lexical list's order and `1` the dense
+list's, each followed by the rows only the other list found.
+
+`check_first_stage` is the one rule for which settings apply to which first stage (every command and entry point
+calls it): a setting that does not apply is refused, never ignored.
 """
 
 from __future__ import annotations
@@ -27,19 +32,44 @@ WEIGHT_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 Ranked = tuple[np.ndarray, np.ndarray]
 
 
-def check_first_stage(first_stage: str, fusion: str = "rrf", dense_weight: float | None = None) -> str:
-    """Validate the first-stage settings; returns `first_stage`."""
+LEXICAL_FLAGS = "--language, --no-stemmer, --no-stopwords, --k1, --b"
+
+
+def check_first_stage(
+    first_stage: str, fusion: str | None = None, dense_weight: float | None = None, lexical_settings: Any = None
+) -> str:
+    """The one rule for a first stage's settings, used by every command and entry point; returns `first_stage`.
+
+    `fusion` (None: rrf) applies to "hybrid" only, `dense_weight` (0-1) to "hybrid" with `fusion="zscore"` only, and
+    `lexical_settings` (BM25's) to "lexical" and "hybrid" only: a setting given where it does not apply is refused
+    with one line saying why, never ignored."""
     if first_stage not in FIRST_STAGES:
         raise ValueError(f"first stage {first_stage!r}; accepted: {', '.join(FIRST_STAGES)}")
-    if fusion not in FUSIONS:
+    if fusion is not None and fusion not in FUSIONS:
         raise ValueError(f"fusion {fusion!r}; accepted: {', '.join(FUSIONS)} (rrf: reciprocal ranks, no setting)")
+    if fusion is not None and first_stage != "hybrid":
+        raise ValueError(
+            f"fusion={fusion!r} (--fusion) fuses the two lists of the hybrid first stage; the {first_stage} first "
+            "stage has one list: give first_stage='hybrid' (--first-stage hybrid), or no fusion"
+        )
     if dense_weight is not None:
+        if isinstance(dense_weight, bool) or not isinstance(dense_weight, int | float) or not 0 <= dense_weight <= 1:
+            raise ValueError(f"dense_weight={dense_weight!r}; accepted: a number from 0 to 1 (0: lexical alone)")
+        if first_stage != "hybrid":
+            raise ValueError(
+                f"dense_weight={dense_weight!r} (--dense-weight) weighs the dense list of the hybrid first stage "
+                f"(--first-stage hybrid --fusion zscore); the {first_stage} first stage has one list, nothing to weigh"
+            )
         if fusion != "zscore":
             raise ValueError(
-                f"dense_weight={dense_weight!r} applies to fusion='zscore' (--fusion zscore), not {fusion!r}"
+                f"dense_weight={dense_weight!r} applies to fusion='zscore' (--fusion zscore), not {fusion or 'rrf'!r} "
+                "(reciprocal ranks take no weight)"
             )
-        if not isinstance(dense_weight, int | float) or not 0 <= dense_weight <= 1:
-            raise ValueError(f"dense_weight={dense_weight!r}; accepted: a number from 0 to 1 (0: lexical alone)")
+    if lexical_settings is not None and first_stage == "dense":
+        raise ValueError(
+            f"lexical_settings, BM25's ({LEXICAL_FLAGS}), apply to the lexical and hybrid first stages, not to the "
+            "dense one: give a lexical or hybrid first stage, or no BM25 settings"
+        )
     return first_stage
 
 
@@ -58,9 +88,10 @@ def _ranks(rows: np.ndarray) -> dict[int, int]:
 
 
 def fuse(
-    dense: Ranked, lexical: Ranked, fusion: str = "rrf", dense_weight: float | None = None, rrf_k: int = RRF_K
+    dense: Ranked, lexical: Ranked, fusion: str | None = None, dense_weight: float | None = None, rrf_k: int = RRF_K
 ) -> Ranked:
     """The fused (scores, rows) of each query, `(queries, width)` with width the largest union, -1 padded."""
+    fusion = fusion or "rrf"
     check_first_stage("hybrid", fusion, dense_weight)
     weight = 0.5 if dense_weight is None else float(dense_weight)
     fused: list[list[tuple[float, int]]] = []
@@ -77,8 +108,11 @@ def fuse(
             d_z, l_z = _standardized(d_scores, d_rows), _standardized(l_scores, l_rows)
             d_floor, l_floor = min(d_z.values(), default=0.0), min(l_z.values(), default=0.0)
             score = {row: weight * d_z.get(row, d_floor) + (1 - weight) * l_z.get(row, l_floor) for row in union}
-        last = len(d_rank) + 1
-        union.sort(key=lambda row: (-score[row], d_rank.get(row, last), row))
+        # Equal scores: the row ranked higher by the list that weighs more (dense from 0.5 on), then by the other,
+        # so weight 0 / 1 give exactly the lexical / dense order, the rows only the other list found after them.
+        first, second = (d_rank, l_rank) if fusion == "rrf" or weight >= 0.5 else (l_rank, d_rank)
+        last = len(union) + 1
+        union.sort(key=lambda row: (-score[row], first.get(row, last), second.get(row, last), row))
         fused.append([(score[row], row) for row in union])
     width = max((len(hits) for hits in fused), default=0)
     scores = np.zeros((len(fused), width), dtype=np.float32)

@@ -148,15 +148,35 @@ class VectorIndex:
             self._lexical = LexicalIndex.load(self.path / LEXICAL_DIR)
         return self._lexical
 
-    def default_first_stage(self) -> str:
-        """ "hybrid" where the index has its lexical part and bm25s is installed, else "dense"."""
-        if not self.has_lexical:
-            return "dense"
-        try:
-            require_lexical(bool(self.info["lexical"]["settings"].get("stemmer", True)))
-        except ImportError:
-            return "dense"
-        return "hybrid"
+    def default_first_stage(self, fusion: str | None = None, dense_weight: float | None = None) -> str:
+        """ "hybrid" where the index has its lexical part (or where a fusion setting is given, which only hybrid
+        takes), else "dense". The index decides, not what is installed: where bm25s is missing, a hybrid search
+        raises an ImportError naming the install (and `first_stage="dense"` searches the vectors alone), rather than
+        returning other results than the same search elsewhere."""
+        if self.has_lexical or fusion is not None or dense_weight is not None:
+            return "hybrid"
+        return "dense"
+
+    def check_first_stage(
+        self, first_stage: str | None, fusion: str | None = None, dense_weight: float | None = None
+    ) -> str:
+        """The first stage a search with these settings runs (`hybrid.check_first_stage`'s rule; None: the index's
+        default), checked against this index before any work: lexical and hybrid need its lexical part (the error
+        names the command that adds it) and bm25s installed (the error names the install)."""
+        first_stage = check_first_stage(
+            first_stage or self.default_first_stage(fusion, dense_weight), fusion, dense_weight
+        )
+        if first_stage != "dense" and self.has_lexical:
+            try:
+                require_lexical(bool(self.info["lexical"]["settings"].get("stemmer", True)))
+            except ImportError as error:
+                raise ImportError(
+                    f"{error} (this index's default first stage is hybrid; first_stage='dense' (--first-stage dense) "
+                    "searches its vectors alone)"
+                ) from None
+        if first_stage != "dense":
+            self.lexical  # noqa: B018  (opened here: a ValueError naming --add-lexical where there is none)
+        return first_stage
 
     def search(
         self,
@@ -172,15 +192,16 @@ class VectorIndex:
         rerank_top: int = RERANK_TOP,
         first_stage_weight: float | None = None,
         first_stage: str | None = None,
-        fusion: str = "rrf",
+        fusion: str | None = None,
         dense_weight: float | None = None,
     ) -> list[list[dict[str, Any]]]:
         """Return, per query, the `top_k` best hits `{"id", "text", "score", "rank"}`, best first.
 
         `first_stage`: "dense" (embed `queries` with `model`, checked against the index, and search the vectors;
         `prompt_name` / `prompt` as in `model.encode`), "lexical" (BM25 alone; `model` may be None) or "hybrid" (both,
-        fused by `fusion`: "rrf" or "zscore" with `dense_weight`; see `hybrid.py`). Default: "hybrid" where the index
-        has its lexical part and bm25s is installed, else "dense".
+        fused by `fusion`: "rrf" (None) or "zscore" with `dense_weight`; see `hybrid.py`). Default: "hybrid" where the
+        index has its lexical part, else "dense" (`check_first_stage`: a setting that does not apply is refused).
+        `queries`: a non-empty string or a list of them (an empty or non-string query is refused).
 
         With `rerank` (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index
         holds: all, with a warning) best hits of each stage (hybrid: the union of both stages' lists) are re-scored on
@@ -189,11 +210,16 @@ class VectorIndex:
         `"first_stage_score"` / `"first_stage_rank"` the first stage's. `first_stage_weight` (default: the reranker's
         own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores (`rerank.fuse_scores`)."""
         top_k = check_top_k(top_k)
-        first_stage = check_first_stage(first_stage or self.default_first_stage(), fusion, dense_weight)
+        queries = check_queries(queries)
+        first_stage = self.check_first_stage(first_stage, fusion, dense_weight)
         depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(self))
-        queries = [queries] if isinstance(queries, str) else list(queries)
         embeddings = None
         if first_stage != "lexical":
+            if model is None:
+                raise ValueError(
+                    f"the {first_stage} first stage embeds the queries: give the model that built the index "
+                    f"({self.model_name or 'unnamed'!r}), or first_stage='lexical' (BM25 alone, no model)"
+                )
             self.check_model(model)
             embeddings = model.encode(
                 queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
@@ -210,12 +236,12 @@ class VectorIndex:
         query_embeddings: Any,
         depth: int,
         first_stage: str = "dense",
-        fusion: str = "rrf",
+        fusion: str | None = None,
         dense_weight: float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows) of each query's first stage, best first, -1 where none: `depth` from each stage; hybrid
         fuses the two lists into their union (up to 2 x depth)."""
-        check_first_stage(first_stage, fusion, dense_weight)
+        self.check_first_stage(first_stage, fusion, dense_weight)
         lexical = self.lexical.search(list(queries), depth) if first_stage != "dense" else None
         if first_stage == "lexical":
             return lexical
@@ -255,6 +281,20 @@ class VectorIndex:
         if self._unit is None:  # once per opened index: one pass over the vectors
             self._unit = unit_length_rows(self.embeddings)
         return exact_search(queries, self.embeddings, k, similarity=self.similarity, unit_corpus=self._unit)
+
+
+def check_queries(queries: Any) -> list[str]:
+    """`queries` (one string or a sequence of them) as a list, each a non-empty string; a `ValueError` naming the
+    first one that is not."""
+    if isinstance(queries, str):
+        queries = [queries]
+    elif queries is None or not isinstance(queries, Sequence):
+        raise ValueError(f"queries={queries!r:.80}; expected a string or a list of strings")
+    queries = list(queries)
+    for position, query in enumerate(queries):
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query {position} is {query!r:.80}; every query must be a non-empty string")
+    return queries
 
 
 def load_index(path: str | os.PathLike) -> VectorIndex:

@@ -15,7 +15,7 @@ import random
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from .hybrid import FIRST_STAGES
+from .hybrid import FIRST_STAGES, check_first_stage
 
 if TYPE_CHECKING:
     from .lexical import LexicalSettings
@@ -122,7 +122,7 @@ def mine_hard_negatives(
         )
         embeddings_dir = corpus_dir
     _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
-    _check_first_stage(negatives_from, lexical_settings, approximate)
+    check_mining_stage(negatives_from, lexical_settings, approximate)
     names = list(dataset.column_names)
     if anchor_column is None or positive_column is None:
         texts = detect_layout(names).texts
@@ -201,26 +201,29 @@ def _check_arguments(
         raise ValueError(f"mine_hard_negatives: sampling={sampling!r} is not one of {list(SAMPLING)}.")
 
 
-def _check_first_stage(negatives_from: Any, lexical_settings: Any, approximate: Any) -> None:
-    """ValueError for a first stage that is not one, or a setting of the stage that is not used; ImportError naming
-    the install command where BM25 is asked for without bm25s / PyStemmer (before any work)."""
+def check_mining_stage(negatives_from: Any, lexical_settings: Any, approximate: Any) -> None:
+    """ValueError for a first stage that is not one, or a setting of the stage that is not used (the rule of
+    `hybrid.check_first_stage`); ImportError naming the install command where BM25 is asked for without bm25s /
+    PyStemmer (before any work)."""
     if negatives_from not in FIRST_STAGES:
         raise ValueError(
             f"mine_hard_negatives: negatives_from={negatives_from!r}; accepted: {', '.join(map(repr, FIRST_STAGES))}"
-        )
-    if negatives_from == "dense":
-        if lexical_settings is not None:
-            raise ValueError("mine_hard_negatives: lexical_settings apply to negatives_from='lexical' or 'hybrid'")
-        return
-    if approximate and negatives_from == "lexical":
-        raise ValueError(
-            "mine_hard_negatives: approximate=True is the dense search's; negatives_from='lexical' has none"
         )
     from .lexical import LexicalSettings, require_lexical
 
     if lexical_settings is not None and not isinstance(lexical_settings, LexicalSettings):
         raise ValueError(f"mine_hard_negatives: lexical_settings={lexical_settings!r:.80}; expected a LexicalSettings")
+    try:
+        check_first_stage(negatives_from, lexical_settings=lexical_settings)
+    except ValueError as error:
+        raise ValueError(f"mine_hard_negatives (--negatives-from {negatives_from}): {error}") from None
+    if negatives_from == "dense":
+        return
+    if approximate and negatives_from == "lexical":
+        raise ValueError(
+            "mine_hard_negatives: approximate=True is the dense search's; negatives_from='lexical' has none"
+        )
     require_lexical(lexical_settings.stemmer if lexical_settings is not None else True)
 
 
-__all__ = ["mine_hard_negatives"]
+__all__ = ["check_mining_stage", "mine_hard_negatives"]

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from ..storage import recover_output, replace_folder, write_text_atomic
+from ..storage import exclusive_output, recover_output, replace_folder, write_text_atomic
 from .corpus import encode_corpus
 from .corpus_groups import corpus_matrix, keep_one_copy, neighbour_search
 from .fingerprint import model_fingerprint, recorded_name
@@ -59,7 +59,7 @@ from .index_search import (
     VectorIndex,
     load_index,
 )
-from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, require_lexical
+from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, require_lexical
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ class _TextTable:
 
     def __init__(self, path: Path, lexical: LexicalBuilder | None = None) -> None:
         self.path, self.writer, self.rows, self.lexical = path, None, 0, lexical
+        self.worded = 0  # texts that are not blank
 
     def __call__(self, shard: int, ids: list, texts: list[str]) -> None:
         if self.lexical is not None:
@@ -105,6 +106,7 @@ class _TextTable:
         self.writer = self.writer or pa.ipc.new_stream(str(self.path), table.schema)
         self.writer.write_table(table)
         self.rows += len(ids)
+        self.worded += sum(1 for text in texts if text and not text.isspace())
 
     def close(self) -> None:
         if self.writer is not None:
@@ -114,7 +116,13 @@ class _TextTable:
 
 
 def _wants_lexical(lexical: bool | None, settings: LexicalSettings | None) -> bool:
-    """Whether to build the lexical part: `lexical=None` builds it when bm25s (and PyStemmer) are installed."""
+    """Whether to build the lexical part: `lexical=None` builds it when bm25s (and PyStemmer) are installed; settings
+    given with `lexical=False` are refused (they would set nothing)."""
+    if lexical is False and settings is not None:
+        raise ValueError(
+            "lexical_settings (--language, --no-stemmer, --no-stopwords, --k1, --b) set the BM25 part, which "
+            "lexical=False (--no-lexical) leaves out: give one or the other"
+        )
     if lexical is None:
         try:
             require_lexical((settings or LexicalSettings()).stemmer)
@@ -200,6 +208,23 @@ def build_index(
             where they are not). `lexical_settings`: its language, stemmer, stopwords, k1 and b.
     """
     output = Path(output_dir)
+    with exclusive_output(output, "a build of this index"):  # a second build at once is refused, not interleaved
+        return _build_index(
+            model, corpus, output, ids=ids, text_column=text_column, id_column=id_column, tokenizer=tokenizer,
+            batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
+            approximate=approximate, calibration_queries=calibration_queries, embeddings_dir=embeddings_dir,
+            show_progress_bar=show_progress_bar, overwrite=overwrite, lexical=lexical,
+            lexical_settings=lexical_settings,
+        )  # fmt: skip
+
+
+def _build_index(
+    model: Any, corpus: Any, output: Path, *, ids: Any, text_column: str, id_column: str | None, tokenizer: Any,
+    batch_size: int, shard_size: int | None, dtype: Any, prompt_name: str | None, prompt: str | None,
+    approximate: bool | None, calibration_queries: Any, embeddings_dir: Any, show_progress_bar: bool,
+    overwrite: bool, lexical: bool | None, lexical_settings: LexicalSettings | None,
+) -> VectorIndex:  # fmt: skip
+    """`build_index` under the output's lock."""
     recover_output(output)  # first: a half-swapped old index is an existing index
     check_output(output, overwrite)
     source, text_column, id_column = _source(corpus, ids, text_column, id_column)
@@ -214,6 +239,10 @@ def build_index(
     if approximate is None and not (similarity in FAISS_METRICS and faiss_available()):
         approximate = False
     with_lexical = _wants_lexical(lexical, lexical_settings)
+    if with_lexical:
+        TermTokenizer(
+            lexical_settings or LexicalSettings()
+        )  # a language it has no stemmer for: refused before any work
     calibration = _embed_queries(model, calibration_queries, tokenizer, batch_size)
     staging = output.with_name(f".{output.name}.building")  # a fixed name: a stopped build resumes its shards
     if staging.exists() and not (staging / EMBEDDINGS_DIR).is_dir():
@@ -240,6 +269,11 @@ def build_index(
     row_ids, vectors = corpus_matrix(embeddings)
     if texts.rows != len(vectors):
         raise ValueError(f"the corpus gave {texts.rows} texts for {len(vectors)} vectors: it must not change")
+    if texts.rows and not texts.worded:
+        logger.warning(
+            "%s: every one of the %d texts of the corpus is empty or blank: nothing to search by (the vectors are all "
+            "the same, and BM25 finds nothing); check the text column (--text-column)", output, texts.rows,
+        )  # fmt: skip
     os.replace(staging / f"{TEXTS_FILE}.tmp", staging / TEXTS_FILE)
     if builder is not None:
         builder.finish()
@@ -311,6 +345,14 @@ def add_lexical(
     """Add the lexical (BM25) part to an index folder built without it, from its stored texts: nothing is re-encoded.
     An existing lexical part is replaced only with `overwrite=True` (other settings, say), once the new one is
     complete; returns the index loaded."""
+    with exclusive_output(path, "a build of this index"):
+        return _add_lexical(path, settings, overwrite, shard_size)
+
+
+def _add_lexical(
+    path: str | os.PathLike, settings: LexicalSettings | None, overwrite: bool, shard_size: int
+) -> VectorIndex:
+    """`add_lexical` under the index's lock."""
     index = VectorIndex.load(path)
     where = os.fspath(index.path)
     if index.has_lexical and not overwrite:

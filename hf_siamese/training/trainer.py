@@ -134,7 +134,9 @@ class SiameseTrainer(HostFreeStepMixin, SiameseEvaluationMixin, SiameseDataMixin
         if not (isinstance(group_by_length, bool) or group_by_length == "auto"):
             raise ValueError(f"SiameseTrainer: group_by_length={group_by_length!r}; accepted: True, False, 'auto'.")
         self.group_by_length = group_by_length
-        self.pretokenize = bool(pretokenize)
+        if not isinstance(pretokenize, bool):
+            raise ValueError(f"SiameseTrainer: pretokenize={pretokenize!r}; accepted: True, False.")
+        self.pretokenize = pretokenize
         if is_stream(train_dataset) and args.max_steps <= 0:
             raise ValueError(
                 f"SiameseTrainer: train_dataset is a stream ({type(train_dataset).__name__}, no length), so the "

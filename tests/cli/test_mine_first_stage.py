@@ -90,7 +90,7 @@ def test_bm25_settings_and_the_kept_index(files: Path, tiny_tokenizer, tmp_path:
     ("extra", "code", "message"),
     [
         (["--negatives-from", "bm25"], 2, "argument --negatives-from: invalid choice: 'bm25'"),
-        (["--k1", "1.2"], 1, "--k1 and --b set BM25: they apply to --negatives-from lexical or hybrid"),
+        (["--k1", "1.2"], 1, "(--negatives-from dense): lexical_settings, BM25's (--language, --no-stemmer"),
         (["--negatives-from", "lexical", "--b", "2"], 1, "BM25 b=2.0; accepted: a number from 0 to 1"),
         (["--negatives-from", "lexical", "--approximate"], 1, "approximate=True is the dense search's"),
     ],

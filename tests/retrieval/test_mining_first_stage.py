@@ -220,7 +220,11 @@ def test_lexical_settings_reach_the_index(model, tiny_tokenizer) -> None:
     [
         ({"negatives_from": "bm25"}, ValueError, r"negatives_from='bm25'; accepted: 'dense', 'lexical', 'hybrid'"),
         ({"negatives_from": None}, ValueError, r"negatives_from=None; accepted"),
-        ({"lexical_settings": LexicalSettings()}, ValueError, r"lexical_settings apply to negatives_from='lexical'"),
+        (
+            {"lexical_settings": LexicalSettings()},
+            ValueError,
+            r"--negatives-from dense\): lexical_settings, BM25's .* apply to the lexical and hybrid",
+        ),
         ({"negatives_from": "lexical", "approximate": True}, ValueError, r"approximate=True is the dense search's"),
         ({"negatives_from": "hybrid", "lexical_settings": {"k1": 1}}, ValueError, r"expected a LexicalSettings"),
     ],
