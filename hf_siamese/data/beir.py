@@ -15,6 +15,11 @@ from typing import Any
 from .files import delimited_rows
 
 DEFAULT_K_VALUES = (1, 3, 5, 10, 100)
+# What `read_beir` reads as qrels, for its errors.
+QRELS_LAYOUTS = (
+    "BEIR 'query-id<TAB>corpus-id<TAB>score' (header line optional) or TREC 'query-id iteration corpus-id relevance' "
+    "(tab- or space-separated), the score an int"
+)
 
 
 @dataclass
@@ -79,14 +84,22 @@ def read_beir(
     folder: str | os.PathLike, split: str = "test", *, name: str | None = None, title_separator: str = " "
 ) -> RetrievalDataset:
     """Read a dataset in the BEIR layout: `corpus.jsonl` (`_id`, `title`, `text`), `queries.jsonl` (`_id`, `text`)
-    and `qrels/{split}.tsv` (a header, then `query-id`, `corpus-id`, `score`; CRLF endings are fine).
+    and `qrels/{split}.tsv`.
+
+    The qrels file holds one judgement a line, in either layout (CRLF endings are fine):
+    - BEIR: `query-id<TAB>corpus-id<TAB>score`, with or without its header line `query-id<TAB>corpus-id<TAB>score`;
+    - TREC: `query-id iteration corpus-id relevance` (the iteration, usually `0` or `Q0`, is ignored), separated by
+      tabs or by spaces.
+    The first line is a header only when its score field is not a number: a headerless file loses no judgement.
+    Scores are ints (graded relevance).
 
     Documents are `title + title_separator + text` (the MTEB convention; just `text` when there is no title). Only
     the queries judged in the split are kept.
 
     Raises:
         FileNotFoundError: a missing file, naming it and the layout expected.
-        ValueError: an unreadable line (file and line number), or ids the qrels name but the files lack.
+        ValueError: an unreadable line (file and line number; for qrels, the layouts accepted), or ids the qrels name
+            but the files lack.
     """
     folder = Path(folder)
     files = {
@@ -108,24 +121,57 @@ def read_beir(
     for row in _read_jsonl(files["corpus"]):
         title = (row.get("title") or "").strip()
         corpus[str(row["_id"])] = title + title_separator + row.get("text", "") if title else row.get("text", "")
-    qrels: dict[str, dict[str, int]] = {}
-    with open(files["qrels"], encoding="utf-8", newline="") as handle:
-        records = delimited_rows(files["qrels"], handle, "\t")
-        next(records, None)  # header
-        for number, fields in records:
-            try:
-                query, doc, score = fields[0].strip(), fields[1].strip(), int(fields[2])
-            except (IndexError, ValueError):
-                raise ValueError(
-                    f"read_beir: {files['qrels']} line {number}: {fields!r} is not query-id, corpus-id, int score."
-                ) from None
-            qrels.setdefault(query, {})[doc] = score
+    qrels = _read_qrels(files["qrels"])
     queries = {
         str(row["_id"]): row.get("text", "") for row in _read_jsonl(files["queries"]) if str(row["_id"]) in qrels
     }
     return RetrievalDataset(
         queries=queries, corpus=corpus, qrels=qrels, name=name or f"{folder.name}/{split}", metadata={"split": split}
     )
+
+
+def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """query id -> {document id: relevance} of a qrels file in the BEIR or TREC layout (see `read_beir`), read through
+    the package's one delimited reader; a header is told from data by its score field, not by its position."""
+    qrels: dict[str, dict[str, int]] = {}
+    first = True
+    with open(path, encoding="utf-8", newline="") as handle:
+        for number, row in delimited_rows(path, handle, "\t", header=False):
+            fields = [field.strip() for field in row]
+            if len(fields) not in (3, 4):
+                fields = "\t".join(row).split()  # space-separated (as TREC files often are), or a stray tab
+            if len(fields) not in (3, 4):
+                raise ValueError(
+                    f"read_beir: {path} line {number}: {row!r} has {len(fields)} field(s), not 3 or 4; accepted: "
+                    f"{QRELS_LAYOUTS}"
+                )
+            # BEIR: query, doc, score; TREC: query, iteration, doc, relevance
+            query, doc, score = fields[0], fields[-2], fields[-1]
+            is_header, first = first and not _is_number(score), False
+            if is_header:
+                continue  # query-id, corpus-id, score (a first line whose score is a number is a judgement)
+            try:
+                relevance = int(score)
+            except ValueError:
+                raise ValueError(
+                    f"read_beir: {path} line {number}: {row!r} is not query-id, corpus-id, int score ({score!r} is "
+                    f"not an int); accepted: {QRELS_LAYOUTS}"
+                ) from None
+            if not query or not doc:
+                raise ValueError(
+                    f"read_beir: {path} line {number}: an empty query or document id in {row!r}; accepted: "
+                    f"{QRELS_LAYOUTS}"
+                )
+            qrels.setdefault(query, {})[doc] = relevance
+    return qrels
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def is_beir_folder(path: str | os.PathLike) -> bool:

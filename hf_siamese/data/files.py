@@ -218,28 +218,35 @@ def looks_like_sts_benchmark(text: str) -> bool:
     return True
 
 
-def delimited_rows(path: PathLike, lines: Iterable[str], delimiter: str) -> Iterator[tuple[int, list[str]]]:
+def delimited_rows(
+    path: PathLike, lines: Iterable[str], delimiter: str, *, header: bool = True
+) -> Iterator[tuple[int, list[str]]]:
     """The one reader of headed CSV/TSV (RFC-4180 quoting), one row in memory at a time: yields (1, the header), then
     (1-based line, fields) of each non-blank row; nothing for an empty file. `lines` is an open text file (newline="")
     or a `io.StringIO`. A duplicate or empty column name, a row whose field count differs from the header's, a quoting
-    error or a byte that is not UTF-8 raises a `DataFormatError` naming the file and line."""
+    error or a byte that is not UTF-8 raises a `DataFormatError` naming the file and line.
+
+    `header=False` reads a file whose first line may be data (qrels): every non-blank row is yielded as it is, with
+    no header checks and no field count compared; the caller checks each row's fields."""
     reader = csv.reader(lines, delimiter=delimiter)
     warned, line = False, 1
+    names: list[str] | None = None
     try:
-        first = next(reader, None)
-        if first is None:
-            return
-        header = [name.strip() for name in first]
-        duplicates = sorted({name for name in header if header.count(name) > 1})
-        if duplicates or any(not name for name in header):
-            raise DataFormatError(
-                path,
-                "header has duplicate or empty column names",
-                line=1,
-                value=delimiter.join(header),
-                expected="unique, non-empty column names in the first line",
-            )
-        yield 1, header
+        if header:
+            first = next(reader, None)
+            if first is None:
+                return
+            names = [name.strip() for name in first]
+            duplicates = sorted({name for name in names if names.count(name) > 1})
+            if duplicates or any(not name for name in names):
+                raise DataFormatError(
+                    path,
+                    "header has duplicate or empty column names",
+                    line=1,
+                    value=delimiter.join(names),
+                    expected="unique, non-empty column names in the first line",
+                )
+            yield 1, names
         while True:
             line = reader.line_num + 1
             try:
@@ -252,13 +259,13 @@ def delimited_rows(path: PathLike, lines: Iterable[str], delimiter: str) -> Iter
                 ) from err
             if not fields:
                 continue
-            if len(fields) != len(header):
+            if names is not None and len(fields) != len(names):
                 raise DataFormatError(
                     path,
-                    f"row has {len(fields)} fields but the header has {len(header)}",
+                    f"row has {len(fields)} fields but the header has {len(names)}",
                     line=line,
                     value=delimiter.join(fields),
-                    expected=f"{len(header)} fields: {delimiter.join(header)}",
+                    expected=f"{len(names)} fields: {delimiter.join(names)}",
                 )
             if not warned and reader.line_num > line and delimiter == "\t":
                 # Legal in quoted TSV, but far more often a sign of an unquoted file with a stray '"' that made csv

@@ -2,10 +2,11 @@
 kernel registered as a transformers attention implementation ("varlen_attn", no flash-attn wheel needed), and the
 attention dropout those kernels lack.
 
-`torch.nn.attention.varlen.varlen_attn` (torch 2.10+) runs on CUDA in bfloat16 / float16. Importing this module
-registers it where torch has it (`register_varlen_attention`); `SiameseBertModel.from_encoder(...,
-attn_implementation="varlen_attn")` then packs every training batch into one row without padding (packing.py's varlen
-route), and every padded call (encode, unpacked models) runs SDPA with the usual mask.
+`torch.nn.attention.varlen.varlen_attn` (torch 2.10+) runs on CUDA in bfloat16 / float16 only: a packed batch on
+another device or in float32 is refused with the fix before the kernel runs. Importing this module registers it where
+torch has it (`register_varlen_attention`); `SiameseBertModel.from_encoder(..., attn_implementation="varlen_attn")` then
+packs every training batch into one row without padding (packing.py's varlen route), and every padded call (encode,
+unpacked models) runs SDPA with the usual mask.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from typing import Any
 import torch
 
 from .packing import VARLEN_ATTENTION, can_pack, packed_route
+
+# torch's own kernel, as imported here: it runs on CUDA only; a stand-in put in its place (as the CPU tests do) may
+# run anywhere.
+try:
+    from torch.nn.attention.varlen import varlen_attn as _torch_varlen_attn
+except ImportError:
+    _torch_varlen_attn = None
+_KERNEL_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def varlen_attention(
@@ -37,10 +46,20 @@ def varlen_attention(
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     from torch.nn.attention.varlen import varlen_attn
 
-    if query.dtype not in (torch.float16, torch.bfloat16):
+    # Checked before the kernel, whose own errors ("Could not run 'aten::_flash_attention_forward' with arguments from
+    # the 'CPU' backend") say nothing of the fix; the device first, so that the CPU is never told to use bf16 alone.
+    if query.device.type != "cuda" and (varlen_attn is _torch_varlen_attn or query.dtype not in _KERNEL_DTYPES):
         raise ValueError(
-            f"attn_implementation='{VARLEN_ATTENTION}' runs FlashAttention's kernel, in bfloat16 or float16 only; the "
-            f"attention got {query.dtype}: train with bf16=True (or fp16=True), or use attn_implementation='sdpa'"
+            f"attn_implementation='{VARLEN_ATTENTION}' runs FlashAttention's varlen kernel, which needs a CUDA GPU "
+            f"(and bf16=True or fp16=True); this batch is on {query.device.type}: there, use "
+            "attn_implementation='sdpa' (the default: packed batches then run SDPA with a block-diagonal mask), or run "
+            "on a CUDA GPU"
+        )
+    if query.dtype not in _KERNEL_DTYPES:
+        raise ValueError(
+            f"attn_implementation='{VARLEN_ATTENTION}' runs FlashAttention's varlen kernel, on a CUDA GPU in bfloat16 "
+            f"or float16 only; the attention got {query.dtype}: train with bf16=True (or fp16=True), or use "
+            "attn_implementation='sdpa'"
         )
     batch, heads, total, dim = query.shape
     q, k, v = (t.transpose(1, 2).reshape(batch * total, heads, dim) for t in (query, key, value))

@@ -16,6 +16,7 @@ bm25s and PyStemmer come with `pip install 'hf-siamese[lexical]'`.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -39,16 +40,26 @@ _STOPWORD_LANGUAGES = (
 
 
 def require_lexical(stemmer: bool = True) -> None:
-    """Raise `ImportError` naming the install command unless bm25s (and, for stemming, PyStemmer) import."""
-    try:
-        import bm25s  # noqa: F401
+    """Raise `ImportError` naming the install command unless bm25s (and, for stemming, PyStemmer) import; the message
+    names each package that does not, and why (an ImportError need not carry the module's name)."""
+    needed = {"bm25s": "bm25s", "Stemmer": "PyStemmer"} if stemmer else {"bm25s": "bm25s"}
+    failures = []
+    for module, package in needed.items():
+        try:
+            __import__(module)  # the import statement's own hook (tests replace builtins.__import__)
+        except ImportError as error:
+            failures.append(_import_failure(package, module, error))
+    if failures:
+        raise ImportError(f"lexical and hybrid search need bm25s and PyStemmer ({'; '.join(failures)}): {INSTALL}")
 
-        if stemmer:
-            import Stemmer  # noqa: F401
-    except ImportError as error:
-        raise ImportError(
-            f"lexical and hybrid search need bm25s and PyStemmer ({error.name} is missing): {INSTALL}"
-        ) from None
+
+def _import_failure(package: str, module: str, error: ImportError) -> str:
+    """What went wrong importing `module` (of the pip package `package`), from the error's name and text when it has
+    them."""
+    if getattr(error, "name", None) == module:
+        return f"{package} is missing"
+    reason = str(error).strip() or type(error).__name__
+    return f"{package} does not import: {reason}"
 
 
 @dataclass(frozen=True)
@@ -69,9 +80,10 @@ class LexicalSettings:
     b: float = 0.75
 
     def __post_init__(self) -> None:
-        if not isinstance(self.k1, int | float) or not self.k1 >= 0:
-            raise ValueError(f"BM25 k1={self.k1!r}; accepted: a number >= 0 (usual: 0.9-2.0; default 1.5)")
-        if not isinstance(self.b, int | float) or not 0 <= self.b <= 1:
+        # bool is an int; an infinite k1 turns every score into 0 (tf / (tf + inf)), NaN every score into NaN
+        if not _is_number(self.k1) or not math.isfinite(self.k1) or not self.k1 >= 0:
+            raise ValueError(f"BM25 k1={self.k1!r}; accepted: a finite number >= 0 (usual: 0.9-2.0; default 1.5)")
+        if not _is_number(self.b) or not 0 <= self.b <= 1:
             raise ValueError(f"BM25 b={self.b!r}; accepted: a number from 0 to 1 (default 0.75)")
         if self.stopwords and self.language not in _STOPWORD_LANGUAGES:
             raise ValueError(
@@ -82,6 +94,10 @@ class LexicalSettings:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> LexicalSettings:
         return cls(**{key: values[key] for key in ("language", "stemmer", "stopwords", "k1", "b") if key in values})
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class TermTokenizer:
@@ -253,16 +269,28 @@ class LexicalIndex:
         try:
             return json.loads((Path(folder) / SETTINGS_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
-            raise ValueError(f"corrupt lexical index {os.fspath(folder)!r}: {SETTINGS_FILE}: {error}") from None
+            raise _corrupt(Path(folder), SETTINGS_FILE, error, None) from None
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> LexicalIndex:
+        """Open the index in `folder`, its arrays memory-mapped; a `ValueError` naming the damaged file and how to
+        rebuild it where one is missing, truncated or unreadable."""
         folder = Path(folder)
         record = cls.record_of(folder)
         require_lexical(bool(record.get("settings", {}).get("stemmer", True)))
         import bm25s
 
-        return cls(folder, record, bm25s.BM25.load(folder, mmap=True))
+        # bm25s maps the arrays with numpy, whose errors name no file ("mmap length is greater than file size")
+        for path in sorted(folder.glob("*.npy")):
+            try:
+                np.load(path, mmap_mode="r")
+            except (OSError, ValueError, EOFError) as error:
+                raise _corrupt(folder, path.name, error, record) from None
+        try:
+            retriever = bm25s.BM25.load(folder, mmap=True)
+        except (OSError, ValueError, EOFError, KeyError) as error:
+            raise _corrupt(folder, None, error, record) from None
+        return cls(folder, record, retriever)
 
     def __len__(self) -> int:
         return int(self.record["count"])
@@ -283,3 +311,34 @@ class LexicalIndex:
             hit = found[0] > 0
             scores_out[q, : hit.sum()], rows_out[q, : hit.sum()] = found[0][hit], rows[0][hit]
         return scores_out, rows_out
+
+
+def _corrupt(folder: Path, file: str | None, error: BaseException, record: dict[str, Any] | None) -> ValueError:
+    """The error for a lexical index whose `file` (None: some file) is missing or damaged, with how to rebuild it: the
+    `--add-lexical` command where the folder is an index's lexical part (with the settings it was built with, where
+    `record` still says them)."""
+    where = f"corrupt lexical index {os.fspath(folder)!r}: " + (f"{file}: " if file else "")
+    if folder.name != LEXICAL_DIR:
+        fix = "build it again (build_lexical_index)"
+    else:
+        fix = f"rebuild the lexical part with 'hf-siamese index --add-lexical {os.fspath(folder.parent)} --overwrite"
+        try:
+            settings = LexicalSettings.from_dict((record or {})["settings"])
+        except (KeyError, TypeError, ValueError):
+            fix += "' (with the --language, --k1, ... options it was built with)"
+        else:
+            fix += "".join(f" {flag}" for flag in _setting_flags(settings)) + "'"
+        fix += " or add_lexical(..., overwrite=True); the vectors are kept"
+    text = " ".join(str(error).split()) or type(error).__name__
+    return ValueError(f"{where}{text}; {fix}")
+
+
+def _setting_flags(settings: LexicalSettings) -> list[str]:
+    """The `hf-siamese index` options that give `settings` (only those that differ from the defaults)."""
+    default = LexicalSettings()
+    flags = [] if settings.language == default.language else [f"--language {settings.language}"]
+    flags += [] if settings.stemmer else ["--no-stemmer"]
+    flags += [] if settings.stopwords else ["--no-stopwords"]
+    flags += [] if settings.k1 == default.k1 else [f"--k1 {settings.k1}"]
+    flags += [] if settings.b == default.b else [f"--b {settings.b}"]
+    return flags
