@@ -1,0 +1,245 @@
+"""The one seam between the commands and where an index lives: the folder (`index_search.VectorIndex`, the embedded
+default) and search engines (`milvus.MilvusIndex`, a server, a cluster or Milvus Lite) are both a `SearchIndex`.
+
+What a store implements is small: how many documents it holds, what built it (`info`: the model's fingerprint, the
+embedding settings, the lexical settings), the best `k` rows of each query by the vectors (`dense_rows`) and by BM25
+(`lexical_rows`), and the (id, text) of rows (`rows_of`). Everything users must be able to trust whatever the store is
+lives here, once: which settings apply to which first stage (`hybrid.check_first_stage`), the model check, the query
+checks, the fusion of the two lists (`hybrid.fuse`, so equal scores are ordered by our rule), the hits and the
+reranker's candidates (`rerank.rerank_hits`). A second engine is a new subclass, not a change to the commands.
+
+`open_index(location)` opens either kind from the one string users give `--index` (a folder, `milvus://...` or
+`milvus-lite:...`); `is_engine_location` tells them apart.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
+from .hybrid import check_first_stage, fuse, hits_of
+from .index_parts import check_top_k
+from .lexical import require_lexical
+from .rerank import RERANK_TOP, check_rerank, rerank_hits
+
+ENGINE_SCHEMES = ("milvus://", "milvus-lite:")
+
+
+def is_engine_location(location: Any) -> bool:
+    """Whether `location` names a search engine's collection (`milvus://HOST:PORT/COLLECTION`,
+    `milvus-lite:FILE.db#COLLECTION`) rather than an index folder."""
+    return isinstance(location, str) and location.startswith(ENGINE_SCHEMES)
+
+
+def open_index(location: Any) -> SearchIndex:
+    """The index at `location`: a folder written by `build_index`, or an engine's collection (see
+    `is_engine_location`)."""
+    if is_engine_location(location):
+        from .milvus import MilvusIndex
+
+        return MilvusIndex.open(location)
+    from .index_search import VectorIndex
+
+    return VectorIndex.load(location)
+
+
+def check_queries(queries: Any) -> list[str]:
+    """`queries` (one string or a sequence of them) as a list, each a non-empty string; a `ValueError` naming the
+    first one that is not."""
+    if isinstance(queries, str):
+        queries = [queries]
+    elif queries is None or not isinstance(queries, Sequence):
+        raise ValueError(f"queries={queries!r:.80}; expected a string or a list of strings")
+    queries = list(queries)
+    for position, query in enumerate(queries):
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query {position} is {query!r:.80}; every query must be a non-empty string")
+    return queries
+
+
+class SearchIndex(ABC):
+    """An index of a corpus, wherever it lives (see the module docstring). Subclasses set `info` (the record of what
+    built it: "model", "settings", "count", "dim", "lexical"), `dim`, `similarity`, `model_name`, `settings`."""
+
+    info: dict[str, Any]
+    dim: int
+    similarity: str
+    model_name: str | None
+    settings: dict[str, Any]
+    location: str
+
+    def __len__(self) -> int:
+        return int(self.info["count"])
+
+    # -- what a store implements ---------------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def has_lexical(self) -> bool:
+        """Whether the store has its lexical (BM25) part."""
+
+    @abstractmethod
+    def dense_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows), each `(n, k)`, best first, ties -> lower row, -1 where none: the vectors' search."""
+
+    @abstractmethod
+    def lexical_rows(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of BM25 (score > 0 only), as `dense_rows`."""
+
+    @abstractmethod
+    def rows_of(self, rows: list[int]) -> dict[int, tuple[Any, str]]:
+        """Row -> (id, text) of the given rows."""
+
+    @abstractmethod
+    def missing_lexical_part(self) -> str:
+        """Why the lexical and hybrid first stages cannot run (no lexical part), naming what adds it."""
+
+    # -- the same for every store --------------------------------------------------------------------------------
+
+    def check_model(self, model: Any) -> None:
+        """Raise `ValueError` unless `model` has the fingerprint of the model that embedded the corpus."""
+        recorded, current = self.info["model"], model_fingerprint(model)
+        if current["fingerprint"] != recorded.get("fingerprint"):
+            name = recorded_name(model.config.name_or_path) or "(an unnamed model)"
+            raise ValueError(
+                f"this index was built with model {recorded.get('name_or_path') or '(an unnamed model)'!r} "
+                f"(fingerprint {str(recorded.get('fingerprint'))[:12]}), not {name!r} (fingerprint "
+                f"{current['fingerprint'][:12]}): {describe_mismatch(recorded, current)}. Search with the model that "
+                "built the index, or rebuild the index with this one."
+            )
+
+    def default_first_stage(self, fusion: str | None = None, dense_weight: float | None = None) -> str:
+        """ "hybrid" where the index has its lexical part (or where a fusion setting is given, which only hybrid
+        takes), else "dense". The index decides, not what is installed: where bm25s is missing, a hybrid search
+        raises an ImportError naming the install (and `first_stage="dense"` searches the vectors alone), rather than
+        returning other results than the same search elsewhere."""
+        if self.has_lexical or fusion is not None or dense_weight is not None:
+            return "hybrid"
+        return "dense"
+
+    def needs_bm25s(self) -> bool:
+        """Whether this store's lexical search runs bm25s here (the folder's does; an engine's BM25 runs there)."""
+        return True
+
+    def check_first_stage(
+        self, first_stage: str | None, fusion: str | None = None, dense_weight: float | None = None
+    ) -> str:
+        """The first stage a search with these settings runs (`hybrid.check_first_stage`'s rule; None: the index's
+        default), checked against this index before any work: lexical and hybrid need its lexical part (the error
+        names what adds it) and, where BM25 runs here, bm25s installed (the error names the install)."""
+        chosen = first_stage or self.default_first_stage(fusion, dense_weight)
+        first_stage = check_first_stage(chosen, fusion, dense_weight)
+        if first_stage == "dense":
+            return first_stage
+        if not self.has_lexical:
+            raise ValueError(self.missing_lexical_part())
+        if self.needs_bm25s():
+            try:
+                require_lexical(bool(self.info["lexical"]["settings"].get("stemmer", True)))
+            except ImportError as error:
+                raise ImportError(
+                    f"{error} (this index's default first stage is hybrid; first_stage='dense' (--first-stage dense) "
+                    "searches its vectors alone)"
+                ) from None
+        return first_stage
+
+    def search(
+        self,
+        model: Any,
+        queries: str | Sequence[str],
+        top_k: int = 10,
+        *,
+        tokenizer: Any = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        rerank: Any = None,
+        rerank_top: int = RERANK_TOP,
+        first_stage_weight: float | None = None,
+        first_stage: str | None = None,
+        fusion: str | None = None,
+        dense_weight: float | None = None,
+    ) -> list[list[dict[str, Any]]]:
+        """Return, per query, the `top_k` best hits `{"id", "text", "score", "rank"}`, best first.
+
+        `first_stage`: "dense" (embed `queries` with `model`, checked against the index, and search the vectors;
+        `prompt_name` / `prompt` as in `model.encode`), "lexical" (BM25 alone; `model` may be None) or "hybrid" (both,
+        fused by `fusion`: "rrf" (None) or "zscore" with `dense_weight`; see `hybrid.py`). Default: "hybrid" where the
+        index has its lexical part, else "dense" (`check_first_stage`: a setting that does not apply is refused).
+        `queries`: a non-empty string or a list of them (an empty or non-string query is refused).
+
+        With `rerank` (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index
+        holds: all, with a warning) best hits of each stage (hybrid: the union of both stages' lists) are re-scored on
+        (query, text) pairs in one call, `batch_size` pairs at a time, and the `top_k` best returned
+        (`rerank.rerank_hits`): `"score"` / `"rank"` the two stages', `"reranker_score"` the reranker's,
+        `"first_stage_score"` / `"first_stage_rank"` the first stage's. `first_stage_weight` (default: the reranker's
+        own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores (`rerank.fuse_scores`)."""
+        top_k = check_top_k(top_k)
+        queries = check_queries(queries)
+        first_stage = self.check_first_stage(first_stage, fusion, dense_weight)
+        depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(self))
+        embeddings = None
+        if first_stage != "lexical":
+            if model is None:
+                raise ValueError(
+                    f"the {first_stage} first stage embeds the queries: give the model that built the index "
+                    f"({self.model_name or 'unnamed'!r}), or first_stage='lexical' (BM25 alone, no model)"
+                )
+            self.check_model(model)
+            embeddings = model.encode(
+                queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
+            )
+        scores, rows = self.first_stage_rows(queries, embeddings, depth, first_stage, fusion, dense_weight)
+        hits = hits_of(scores, rows, self.rows_of, scores.shape[1] if rerank is not None else top_k)
+        if rerank is None:
+            return hits
+        return rerank_hits(rerank, queries, hits, top_k, batch_size, first_stage_weight=first_stage_weight)
+
+    def first_stage_rows(
+        self,
+        queries: Sequence[str],
+        query_embeddings: Any,
+        depth: int,
+        first_stage: str = "dense",
+        fusion: str | None = None,
+        dense_weight: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of each query's first stage, best first, -1 where none: `depth` from each stage; hybrid
+        fuses the two lists into their union (up to 2 x depth) by our rule, whatever the store."""
+        self.check_first_stage(first_stage, fusion, dense_weight)
+        lexical = self.lexical_rows(list(queries), min(depth, len(self))) if first_stage != "dense" else None
+        if first_stage == "lexical":
+            return lexical
+        dense = self.dense_rows(self.query_array(query_embeddings), min(depth, len(self)))
+        if first_stage == "dense":
+            return dense
+        return fuse(dense, lexical, fusion, dense_weight)
+
+    def search_embeddings(self, query_embeddings: Any, top_k: int = 10) -> list[list[dict[str, Any]]]:
+        """Hits for precomputed query vectors `(n, dim)` (numpy or torch; one `(dim,)` vector is one query)."""
+        top_k = check_top_k(top_k)
+        queries = self.query_array(query_embeddings)
+        if len(queries) == 0:
+            return []
+        scores, rows = self.dense_rows(queries, min(top_k, len(self)))
+        return hits_of(scores, rows, self.rows_of, top_k)
+
+    def query_array(self, query_embeddings: Any) -> np.ndarray:
+        """Query vectors as a float32 `(n, dim)` array, checked (shape, finite values)."""
+        if isinstance(query_embeddings, torch.Tensor):
+            query_embeddings = query_embeddings.detach().float().cpu().numpy()
+        queries = np.asarray(query_embeddings, dtype=np.float32)
+        queries = queries[None] if queries.ndim == 1 else queries
+        if queries.ndim != 2 or queries.shape[1] != self.dim:
+            raise ValueError(f"query_embeddings have shape {queries.shape}; this index expects (n, {self.dim})")
+        if not np.isfinite(queries).all():
+            raise ValueError("query_embeddings hold NaN or inf values; expected finite vectors")
+        return queries
+
+
+__all__ = ["SearchIndex", "check_queries", "is_engine_location", "open_index"]
