@@ -43,6 +43,8 @@ def _one_line(error: BaseException) -> str:
 
 # Optional imports -> the extra of hf-siamese that brings them (pyproject.toml's optional-dependencies).
 EXTRA_OF_MODULE = {
+    "pymilvus": "milvus",
+    "milvus_lite": "milvus",
     "faiss": "index",
     "bm25s": "lexical",
     "Stemmer": "lexical",

@@ -31,6 +31,7 @@ def run_eval(args: argparse.Namespace) -> int:
         return run_retrieval_eval(args)
     retrieval_only = {
         "--rerank": args.rerank, "--rerank-top": args.rerank_top, "--first-stage": args.first_stage,
+        "--index": args.index,
         "--fusion": args.fusion, "--dense-weight": args.dense_weight, "--choose-dense-weight": args.choose_dense_weight,
         "--language/--no-stemmer/--no-stopwords/--k1/--b": lexical_settings(args),
     }  # fmt: skip
@@ -105,16 +106,23 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     first_stage = check_first_stage(args.first_stage or "dense", args.fusion, args.dense_weight, settings)
     split = args.split or "test"
     data = read_beir(args.data, split=split)  # the split asked for, or an error listing the splits there are
+    index = None
+    if args.index is not None:
+        from ..retrieval.index_search import load_index
+
+        index = load_index(args.index)  # a folder or an engine's collection of this set's corpus
+        index.check_first_stage(first_stage, args.fusion, args.dense_weight)
     reranker, rerank_top = rerank_options(args)
-    model, tokenizer = _retrieval_model(args, first_stage, reranker)
+    model, tokenizer = _retrieval_model(args, first_stage, reranker, index)
     metrics = evaluate_retrieval(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
         rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=args.fusion,
-        dense_weight=args.dense_weight, lexical_settings=settings,
+        dense_weight=args.dense_weight, lexical_settings=settings, index=index,
     )  # fmt: skip
     model_name = "BM25" if model is None else args.model or default_model_path()
     print(f"Retrieval evaluation of {model_name}, first stage: {first_stage}")
-    print(f"on {args.data} ({split} split): {metrics['num_queries']} queries, {len(data.corpus)} documents")
+    through = "" if index is None else f", through {args.index}"
+    print(f"on {args.data} ({split} split{through}): {metrics['num_queries']} queries, {len(data.corpus)} documents")
     ks = list(data.k_values)
     columns = [(first_stage, "")]
     if first_stage == "hybrid":
@@ -144,15 +152,20 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _retrieval_model(args: argparse.Namespace, first_stage: str, reranker: Any) -> tuple[Any, Any]:
+def _retrieval_model(args: argparse.Namespace, first_stage: str, reranker: Any, index: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) of a retrieval evaluation; (None, None) for the lexical first stage, which embeds nothing
-    (a --model given to it is refused: it would not be used)."""
+    (a --model given to it is refused: it would not be used). Through an --index, the model defaults to the index's
+    own, at its recorded max length."""
     if first_stage == "lexical":
         if args.model is not None:
             raise ValueError("--model embeds the texts; --first-stage lexical ranks by BM25 alone, with no model")
         return None, None
+    model_path, max_seq_length = args.model, args.max_seq_length
+    if index is not None:
+        model_path = model_path or index.model_name
+        max_seq_length = max_seq_length or index.settings["max_seq_length"]
     return load_inference_model(
-        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
+        model_path, args.pooling, args.normalize, max_seq_length, quantize=args.quantize, device=args.device
     )
 
 
@@ -162,7 +175,7 @@ def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
     from ..data.beir import read_beir
     from ..retrieval.evaluation import choose_hybrid_weight
 
-    given = {"--rerank": args.rerank, "--dense-weight": args.dense_weight}
+    given = {"--rerank": args.rerank, "--dense-weight": args.dense_weight, "--index": args.index}
     given["--first-stage " + str(args.first_stage)] = args.first_stage not in (None, "hybrid")
     given["--fusion " + str(args.fusion)] = args.fusion not in (None, "zscore")
     refused = [flag for flag, value in given.items() if value not in (None, False)]

@@ -28,6 +28,25 @@ def lexical_settings(args: argparse.Namespace) -> Any:
     return LexicalSettings(**given) if given else None
 
 
+def engine_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`build_index`'s `engine_options` of --engine-lexical, --dense-index, --dense-index-params, --work-dir (None
+    where none is given; given with a folder output, the library refuses them)."""
+    import json
+
+    options = {"lexical": args.engine_lexical, "dense_index": args.dense_index, "work_dir": args.work_dir}
+    if args.dense_index_params is not None:
+        try:
+            options["dense_params"] = json.loads(args.dense_index_params)
+        except ValueError as error:
+            raise ValueError(f"--dense-index-params {args.dense_index_params!r} is not JSON ({error})") from None
+        if not isinstance(options["dense_params"], dict):
+            raise ValueError(f"--dense-index-params {args.dense_index_params!r}: expected a JSON object")
+    options = {key: value for key, value in options.items() if value is not None}
+    if "lexical" in options:
+        options["engine_lexical"] = options.pop("lexical")
+    return options or None
+
+
 def run_index(args: argparse.Namespace) -> int:
     """Embed the corpus with the model and write the index folder (with its lexical part), or add the lexical part
     to an index (--add-lexical)."""
@@ -50,7 +69,7 @@ def run_index(args: argparse.Namespace) -> int:
     )
     index = build_index(
         model, source, args.output, text_column=args.text_column, id_column=args.id_column, tokenizer=tokenizer,
-        batch_size=args.batch_size, shard_size=args.shard_size, dtype=args.dtype,
+        batch_size=args.batch_size, shard_size=args.shard_size, dtype=args.dtype, engine_options=engine_options(args),
         prompt_name=args.prompt_name, approximate=args.approximate, calibration_queries=queries,
         embeddings_dir=args.embeddings_dir, show_progress_bar=sys.stderr.isatty(), overwrite=args.overwrite,
         lexical=args.lexical, lexical_settings=settings,

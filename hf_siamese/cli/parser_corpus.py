@@ -38,7 +38,28 @@ def add_corpus_commands(commands: Any) -> None:
         "faiss installed) also an approximate index. 'hf-siamese search --index DIR' then embeds only the queries.",
     )
     index.add_argument("corpus", metavar="CORPUS", nargs="?", help=CORPUS_HELP)
-    index.add_argument("-o", "--output", metavar="DIR", help="the index folder to write")
+    index.add_argument(
+        "-o", "--output", metavar="DIR|URI",
+        help="the index folder to write, or a search engine's collection: milvus://HOST:PORT/COLLECTION (a server or "
+        "cluster; token from $MILVUS_TOKEN) or milvus-lite:FILE.db#COLLECTION (pip install 'hf-siamese[milvus]')",
+    )  # fmt: skip
+    engine = index.add_argument_group("a search engine's collection (-o milvus://... or milvus-lite:...)")
+    engine.add_argument(
+        "--engine-lexical", choices=("ours", "milvus"),
+        help="the collection's BM25: our weights as sparse vectors (ours, the default: the folder's scores) or "
+        "Milvus's own BM25 function (milvus: the engine tokenizes and weighs; a collection that grows)",
+    )  # fmt: skip
+    engine.add_argument(
+        "--dense-index", metavar="TYPE",
+        help="the engine's index of the vectors (default: FLAT below 100,000 documents, else IVF_FLAT with nprobe "
+        "chosen by measured recall@10; a server also takes HNSW, ...)",
+    )  # fmt: skip
+    engine.add_argument("--dense-index-params", metavar="JSON", help="its build parameters, e.g. '{\"M\": 16}'")
+    engine.add_argument(
+        "--work-dir", metavar="DIR",
+        help="the local folder the corpus is embedded into before the export (kept; default: beside the Lite file, "
+        "or ./.hf-siamese-export-COLLECTION, removed once exported)",
+    )  # fmt: skip
     index.add_argument(
         "--lexical", action=argparse.BooleanOptionalAction,
         help="also build the BM25 index of the texts, in the same pass (default: when bm25s is installed, "

@@ -117,10 +117,7 @@ def read_beir(
                 "qrels/<split>.tsv",
                 str(path),
             )
-    corpus = {}
-    for row in _read_jsonl(files["corpus"]):
-        title = (row.get("title") or "").strip()
-        corpus[str(row["_id"])] = title + title_separator + row.get("text", "") if title else row.get("text", "")
+    corpus = read_corpus(folder, title_separator)
     qrels = _read_qrels(files["qrels"])
     queries = {
         str(row["_id"]): row.get("text", "") for row in _read_jsonl(files["queries"]) if str(row["_id"]) in qrels
@@ -172,6 +169,16 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def read_corpus(folder: str | os.PathLike, title_separator: str = " ") -> dict[str, str]:
+    """Document id -> text of a BEIR folder's `corpus.jsonl` (`title + title_separator + text`), as `read_beir` reads
+    it: what `hf-siamese index BEIR_DIR` indexes, so that an evaluation through the index ranks the same documents."""
+    corpus = {}
+    for row in _read_jsonl(Path(folder) / "corpus.jsonl"):
+        title = (row.get("title") or "").strip()
+        corpus[str(row["_id"])] = title + title_separator + row.get("text", "") if title else row.get("text", "")
+    return corpus
 
 
 def is_beir_folder(path: str | os.PathLike) -> bool:

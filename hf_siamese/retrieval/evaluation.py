@@ -87,8 +87,14 @@ def evaluate_retrieval(
     fusion: str | None = None,
     dense_weight: float | None = None,
     lexical_settings: LexicalSettings | None = None,
+    index: Any = None,
 ) -> dict[str, float]:
     """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of a first stage on a retrieval set.
+
+    `index`: an index of the set's corpus (`load_index(folder or engine location)`, built from the same documents:
+    'hf-siamese index BEIR_DIR -o ...'); the first stage then runs through it, as users search it (only the queries
+    are embedded, with the model checked against the index; BM25 is the index's, so `lexical_settings` is refused),
+    and the quality through an engine is measured the same way as through the folder.
 
     `first_stage`: "dense" ranks the whole corpus by the model's similarity (exact search, in chunks); "lexical" by
     BM25 (`lexical.py`, `lexical_settings`; `model` may be None); "hybrid" fuses the two (`hybrid.fuse`: `fusion`,
@@ -110,11 +116,13 @@ def evaluate_retrieval(
     from .exact import retrieval_metrics_from_embeddings
 
     check_first_stage(first_stage, fusion, dense_weight, lexical_settings)
+    if index is not None and lexical_settings is not None:
+        raise ValueError("lexical_settings: the index's lexical part was built with its own settings; give none")
     if model is None and first_stage != "lexical":
         raise ValueError(f"the {first_stage} first stage embeds the texts: give a model, or first_stage='lexical'")
     depth = None if rerank is None else check_rerank(rerank, rerank_top, 1, len(dataset.corpus))
     ks = sorted(set(dataset.k_values))
-    if first_stage != "lexical":
+    if first_stage != "lexical" and index is None:
         query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
             model, dataset, tokenizer=tokenizer, batch_size=batch_size, process_index=process_index,
             num_processes=num_processes, show_progress_bar=show_progress_bar,
@@ -128,10 +136,12 @@ def evaluate_retrieval(
     judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
     reach = min(max(ks[-1], depth or 0), len(corpus_ids))
     runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    if first_stage != "lexical":
+    if index is not None:
+        runs, corpus_ids = _index_runs(index, model, dataset, judged, reach, first_stage, tokenizer, batch_size)
+    elif first_stage != "lexical":
         row = {query_id: i for i, query_id in enumerate(query_ids)}
         runs["dense"] = exact_search(queries[[row[q] for q in judged]], corpus, reach, model.config.similarity)
-    if first_stage != "dense":
+    if first_stage != "dense" and index is None:
         runs["lexical"] = lexical_run(dataset, judged, reach, lexical_settings)
     if first_stage == "hybrid":
         runs["hybrid"] = fuse(runs["dense"], runs["lexical"], fusion, dense_weight)
@@ -173,6 +183,38 @@ def evaluate_retrieval(
     metrics.update({f"rerank_{name}": value for name, value in two_stage.items() if name != "num_queries"})
     metrics["rerank_top"] = depth
     return metrics
+
+
+def _index_runs(
+    index: Any, model: Any, dataset: RetrievalDataset, judged: list[str], reach: int, first_stage: str,
+    tokenizer: Any, batch_size: int,
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:  # fmt: skip
+    """The dense and lexical runs of the judged queries through `index` (the stages `first_stage` needs), and the
+    document id of every row they found, checked against the set's corpus."""
+    if len(index) != len(dataset.corpus):
+        raise ValueError(
+            f"the index {index.location!r} holds {len(index)} documents, the set {dataset.name!r} "
+            f"{len(dataset.corpus)}: index the set's own corpus ('hf-siamese index BEIR_DIR -o ...')"
+        )
+    texts = [dataset.queries[q] for q in judged]
+    index.check_first_stage(first_stage)
+    runs = {}
+    if first_stage != "lexical":
+        index.check_model(model)
+        prompt = side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)
+        vectors = model.encode(texts, tokenizer=tokenizer, batch_size=batch_size, convert_to_numpy=True, prompt=prompt)
+        runs["dense"] = index.dense_rows(index.query_array(vectors), reach)
+    if first_stage != "dense":
+        runs["lexical"] = index.lexical_rows(texts, reach)
+    found = sorted({int(r) for scores_rows in runs.values() for r in scores_rows[1].ravel() if r >= 0})
+    ids = {row: str(doc_id) for row, (doc_id, _) in index.rows_of(found).items()}
+    unknown = sorted(set(ids.values()) - set(dataset.corpus))
+    if unknown:
+        raise ValueError(
+            f"the index {index.location!r} holds documents that are not in {dataset.name!r} (e.g. {unknown[:3]}): "
+            "index the set's own corpus ('hf-siamese index BEIR_DIR -o ...')"
+        )
+    return runs, ids
 
 
 def choose_hybrid_weight(

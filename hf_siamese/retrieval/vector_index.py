@@ -60,6 +60,7 @@ from .index_search import (
     load_index,
 )
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, require_lexical
+from .store import SearchIndex, is_engine_location
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,17 @@ def _wants_lexical(lexical: bool | None, settings: LexicalSettings | None) -> bo
 
 
 def _source(corpus: Any, ids: Any, text_column: str, id_column: str | None) -> tuple[Any, str, str | None]:
-    """(source for `encode_corpus`, text column, id column): a list with `ids` becomes a two-column table."""
+    """(source for `encode_corpus`, text column, id column): a list with `ids` becomes a two-column table; a BEIR
+    folder, its corpus (`_id`, title and text, as `read_beir` reads it: the documents a retrieval evaluation ranks)."""
+    from ..data.beir import is_beir_folder, read_corpus
+
+    if isinstance(corpus, str | os.PathLike) and os.path.isdir(corpus) and is_beir_folder(corpus):
+        if ids is not None or text_column != "text" or id_column is not None:
+            raise ValueError(
+                f"{os.fspath(corpus)!r} is a BEIR folder: its ids and texts are its own; give no ids or columns"
+            )
+        documents = read_corpus(corpus)
+        return datasets.Dataset.from_dict({"id": list(documents), "text": list(documents.values())}), "text", "id"
     if ids is None:
         return corpus, text_column, id_column
     if not isinstance(corpus, list | tuple):
@@ -181,8 +192,14 @@ def build_index(
     overwrite: bool = False,
     lexical: bool | None = None,
     lexical_settings: LexicalSettings | None = None,
-) -> VectorIndex:
+    engine_options: dict[str, Any] | None = None,
+) -> SearchIndex:
     """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
+
+    `output_dir` may also be a search engine's collection (`milvus://HOST:PORT/COLLECTION`,
+    `milvus-lite:FILE.db#COLLECTION`): the corpus is embedded into a local folder index as below, then exported to it
+    (`milvus_export.build_engine_index`; `engine_options`: `engine_lexical` "ours" / "milvus", `dense_index`,
+    `dense_params`, `work_dir`), and the `MilvusIndex` returned searches like the folder.
 
     Args:
         model: a `SiameseBertModel`; its `config.similarity` decides how the index is searched.
@@ -207,6 +224,23 @@ def build_index(
             PyStemmer are installed, `pip install 'hf-siamese[lexical]'`; True: an ImportError naming that install
             where they are not). `lexical_settings`: its language, stemmer, stopwords, k1 and b.
     """
+    if is_engine_location(output_dir):
+        from .milvus_export import build_engine_index
+
+        if calibration_queries is not None:
+            raise ValueError(
+                "calibration_queries (--calibration-queries): an engine's approximate index measures its recall on "
+                "held-out documents; give none"
+            )
+
+        return build_engine_index(
+            model, corpus, str(output_dir), ids=ids, text_column=text_column, id_column=id_column, tokenizer=tokenizer,
+            batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
+            approximate=approximate, embeddings_dir=embeddings_dir, show_progress_bar=show_progress_bar,
+            overwrite=overwrite, lexical=lexical, lexical_settings=lexical_settings, **(engine_options or {}),
+        )  # fmt: skip
+    if engine_options:
+        raise ValueError(f"engine_options apply to a search engine's location, not to the folder {output_dir!r}")
     output = Path(output_dir)
     with exclusive_output(output, "a build of this index"):  # a second build at once is refused, not interleaved
         return _build_index(

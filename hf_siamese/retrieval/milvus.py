@@ -1,0 +1,274 @@
+"""An index in Milvus, a search engine built to run across machines (a server or cluster behind one URI), or in
+Milvus Lite (the same engine in-process, one local file): the same `search` as the folder index (`store.SearchIndex`).
+
+Where it lives, in the one string `--index` / `-o` take:
+
+    milvus://HOST:PORT/COLLECTION        a server or cluster (a token, if it needs one, from $MILVUS_TOKEN: never
+                                         written anywhere); milvuss://... for TLS
+    milvus-lite:PATH/TO/FILE.db#COLLECTION   Milvus Lite: one process at a time
+
+One collection holds, per document: `row` (its position in the corpus: the primary key, so a rerun upserts the same
+keys and nothing is duplicated), `doc_id` (the corpus id), `text`, `dense` (the vector) and, with its lexical part,
+`lexical`: a sparse vector of BM25 weights. The lexical part is ours by default (`lexical="ours"`: bm25s's Lucene
+weights of each document, computed here over the whole corpus, term ids a 32-bit hash of the term; a query is its term
+counts, so the engine's inner product is exactly the folder's BM25 score), or Milvus's own BM25 function over an
+analyzer built from the same settings (`lexical="milvus"`: the engine tokenizes and weighs, and a collection can grow
+without re-weighing; its scores are not bm25s's). The collection's properties record what built it
+(`hf_siamese.index`: the model and its fingerprint, the embedding and lexical settings, the dense index type, the
+data's digest, how many rows the engine has flushed); searching with another model is refused, naming both. Writing:
+`milvus_export.py`.
+
+pymilvus (and milvus-lite for Lite) come with `pip install 'hf-siamese[milvus]'`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .store import SearchIndex
+
+INSTALL = "pip install 'hf-siamese[milvus]'"
+RECORD_KEY = "hf_siamese.index"
+FORMAT_NAME = "hf-siamese-milvus-index"
+FORMAT_VERSION = 1
+FIELDS = ("row", "doc_id", "text", "dense")
+CONNECT_TIMEOUT = 10.0  # seconds: an unreachable server is one line within this, not a hang
+QUERY_CHUNK = 256  # queries per search request
+_COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+METRICS = {"cosine": "COSINE", "dot": "IP", "euclidean": "L2"}
+
+
+def require_milvus(lite: bool = False) -> None:
+    """Raise `ImportError` naming the install command unless pymilvus (and, for Lite, milvus-lite) import."""
+    needed = ("pymilvus", "milvus_lite") if lite else ("pymilvus",)
+    for module in needed:
+        try:
+            __import__(module)
+        except ImportError as error:
+            reason = "is missing" if getattr(error, "name", None) == module else f"does not import: {error}"
+            raise ImportError(f"Milvus indexes need pymilvus and milvus-lite ({module} {reason}): {INSTALL}") from None
+
+
+@dataclass(frozen=True)
+class MilvusLocation:
+    """A parsed `milvus://` / `milvus-lite:` location: the client's `uri`, the `collection`, and the text given."""
+
+    uri: str
+    collection: str
+    text: str
+    lite: bool
+
+    @classmethod
+    def parse(cls, text: str) -> MilvusLocation:
+        form = "milvus://HOST:PORT/COLLECTION or milvus-lite:PATH/TO/FILE.db#COLLECTION"
+        if text.startswith("milvus-lite:"):
+            path, _, collection = text[len("milvus-lite:") :].partition("#")
+            if not path.endswith(".db"):
+                raise ValueError(f"{text!r}: Milvus Lite keeps a collection in a file named *.db; expected {form}")
+            uri, lite = os.path.abspath(path), True
+        elif text.startswith(("milvus://", "milvuss://")):
+            scheme, _, rest = text.partition("://")
+            address, _, collection = rest.partition("/")
+            if not re.fullmatch(r"[^/:]+:\d+", address):
+                raise ValueError(f"{text!r}: expected {form} (a host and a port)")
+            uri, lite = ("https://" if scheme == "milvuss" else "http://") + address, False
+        else:
+            raise ValueError(f"{text!r} is not a Milvus location; expected {form}")
+        if not _COLLECTION_NAME.fullmatch(collection):
+            raise ValueError(
+                f"{text!r}: collection name {collection!r}; expected letters, digits and '_', not starting with a digit"
+            )
+        return cls(uri, collection, text, lite)
+
+    def connect(self) -> Any:
+        """A `MilvusClient` of this location, within `CONNECT_TIMEOUT`; a `ConnectionError` naming the location and
+        what to check where it cannot be reached."""
+        require_milvus(self.lite)
+        from pymilvus import MilvusClient
+
+        if self.lite:
+            os.makedirs(os.path.dirname(self.uri) or ".", exist_ok=True)
+            # Milvus Lite's in-process gRPC server logs calls it does not implement (AllocTimestamp) as errors
+            logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+        try:
+            return MilvusClient(self.uri, token=os.environ.get("MILVUS_TOKEN", ""), timeout=CONNECT_TIMEOUT)
+        except Exception as error:  # pymilvus raises its own MilvusException kinds
+            what = "open the Milvus Lite file" if self.lite else "reach the Milvus server"
+            raise ConnectionError(
+                f"{self.text}: could not {what} at {self.uri} within {CONNECT_TIMEOUT:g} s ({_one_line(error)}); "
+                + ("check the file is not open in another process" if self.lite else "check it runs and the port")
+            ) from None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300] or type(error).__name__
+
+
+def term_key(term: str) -> int:
+    """The sparse-vector dimension of a term: a 32-bit hash (Milvus's sparse indices are below 2**32 - 1)."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "little") % 0xFFFFFFFF
+
+
+def query_vectors(token_lists: Sequence[Sequence[str]]) -> list[dict[int, float]]:
+    """Each query's term counts as a sparse vector (a term said twice counts twice, as bm25s scores it)."""
+    vectors = []
+    for terms in token_lists:
+        counts: Counter[int] = Counter(term_key(term) for term in terms)
+        vectors.append({key: float(count) for key, count in counts.items()})
+    return vectors
+
+
+def read_record(client: Any, location: MilvusLocation) -> dict[str, Any] | None:
+    """The collection's record (what built it), or None where the collection does not exist; a `ValueError` where it
+    exists but hf-siamese did not write it."""
+    if not client.has_collection(location.collection):
+        return None
+    properties = client.describe_collection(location.collection).get("properties") or {}
+    if RECORD_KEY not in properties:
+        raise ValueError(
+            f"{location.text}: the collection {location.collection!r} was not written by 'hf-siamese index' (no "
+            f"{RECORD_KEY} property); give another collection, or --overwrite to replace it"
+        )
+    try:
+        record = json.loads(properties[RECORD_KEY])
+    except ValueError as error:
+        raise ValueError(
+            f"{location.text}: the {RECORD_KEY} property is not JSON ({error}); rebuild with --overwrite"
+        ) from None
+    if record.get("format") != FORMAT_NAME or record.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{location.text}: the collection records format {record.get('format')!r} version "
+            f"{record.get('format_version')!r}; this hf-siamese reads {FORMAT_NAME!r} version {FORMAT_VERSION}: "
+            "rebuild it with --overwrite"
+        )
+    return record
+
+
+class MilvusIndex(SearchIndex):
+    """A collection written by `hf-siamese index -o milvus...` (`milvus_export.export_index`), searched like a folder
+    index; open one with `load_index(location)` or `MilvusIndex.open`."""
+
+    def __init__(self, location: MilvusLocation, client: Any, info: dict[str, Any]) -> None:
+        self.where, self.client, self.info = location, client, info
+        self.location = location.text
+        self.dim, self.settings = int(info["dim"]), info["settings"]
+        self.similarity, self.model_name = self.settings["similarity"], info["model"].get("name_or_path")
+        self.backend = info["dense_index"]["type"]
+        self._tokenize: Any = None
+
+    @classmethod
+    def open(cls, text: str) -> MilvusIndex:
+        """Open the collection at `text`, checked: written by hf-siamese, complete, its fields and dimension as
+        recorded; each problem is one line naming the location and what to do."""
+        location = MilvusLocation.parse(text)
+        client = location.connect()
+        info = read_record(client, location)
+        if info is None:
+            names = client.list_collections()
+            raise ValueError(
+                f"{text}: no collection {location.collection!r} there (collections: {sorted(names)}); build one with "
+                f"'hf-siamese index CORPUS -o {text}'"
+            )
+        if info.get("uploaded") != info.get("count"):
+            raise ValueError(
+                f"{text}: the export stopped at {info.get('uploaded')} of {info.get('count')} documents; run the same "
+                "'hf-siamese index' command again to finish it"
+            )
+        fields = {field["name"]: field for field in client.describe_collection(location.collection)["fields"]}
+        wanted = [*FIELDS, "lexical"] if info.get("lexical") else list(FIELDS)
+        missing = [name for name in wanted if name not in fields]
+        if missing:
+            raise ValueError(f"{text}: the collection has no field(s) {missing}; rebuild it with --overwrite")
+        dim = int(fields["dense"].get("params", {}).get("dim", -1))
+        if dim != int(info["dim"]):
+            raise ValueError(f"{text}: the dense field has dimension {dim}, the record says {info['dim']}; rebuild it")
+        client.load_collection(location.collection)
+        return cls(location, client, info)
+
+    def __repr__(self) -> str:
+        return f"MilvusIndex({self.location!r}, count={len(self)}, dim={self.dim}, similarity={self.similarity!r})"
+
+    @property
+    def has_lexical(self) -> bool:
+        return bool(self.info.get("lexical"))
+
+    @property
+    def lexical_kind(self) -> str | None:
+        """ "ours" (bm25s's weights as sparse vectors) or "milvus" (the engine's BM25 function); None: no lexical."""
+        return (self.info.get("lexical") or {}).get("kind")
+
+    def needs_bm25s(self) -> bool:
+        return self.lexical_kind == "ours"  # our weights: the queries are tokenized here
+
+    def missing_lexical_part(self) -> str:
+        return (
+            f"the collection {self.location!r} has no lexical part, which lexical and hybrid search need: build it "
+            "again with its lexical part ('hf-siamese index CORPUS -o LOCATION --overwrite', without --no-lexical)"
+        )
+
+    def dense_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        params = {"metric_type": METRICS[self.similarity], "params": self.info["dense_index"].get("search", {})}
+        return self._search([q.tolist() for q in queries], "dense", params, k, self._dense_score)
+
+    def lexical_rows(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.lexical_kind == "milvus":
+            data: list[Any] = list(queries)
+            # BM25 scores are >= 0; Milvus Lite returns them negated (as distances), a server as they are
+            return self._search(data, "lexical", {"metric_type": "BM25"}, k, abs, positive_only=True)
+        else:
+            if self._tokenize is None:
+                from .lexical import LexicalSettings, TermTokenizer
+
+                self._tokenize = TermTokenizer(LexicalSettings.from_dict(self.info["lexical"]["settings"]))
+            data, params = query_vectors(self._tokenize(list(queries))), {"metric_type": "IP"}
+        return self._search(data, "lexical", params, k, lambda distance: distance, positive_only=True)
+
+    def rows_of(self, rows: list[int]) -> dict[int, tuple[Any, str]]:
+        found: dict[int, tuple[Any, str]] = {}
+        for start in range(0, len(rows), 1000):
+            chunk = [int(row) for row in rows[start : start + 1000]]
+            for entity in self.client.query(
+                self.where.collection, filter=f"row in {chunk}", output_fields=["row", "doc_id", "text"]
+            ):
+                found[int(entity["row"])] = (entity["doc_id"], entity["text"])
+        lost = [row for row in rows if row not in found]
+        if lost:
+            raise ValueError(f"{self.location}: rows {lost[:5]} were searched but are not in the collection")
+        return found
+
+    def _dense_score(self, distance: float) -> float:
+        # Milvus's L2 is the squared distance; the folder's score is the negated distance (larger: more similar).
+        return -float(np.sqrt(max(distance, 0.0))) if self.similarity == "euclidean" else float(distance)
+
+    def _search(
+        self, data: list[Any], field: str, params: dict[str, Any], k: int, score: Any, positive_only: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) `(n, k)` of one search per query (in chunks), best first, ties -> lower row, -1 padded."""
+        scores = np.zeros((len(data), k), dtype=np.float32)
+        rows = np.full((len(data), k), -1, dtype=np.int64)
+        asked = [i for i, item in enumerate(data) if item != {}]  # a query with no term: no lexical hit
+        for start in range(0, len(asked), QUERY_CHUNK):
+            chunk = asked[start : start + QUERY_CHUNK]
+            results = self.client.search(
+                self.where.collection, data=[data[i] for i in chunk], anns_field=field, limit=k,
+                search_params=params, output_fields=[],
+            )  # fmt: skip
+            for i, hits in zip(chunk, results, strict=True):
+                pairs = [(score(hit["distance"]), int(hit["row"])) for hit in hits]
+                pairs = sorted((p for p in pairs if p[0] > 0 or not positive_only), key=lambda p: (-p[0], p[1]))
+                for j, (value, row) in enumerate(pairs[:k]):
+                    scores[i, j], rows[i, j] = value, row
+        return scores, rows
+
+
+__all__ = ["MilvusIndex", "MilvusLocation", "query_vectors", "read_record", "require_milvus", "term_key"]

@@ -1,0 +1,399 @@
+"""Writing an index into Milvus (`milvus.py` says where and what a collection holds): `build_engine_index` embeds
+the corpus into a local folder index first (the same reader, the same streamed, resumable shards and BM25 pass as
+`build_index`), then `export_index` upserts it into the collection in batches.
+
+Resumable and idempotent: rows are upserted by their position (the primary key), and the collection records how many
+rows the engine has flushed (`uploaded`), so a killed export, run again, goes on from there; nothing is duplicated or
+lost. A collection holding another export (other data, model or settings) is replaced only with `overwrite=True`.
+
+The dense field's index follows the folder's rule: exact (FLAT) below `ann.EXACT_BELOW` documents, else IVF_FLAT with
+`nprobe` chosen by the recall@10 measured against exact search on held-out documents (the folder's vectors give the
+exact answer); `dense_index=` / `dense_params=` pass any other index type on to a server (HNSW, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data.digest import TextDigest
+from .milvus import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    METRICS,
+    RECORD_KEY,
+    MilvusIndex,
+    MilvusLocation,
+    query_vectors,
+    read_record,
+    term_key,
+)
+
+logger = logging.getLogger(__name__)
+
+LEXICAL_KINDS = ("ours", "milvus")
+BATCH = 2_000  # rows a request
+FLUSH_EVERY = 20  # batches between flushes: the recorded resume point is always flushed
+RECALL_TARGET, RECALL_SAMPLE = 0.95, 200
+_MAX_TEXT_BYTES = 65_535  # Milvus's VARCHAR limit
+_MILVUS_STOPWORDS = ("english",)  # the stop-word lists of Milvus's analyzer that are tested here
+
+
+def analyzer_of(settings: Any) -> dict[str, Any]:
+    """Milvus's analyzer for our lexical settings (standard tokenizer, lowercase, the language's stopwords and
+    stemmer); a setting it cannot express is refused in one line."""
+    filters: list[Any] = ["lowercase"]
+    if settings.stopwords:
+        if settings.language not in _MILVUS_STOPWORDS:
+            raise ValueError(
+                f"lexical='milvus': no Milvus stop-word list for {settings.language!r} here (tested: "
+                f"{', '.join(_MILVUS_STOPWORDS)}); use lexical='ours' (--milvus-lexical ours) or --no-stopwords"
+            )
+        filters.append({"type": "stop", "stop_words": [f"_{settings.language}_"]})
+    if settings.stemmer:
+        filters.append({"type": "stemmer", "language": settings.language})
+    return {"tokenizer": "standard", "filter": filters}
+
+
+def dense_index_of(count: int, index_type: str | None, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The dense field's index: given, or FLAT below `ann.EXACT_BELOW` documents and IVF_FLAT above (nlist about
+    4 x sqrt(count) where not given; its nprobe is then chosen by measured recall)."""
+    from .ann import EXACT_BELOW
+
+    if index_type is None:
+        index_type = "FLAT" if count < EXACT_BELOW else "IVF_FLAT"
+    index_type, params = index_type.upper(), dict(params or {})
+    if index_type == "IVF_FLAT":
+        params.setdefault("nlist", int(min(65_536, max(16, 4 * np.sqrt(count)))))
+        return {"type": index_type, "params": params, "search": {"nprobe": 16}}
+    return {"type": index_type, "params": params, "search": {}}
+
+
+def export_index(
+    index: Any,
+    location: str,
+    *,
+    lexical: str | None = "ours",
+    dense_index: str | None = None,
+    dense_params: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    batch_size: int = BATCH,
+) -> MilvusIndex:
+    """Upsert the folder index `index` (a `VectorIndex`) into the collection at `location`; returns it opened.
+
+    `lexical`: "ours" (the folder's BM25 weights as sparse vectors: the same scores as the folder), "milvus" (the
+    engine's BM25 function over `analyzer_of` its settings) or None (no lexical part); the folder must have a lexical
+    part for either. A collection holding this same export is resumed (or, complete, returned as it is)."""
+    if lexical is not None and lexical not in LEXICAL_KINDS:
+        raise ValueError(f"lexical={lexical!r}; accepted: {', '.join(LEXICAL_KINDS)} or None")
+    if lexical is not None and not index.has_lexical:
+        raise ValueError(f"lexical={lexical!r}: the folder index {index.location!r} has no lexical part to export")
+    if index.similarity not in METRICS:
+        raise ValueError(
+            f"the {index.similarity!r} similarity has no Milvus metric; Milvus serves {', '.join(METRICS)}"
+        )
+    where = MilvusLocation.parse(location)
+    client = where.connect()
+    wanted = _record(index, lexical, dense_index_of(len(index), dense_index, dense_params))
+    start = _prepare(client, where, wanted, overwrite)
+    if start is None:
+        return MilvusIndex.open(location)
+    upload = _Uploader(index, client, where, wanted, lexical)
+    for begin in range(start, len(index), batch_size):
+        upload.batch(begin, min(begin + batch_size, len(index)))
+    upload.finish()
+    if wanted["dense_index"]["type"] == "IVF_FLAT":
+        _choose_nprobe(index, client, where, wanted)
+    return MilvusIndex.open(location)
+
+
+def _record(index: Any, lexical: str | None, dense: dict[str, Any]) -> dict[str, Any]:
+    digest = TextDigest()
+    for begin in range(0, len(index), 10_000):
+        chunk = index.corpus[begin : begin + 10_000]
+        for doc_id, text in zip(chunk["id"], chunk["text"], strict=True):
+            digest.add(doc_id, text)
+    info = index.info
+    lexical_record = None
+    if lexical is not None:
+        lexical_record = {"kind": lexical, "settings": info["lexical"]["settings"]}
+    return {
+        "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "model": _small_model(info["model"]),
+        "settings": info["settings"], "count": info["count"], "dim": info["dim"], "id_type": info["id_type"],
+        "lexical": lexical_record, "dense_index": dense, "data": digest.describe("documents"), "uploaded": 0,
+    }  # fmt: skip
+
+
+def _small_model(model: dict[str, Any]) -> dict[str, Any]:
+    """The model record without the encoder's full config (a property's value is kept short)."""
+    config = {key: value for key, value in model.get("config", {}).items() if key != "encoder"}
+    return {**{key: value for key, value in model.items() if key != "config"}, "config": config}
+
+
+def _comparable(record: dict[str, Any]) -> dict[str, Any]:
+    dense = {key: value for key, value in record["dense_index"].items() if key != "search"}
+    return {**{key: value for key, value in record.items() if key != "uploaded"}, "dense_index": dense}
+
+
+def _prepare(client: Any, where: MilvusLocation, wanted: dict[str, Any], overwrite: bool) -> int | None:
+    """The row to upload from (None: the export is complete already), after creating or replacing the collection."""
+    try:
+        found = read_record(client, where)
+    except ValueError:
+        if not overwrite:
+            raise
+        found = {}
+    if found:
+        differs = sorted(k for k in _comparable(wanted) if _comparable(found).get(k) != _comparable(wanted)[k])
+        if not differs and not overwrite:
+            if found["uploaded"] >= found["count"]:
+                logger.info("%s: complete already (%d documents)", where.text, found["count"])
+                return None
+            logger.warning("%s: resuming the export at row %d of %d", where.text, found["uploaded"], found["count"])
+            return int(found["uploaded"])
+        if not overwrite:
+            raise ValueError(
+                f"{where.text}: the collection holds another export (differs in {differs}); pass --overwrite "
+                "(overwrite=True) to replace it, or give another collection"
+            )
+    if found is not None:
+        client.drop_collection(where.collection)
+    _create(client, where, wanted)
+    return 0
+
+
+def _create(client: Any, where: MilvusLocation, record: dict[str, Any]) -> None:
+    from pymilvus import DataType, Function, FunctionType
+
+    lexical = record["lexical"]
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("row", DataType.INT64, is_primary=True)
+    if record["id_type"] == "int":
+        schema.add_field("doc_id", DataType.INT64)
+    else:
+        schema.add_field("doc_id", DataType.VARCHAR, max_length=_MAX_TEXT_BYTES)
+    text_kwargs: dict[str, Any] = {}
+    if lexical is not None and lexical["kind"] == "milvus":
+        from .lexical import LexicalSettings
+
+        settings = LexicalSettings.from_dict(lexical["settings"])
+        text_kwargs = {"enable_analyzer": True, "analyzer_params": analyzer_of(settings)}
+    schema.add_field("text", DataType.VARCHAR, max_length=_MAX_TEXT_BYTES, **text_kwargs)
+    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=int(record["dim"]))
+    indexes = client.prepare_index_params()
+    dense = record["dense_index"]
+    metric = METRICS[record["settings"]["similarity"]]
+    indexes.add_index("dense", index_type=dense["type"], metric_type=metric, params=dense["params"])
+    if lexical is not None:
+        schema.add_field("lexical", DataType.SPARSE_FLOAT_VECTOR)
+        if lexical["kind"] == "milvus":
+            schema.add_function(
+                Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["text"],
+                         output_field_names=["lexical"])
+            )  # fmt: skip
+            k1, b = lexical["settings"]["k1"], lexical["settings"]["b"]
+            indexes.add_index(
+                "lexical", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                params={"bm25_k1": k1, "bm25_b": b},
+            )  # fmt: skip
+        else:
+            indexes.add_index("lexical", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    try:
+        client.create_collection(
+            where.collection, schema=schema, index_params=indexes, properties={RECORD_KEY: json.dumps(record)}
+        )
+    except Exception as error:
+        raise ValueError(
+            f"{where.text}: Milvus refused the collection ({' '.join(str(error).split())[:300]})"
+        ) from None
+
+
+class _Uploader:
+    """Upserts row batches and records the flushed resume point."""
+
+    def __init__(self, index: Any, client: Any, where: MilvusLocation, record: dict[str, Any], lexical: Any) -> None:
+        self.index, self.client, self.where, self.record = index, client, where, record
+        self.weights = _DocumentWeights(index) if lexical == "ours" else None
+        self.pending, self.done = 0, None
+
+    def batch(self, begin: int, end: int) -> None:
+        chunk = self.index.corpus[begin:end]
+        vectors = np.asarray(self.index.embeddings[begin:end], dtype=np.float32)
+        rows = []
+        for offset, (doc_id, text) in enumerate(zip(chunk["id"], chunk["text"], strict=True)):
+            if len(text.encode("utf-8")) > _MAX_TEXT_BYTES:
+                raise ValueError(
+                    f"document {doc_id!r} (row {begin + offset}) is longer than Milvus's {_MAX_TEXT_BYTES} bytes of "
+                    "text; split long documents into passages"
+                )
+            rows.append({"row": begin + offset, "doc_id": doc_id, "text": text, "dense": vectors[offset].tolist()})
+        if self.weights is not None:
+            for row, sparse in zip(rows, self.weights(chunk["text"]), strict=True):
+                row["lexical"] = sparse
+        self.client.upsert(self.where.collection, rows)
+        self.pending, self.done = self.pending + 1, end
+        if self.pending >= FLUSH_EVERY:
+            self.finish()
+
+    def finish(self) -> None:
+        """Flush, then record how far the engine holds the rows."""
+        if self.done is None:
+            return
+        self.client.flush(self.where.collection)
+        self.record["uploaded"] = self.done
+        properties = {RECORD_KEY: json.dumps(self.record)}
+        self.client.alter_collection_properties(self.where.collection, properties=properties)
+        self.pending = 0
+
+
+class _DocumentWeights:
+    """Each document's BM25 weights (bm25s's Lucene formula over the folder index's corpus statistics) as a sparse
+    vector keyed by `term_key`: a query's term counts then score exactly as the folder's lexical search."""
+
+    def __init__(self, index: Any) -> None:
+        lexical = index.lexical
+        self.tokenize, self.settings = lexical.tokenize, lexical.settings
+        self.vocabulary = lexical.retriever.vocab_dict
+        indptr = np.asarray(lexical.retriever.scores["indptr"])
+        documents = len(lexical)
+        df = np.diff(indptr).astype(np.float64)
+        self.idf = np.log(1 + (documents - df + 0.5) / (df + 0.5))
+        self.mean_length = lexical.record.get("mean_length") or self._mean_length(index)
+
+    def _mean_length(self, index: Any) -> float:
+        total = 0
+        for begin in range(0, len(index), 10_000):
+            total += sum(len(terms) for terms in self.tokenize(index.corpus[begin : begin + 10_000]["text"]))
+        return max(total / max(len(index), 1), 1e-9)
+
+    def __call__(self, texts: list[str]) -> list[dict[int, float]]:
+        k1, b = self.settings.k1, self.settings.b
+        vectors = []
+        for terms in self.tokenize(list(texts)):
+            norm = k1 * ((1 - b) + b * len(terms) / self.mean_length)
+            counts: dict[str, int] = {}
+            for term in terms:
+                counts[term] = counts.get(term, 0) + 1
+            vector: dict[int, float] = {}
+            for term, tf in counts.items():
+                weight = np.float32(self.idf[self.vocabulary[term]] * tf / (norm + tf))
+                key = term_key(term)
+                vector[key] = float(vector.get(key, 0.0) + weight)
+            vectors.append(vector)
+        return vectors
+
+
+def _choose_nprobe(index: Any, client: Any, where: MilvusLocation, record: dict[str, Any]) -> None:
+    """The smallest nprobe whose recall@10 against exact search reaches `RECALL_TARGET` on held-out documents."""
+    from .exact import exact_search
+
+    rng = np.random.default_rng(0)
+    sample = np.sort(rng.choice(len(index), size=min(RECALL_SAMPLE, len(index)), replace=False))
+    queries = np.asarray(index.embeddings[sample], dtype=np.float32)
+    _, truth = exact_search(queries, index.embeddings, 11, similarity=index.similarity)
+    opened = MilvusIndex(where, client, record)
+    client.load_collection(where.collection)
+    nlist = int(record["dense_index"]["params"]["nlist"])
+    nprobe, recall = 1, 0.0
+    while True:
+        record["dense_index"]["search"] = {"nprobe": nprobe}
+        _, found = opened.dense_rows(queries, 11)
+        recall = float(np.mean([len(set(t[1:]) & set(f[:11])) / 10 for t, f in zip(truth, found, strict=True)]))
+        if recall >= RECALL_TARGET or nprobe >= nlist:
+            break
+        nprobe = min(nprobe * 2, nlist)
+    record["dense_index"]["recall"] = {"at": 10, "value": round(recall, 4), "measured_on": "held-out documents"}
+    client.alter_collection_properties(where.collection, properties={RECORD_KEY: json.dumps(record)})
+    logger.info("%s: IVF_FLAT nprobe %d, recall@10 %.3f on held-out documents", where.text, nprobe, recall)
+
+
+def work_folder(location: str) -> Path:
+    """Where `build_engine_index` embeds the corpus before the export: beside a Milvus Lite file, else in the
+    current folder (`.hf-siamese-export-COLLECTION`)."""
+    where = MilvusLocation.parse(location)
+    if where.lite:
+        return Path(where.uri).with_name(f".{Path(where.uri).name}.{where.collection}.export")
+    return Path.cwd() / f".hf-siamese-export-{where.collection}"
+
+
+def build_engine_index(
+    model: Any,
+    corpus: Any,
+    location: str,
+    *,
+    lexical: bool | None = None,
+    lexical_settings: Any = None,
+    approximate: bool | None = None,
+    engine_lexical: str = "ours",
+    dense_index: str | None = None,
+    dense_params: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    work_dir: str | os.PathLike | None = None,
+    **build_kwargs: Any,
+) -> MilvusIndex:
+    """Embed `corpus` with `model` into a local folder index (`work_dir`, default `work_folder(location)`; resumed
+    when a stopped run left it), export it to the collection at `location`, then remove the default work folder.
+    `approximate` picks the dense index as the folder's rule does (None: by size; True: IVF_FLAT; False: FLAT)
+    unless `dense_index` names one."""
+    if dense_index is None and approximate is not None:
+        dense_index = "IVF_FLAT" if approximate else "FLAT"
+    if lexical_settings is not None and engine_lexical == "milvus":
+        from .lexical import LexicalSettings
+
+        analyzer_of(lexical_settings or LexicalSettings())  # what Milvus's analyzer cannot do: refused before work
+    from .index_search import VectorIndex
+    from .vector_index import build_index
+
+    MilvusLocation.parse(location).connect()  # an unreachable engine fails before any embedding
+    folder = Path(work_dir) if work_dir is not None else work_folder(location)
+    kept = None
+    if (folder / "index.json").is_file():
+        kept = VectorIndex.load(folder)
+        if kept.info["model"]["fingerprint"] != _fingerprint(model) or not _same_source(folder, build_kwargs, corpus):
+            kept = None
+    if kept is None:
+        kept = build_index(
+            model, corpus, folder, overwrite=True, lexical=lexical, lexical_settings=lexical_settings,
+            approximate=False, **build_kwargs,
+        )  # fmt: skip
+        (folder / "export.json").write_text(json.dumps(_source(corpus, build_kwargs)), encoding="utf-8")
+    result = export_index(
+        kept, location, lexical=engine_lexical if kept.has_lexical else None, dense_index=dense_index,
+        dense_params=dense_params, overwrite=overwrite,
+    )  # fmt: skip
+    if work_dir is None:
+        shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def _fingerprint(model: Any) -> str:
+    from .fingerprint import model_fingerprint
+
+    return model_fingerprint(model)["fingerprint"]
+
+
+def _source(corpus: Any, build_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What the corpus was, cheaply: files by path, size and time; anything else by its repr's digest."""
+    settings = {key: repr(value) for key, value in sorted(build_kwargs.items()) if key != "show_progress_bar"}
+    if isinstance(corpus, str | os.PathLike) and Path(corpus).exists():
+        stat = Path(corpus).stat()
+        return {"path": os.path.abspath(corpus), "size": stat.st_size, "mtime": stat.st_mtime_ns, **settings}
+    digest = TextDigest()
+    digest.add(repr(corpus)[:100_000])
+    return {"repr": digest.hexdigest(), **settings}
+
+
+def _same_source(folder: Path, build_kwargs: dict[str, Any], corpus: Any) -> bool:
+    try:
+        return json.loads((folder / "export.json").read_text(encoding="utf-8")) == _source(corpus, build_kwargs)
+    except (OSError, ValueError):
+        return False
+
+
+__all__ = ["analyzer_of", "build_engine_index", "export_index", "query_vectors", "work_folder"]
