@@ -158,7 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--logging-steps", type=positive_int, default=50, metavar="N", help="log the loss every N steps (default: 50)"
     )
     run.add_argument(
-        "--output-dir", help=f"where the model is saved (default: {DEMO_OUTPUT_DIR} for the demo, else runs/hf-siamese)"
+        "--output-dir",
+        help=f"where the model and checkpoints go (default: {DEMO_OUTPUT_DIR} for the demo, replaced by each demo "
+        "run; else runs/hf-siamese). A stopped run with the same settings resumes from its last complete checkpoint; "
+        "a finished model, another run, an index or other files there are refused (see --overwrite)",
+    )
+    run.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace --output-dir: start afresh, deleting the earlier run's checkpoints and model (or another model, "
+        "checkpoints or a vector index there) only once the data and the model have loaded; other files are never "
+        "deleted",
     )
     run.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the trained model to this Hub repository")
     train.set_defaults(handler=run_train)

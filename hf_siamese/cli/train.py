@@ -15,6 +15,7 @@ from ..training.recipe import (
     resolve_recipe,
     selection_arguments,
 )
+from ..training.run_folder import data_fingerprint, open_run_folder, run_settings
 from .common import (
     DEMO_DEV_NAME,
     DEMO_OUTPUT_DIR,
@@ -31,6 +32,7 @@ from .common import (
     shutdown_distributed,
     take,
 )
+from .train_report import NO_EVAL_HINT, card_facts, describe_loss, headline, load_snippet
 
 if TYPE_CHECKING:
     import datasets
@@ -91,14 +93,6 @@ def _softmax_labels(dataset: datasets.Dataset, label2id: dict[str, int] | None) 
         return {"num_labels": max(values) + 1}
     # Sorted, so the same data always gives the same class ids.
     return {"label2id": {str(name): index for index, name in enumerate(sorted(map(str, values)))}}
-
-
-def _headline(metrics: dict[str, float]) -> tuple[str, float]:
-    """The number the before/after summary shows: STS Spearman (cosine) or, on a retrieval set, nDCG@10; x100."""
-    if "spearman_cosine" in metrics:
-        return "Spearman (cosine)", 100 * metrics["spearman_cosine"]
-    key = "ndcg@10" if "ndcg@10" in metrics else next(k for k in metrics if k.startswith("ndcg@"))
-    return key.replace("ndcg", "nDCG"), 100 * metrics[key]
 
 
 def _measure(trainer: Any, eval_data: Any) -> dict[str, float] | None:
@@ -256,6 +250,14 @@ def run_train(args: argparse.Namespace) -> int:
     )
 
     model_path = check_model_source(args.model or default_model_path())
+    output_dir = args.output_dir or (DEMO_OUTPUT_DIR if demo else "runs/hf-siamese")
+    training_args = _training_arguments(args, output_dir, recipe, periodic_eval=bool(args.eval_steps and eval_data))
+    # A stopped run of the same settings resumes; anything else there is refused (--overwrite: replaced). The demo's
+    # default folder is its own: each demo run replaces the last.
+    run = open_run_folder(
+        training_args, _settings(args, model_path, train_data, eval_data, training_args.world_size),
+        overwrite=args.overwrite, replace_runs=demo and args.output_dir is None,
+    )  # fmt: skip
     set_seed(args.seed)  # before building the model: a classifier head is initialised at random
     with quiet_progress_bars():
         model = SiameseBertModel.from_encoder(
@@ -273,8 +275,6 @@ def run_train(args: argparse.Namespace) -> int:
         text_config.pad_token_id = tokenizer.pad_token_id
 
     start = {n: p.detach().clone() for n, p in model.named_parameters()} if recipe.interpolate is not None else None
-    output_dir = args.output_dir or (DEMO_OUTPUT_DIR if demo else "runs/hf-siamese")
-    training_args = _training_arguments(args, output_dir, recipe, periodic_eval=bool(args.eval_steps and eval_data))
     # The best recipe keeps the best of the epochs (the mean is compared with it where both exist).
     averaging = WeightAveragingCallback(load_at_end=not recipe.select_best) if recipe.average else None
     try:
@@ -298,33 +298,37 @@ def run_train(args: argparse.Namespace) -> int:
     main_process = trainer.is_world_process_zero()
     show = print if main_process else _silent
 
-    show(f"{PROG} train: {train_name} ({len(train_data)} rows), loss {_describe_loss(loss)}, base model {model_path}")
-    hint = _NO_EVAL_HINT if eval_data is None and loss.label_kind == "score" else ""
+    show(f"{PROG} train: {train_name} ({len(train_data)} rows), loss {describe_loss(loss)}, base model {model_path}")
+    hint = NO_EVAL_HINT if eval_data is None and loss.label_kind == "score" else ""
     show(f"{PROG} train: {recipe.describe()}{hint}")
     before = _measure(trainer, eval_data)
     if before:
-        label, value = _headline(before)
+        label, value = headline(before)
         show(f"{PROG} train: {label} x100 on {eval_name} before training: {value:.2f}")
+    if run.note:
+        show(f"{PROG} train: {run.note}")
+    resume_from = run.start()
     selection_checkpoints = checkpoint_folders(output_dir) if main_process else None
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_from)
     lines, after = end_training(
-        trainer, recipe, averaging, start, lambda: _measure(trainer, eval_data), lambda m: _headline(m)[1]
+        trainer, recipe, averaging, start, lambda: _measure(trainer, eval_data), lambda m: headline(m)[1]
     )
     for line in lines:
         show(f"{PROG} train: {line}")
     if selection_checkpoints is not None and recipe.select_best and not args.save_steps:
         remove_checkpoints(output_dir, selection_checkpoints)
     after = after or _measure(trainer, eval_data)
-    card_facts = _card_facts(args, demo)
+    facts = card_facts(args, demo)
     if after:
         # The card states the final weights' scores (the trainer's log holds those of the epochs or the checkpoint).
-        card_facts["eval_results"] = {f"eval_{key}": value for key, value in after.items()}
+        facts["eval_results"] = {f"eval_{key}": value for key, value in after.items()}
     if lines:
-        card_facts["final_weights"] = f"`{PROG} train` ({recipe.name} recipe) " + "; ".join(lines)
+        facts["final_weights"] = f"`{PROG} train` ({recipe.name} recipe) " + "; ".join(lines)
     with quiet_progress_bars():
         trainer.save_model(output_dir)
         if main_process and "create_model_card" in vars(SiameseTrainer):  # hf-siamese's own card, not Trainer's
-            trainer.create_model_card(**card_facts)
+            trainer.create_model_card(**facts)
+    run.finish()
 
     pushed = None
     if args.push_to_hub is not None:
@@ -335,15 +339,15 @@ def run_train(args: argparse.Namespace) -> int:
         if "repo_id" in inspect.signature(push).parameters:
             push_kwargs["repo_id"] = args.push_to_hub
         with quiet_progress_bars():
-            push(**push_kwargs, **card_facts)
+            push(**push_kwargs, **facts)
         pushed = args.push_to_hub
 
     show("")
     show("=" * 80)
     show(f"Trained {model_path}")
-    show(f"  on      {train_name}: {len(train_data)} rows, {recipe.epochs:g} epoch(s), loss {_describe_loss(loss)}")
+    show(f"  on      {train_name}: {len(train_data)} rows, {recipe.epochs:g} epoch(s), loss {describe_loss(loss)}")
     if before and after:
-        (label, old), (_, new) = _headline(before), _headline(after)
+        (label, old), (_, new) = headline(before), headline(after)
         unit = "queries" if not hasattr(eval_data, "column_names") else "pairs"
         show(f"  eval    {eval_name}: {len(eval_data)} {unit}")
         show(f"          {label} x100: before {old:.2f}  ->  after {new:.2f}  ({new - old:+.2f})")
@@ -353,20 +357,25 @@ def run_train(args: argparse.Namespace) -> int:
 
         show(f"  pushed  {constants.ENDPOINT}/{pushed}")
     show("Load it with:")
-    show(_load_snippet(pushed or output_dir))
+    show(load_snippet(pushed or output_dir))
     show("=" * 80)
     shutdown_distributed()
     return 0
 
 
-def _card_facts(args: argparse.Namespace, demo: bool) -> dict[str, str]:
-    """Model-card facts under Trainer's keyword names: where the weights and the training data came from."""
-    facts = {}
-    # The default weights are a local copy of this Hub model; naming it links the card to its base.
-    facts["finetuned_from"] = args.model or "sentence-transformers/all-MiniLM-L6-v2"
-    if not demo:
-        facts["dataset"] = args.train
-    return facts
+def _settings(args: argparse.Namespace, model: str, train_data: Any, eval_data: Any, processes: int) -> dict[str, Any]:
+    """What the run folder records and compares: every option that changes the model, the data's fingerprints."""
+    options = {key: value for key, value in vars(args).items() if key not in _NOT_SETTINGS}
+    for key in ("train", "eval"):  # a local file is the same from any working folder
+        options[key] = os.path.abspath(options[key]) if options[key] and os.path.exists(options[key]) else options[key]
+    eval_rows = data_fingerprint(eval_data) if hasattr(eval_data, "column_names") else None  # a BEIR set: its path
+    model = os.path.abspath(model) if os.path.exists(model) else model
+    return run_settings(options, model=model, train_data=data_fingerprint(train_data), eval_data=eval_rows,
+                        processes=processes)  # fmt: skip
+
+
+# Options that change where the model goes or what is printed, not the model.
+_NOT_SETTINGS = {"handler", "command", "output_dir", "overwrite", "push_to_hub", "logging_steps"}
 
 
 def _infer_label_column(dataset: datasets.Dataset) -> str:
@@ -375,27 +384,6 @@ def _infer_label_column(dataset: datasets.Dataset) -> str:
     label = detect_layout(dataset.column_names).label
     assert label is not None  # _as_scores has checked it
     return label
-
-
-def _describe_loss(loss: Any) -> str:
-    name = getattr(loss, "summary", None) or type(loss).__name__  # a CombinedLoss names its parts
-    if getattr(loss, "score_range", None):
-        low, high = loss.score_range
-        return f"{name} (scores {low:g}..{high:g})"
-    return name
-
-
-def _load_snippet(location: str) -> str:
-    return (
-        "    import hf_siamese  # registers the model class; without it pass trust_remote_code=True below\n"
-        "    from transformers import AutoModel\n"
-        f"    model = AutoModel.from_pretrained({location!r})\n"
-        '    embeddings = model.encode(["A man plays a guitar.", "Someone makes music."])\n'
-        "    print(model.similarity(embeddings, embeddings))"
-    )
-
-
-_NO_EVAL_HINT = " (give --eval scored pairs to choose the epoch and the interpolation on them: --recipe best)"
 
 
 def _silent(*_args: Any, **_kwargs: Any) -> None:

@@ -17,7 +17,7 @@ from .corpus_groups import corpus_matrix
 from .exact import exact_search, unit_length_rows
 from .index_parts import faiss_available
 from .lexical import LEXICAL_DIR, LexicalIndex
-from .store import SearchIndex, open_index
+from .store import SearchIndex, is_engine_location
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,11 @@ class VectorIndex(SearchIndex):
 def load_index(location: str | os.PathLike) -> SearchIndex:
     """Open an index: a folder written by `build_index` (a `VectorIndex`), or an engine's collection
     (`milvus://HOST:PORT/COLLECTION`, `milvus-lite:FILE.db#COLLECTION`: a `MilvusIndex`); both search alike."""
-    return open_index(location)
+    if is_engine_location(location):
+        from .milvus import MilvusIndex
+
+        return MilvusIndex.open(str(location))
+    return VectorIndex.load(location)
 
 
 __all__ = ["EMBEDDINGS_DIR", "FORMAT_NAME", "FORMAT_VERSION", "INDEX_FILE", "TEXTS_FILE", "VectorIndex", "load_index"]

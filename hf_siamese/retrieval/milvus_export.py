@@ -42,20 +42,17 @@ BATCH = 2_000  # rows a request
 FLUSH_EVERY = 20  # batches between flushes: the recorded resume point is always flushed
 RECALL_TARGET, RECALL_SAMPLE = 0.95, 200
 _MAX_TEXT_BYTES = 65_535  # Milvus's VARCHAR limit
-_MILVUS_STOPWORDS = ("english",)  # the stop-word lists of Milvus's analyzer that are tested here
 
 
 def analyzer_of(settings: Any) -> dict[str, Any]:
-    """Milvus's analyzer for our lexical settings (standard tokenizer, lowercase, the language's stopwords and
-    stemmer); a setting it cannot express is refused in one line."""
+    """Milvus's analyzer for our lexical settings: the standard tokenizer, lowercase, the language's stopwords as
+    bm25s lists them (given as words: Milvus Lite 3.2 ignores its own `_english_` list) and the language's stemmer
+    (which Milvus Lite 3.2 does not apply either: measured, see the README; a server does)."""
     filters: list[Any] = ["lowercase"]
     if settings.stopwords:
-        if settings.language not in _MILVUS_STOPWORDS:
-            raise ValueError(
-                f"lexical='milvus': no Milvus stop-word list for {settings.language!r} here (tested: "
-                f"{', '.join(_MILVUS_STOPWORDS)}); use lexical='ours' (--milvus-lexical ours) or --no-stopwords"
-            )
-        filters.append({"type": "stop", "stop_words": [f"_{settings.language}_"]})
+        from bm25s.tokenization import _infer_stopwords
+
+        filters.append({"type": "stop", "stop_words": list(_infer_stopwords(settings.language))})
     if settings.stemmer:
         filters.append({"type": "stemmer", "language": settings.language})
     return {"tokenizer": "standard", "filter": filters}
@@ -299,15 +296,16 @@ def _choose_nprobe(index: Any, client: Any, where: MilvusLocation, record: dict[
     _, truth = exact_search(queries, index.embeddings, 11, similarity=index.similarity)
     opened = MilvusIndex(where, client, record)
     client.load_collection(where.collection)
-    nlist = int(record["dense_index"]["params"]["nlist"])
+    # up to the most lists an engine may have made (Milvus Lite makes its own number for a small collection)
+    most = max(int(record["dense_index"]["params"]["nlist"]), min(len(index), 65_536))
     nprobe, recall = 1, 0.0
     while True:
         record["dense_index"]["search"] = {"nprobe": nprobe}
         _, found = opened.dense_rows(queries, 11)
         recall = float(np.mean([len(set(t[1:]) & set(f[:11])) / 10 for t, f in zip(truth, found, strict=True)]))
-        if recall >= RECALL_TARGET or nprobe >= nlist:
+        if recall >= RECALL_TARGET or nprobe >= most:
             break
-        nprobe = min(nprobe * 2, nlist)
+        nprobe = min(nprobe * 2, most)
     record["dense_index"]["recall"] = {"at": 10, "value": round(recall, 4), "measured_on": "held-out documents"}
     client.alter_collection_properties(where.collection, properties={RECORD_KEY: json.dumps(record)})
     logger.info("%s: IVF_FLAT nprobe %d, recall@10 %.3f on held-out documents", where.text, nprobe, recall)
@@ -326,6 +324,7 @@ def build_engine_index(
     model: Any,
     corpus: Any,
     location: str,
+    build_folder: Any,
     *,
     lexical: bool | None = None,
     lexical_settings: Any = None,
@@ -337,10 +336,10 @@ def build_engine_index(
     work_dir: str | os.PathLike | None = None,
     **build_kwargs: Any,
 ) -> MilvusIndex:
-    """Embed `corpus` with `model` into a local folder index (`work_dir`, default `work_folder(location)`; resumed
-    when a stopped run left it), export it to the collection at `location`, then remove the default work folder.
-    `approximate` picks the dense index as the folder's rule does (None: by size; True: IVF_FLAT; False: FLAT)
-    unless `dense_index` names one."""
+    """Embed `corpus` with `model` into a local folder index by `build_folder` (`vector_index.build_index`), in
+    `work_dir` (default `work_folder(location)`; resumed when a stopped run left it), export it to the collection at
+    `location`, then remove the default work folder. `approximate` picks the dense index as the folder's rule does
+    (None: by size; True: IVF_FLAT; False: FLAT) unless `dense_index` names one."""
     if dense_index is None and approximate is not None:
         dense_index = "IVF_FLAT" if approximate else "FLAT"
     if lexical_settings is not None and engine_lexical == "milvus":
@@ -348,21 +347,21 @@ def build_engine_index(
 
         analyzer_of(lexical_settings or LexicalSettings())  # what Milvus's analyzer cannot do: refused before work
     from .index_search import VectorIndex
-    from .vector_index import build_index
 
     MilvusLocation.parse(location).connect()  # an unreachable engine fails before any embedding
     folder = Path(work_dir) if work_dir is not None else work_folder(location)
     kept = None
+    settings = {**build_kwargs, "lexical": lexical, "lexical_settings": lexical_settings}
     if (folder / "index.json").is_file():
         kept = VectorIndex.load(folder)
-        if kept.info["model"]["fingerprint"] != _fingerprint(model) or not _same_source(folder, build_kwargs, corpus):
+        if kept.info["model"]["fingerprint"] != _fingerprint(model) or not _same_source(folder, settings, corpus):
             kept = None
     if kept is None:
-        kept = build_index(
+        kept = build_folder(
             model, corpus, folder, overwrite=True, lexical=lexical, lexical_settings=lexical_settings,
             approximate=False, **build_kwargs,
         )  # fmt: skip
-        (folder / "export.json").write_text(json.dumps(_source(corpus, build_kwargs)), encoding="utf-8")
+        (folder / "export.json").write_text(json.dumps(_source(corpus, settings)), encoding="utf-8")
     result = export_index(
         kept, location, lexical=engine_lexical if kept.has_lexical else None, dense_index=dense_index,
         dense_params=dense_params, overwrite=overwrite,

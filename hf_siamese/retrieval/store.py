@@ -8,8 +8,8 @@ lives here, once: which settings apply to which first stage (`hybrid.check_first
 checks, the fusion of the two lists (`hybrid.fuse`, so equal scores are ordered by our rule), the hits and the
 reranker's candidates (`rerank.rerank_hits`). A second engine is a new subclass, not a change to the commands.
 
-`open_index(location)` opens either kind from the one string users give `--index` (a folder, `milvus://...` or
-`milvus-lite:...`); `is_engine_location` tells them apart.
+`index_search.load_index(location)` opens either kind from the one string users give `--index` (a folder,
+`milvus://...` or `milvus-lite:...`); `is_engine_location` tells them apart.
 """
 
 from __future__ import annotations
@@ -34,18 +34,6 @@ def is_engine_location(location: Any) -> bool:
     """Whether `location` names a search engine's collection (`milvus://HOST:PORT/COLLECTION`,
     `milvus-lite:FILE.db#COLLECTION`) rather than an index folder."""
     return isinstance(location, str) and location.startswith(ENGINE_SCHEMES)
-
-
-def open_index(location: Any) -> SearchIndex:
-    """The index at `location`: a folder written by `build_index`, or an engine's collection (see
-    `is_engine_location`)."""
-    if is_engine_location(location):
-        from .milvus import MilvusIndex
-
-        return MilvusIndex.open(location)
-    from .index_search import VectorIndex
-
-    return VectorIndex.load(location)
 
 
 def check_queries(queries: Any) -> list[str]:
@@ -242,4 +230,4 @@ class SearchIndex(ABC):
         return queries
 
 
-__all__ = ["SearchIndex", "check_queries", "is_engine_location", "open_index"]
+__all__ = ["SearchIndex", "check_queries", "is_engine_location"]

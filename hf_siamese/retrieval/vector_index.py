@@ -234,7 +234,8 @@ def build_index(
             )
 
         return build_engine_index(
-            model, corpus, str(output_dir), ids=ids, text_column=text_column, id_column=id_column, tokenizer=tokenizer,
+            model, corpus, str(output_dir), build_index, ids=ids, text_column=text_column, id_column=id_column,
+            tokenizer=tokenizer,
             batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
             approximate=approximate, embeddings_dir=embeddings_dir, show_progress_bar=show_progress_bar,
             overwrite=overwrite, lexical=lexical, lexical_settings=lexical_settings, **(engine_options or {}),

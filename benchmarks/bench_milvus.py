@@ -1,0 +1,216 @@
+"""The same index in Milvus (Milvus Lite, the engine in-process) as in the folder: quality, latency and scale.
+
+Parts:
+- `quality`: BEIR SciFact test (300 claims, 5,183 abstracts), zero-shot all-MiniLM-L6-v2: nDCG@10 and recall@100 x100
+  of the dense, lexical and hybrid first stages through the folder index and through Milvus Lite with each lexical
+  field (our BM25 weights as sparse vectors; Milvus's BM25 function). The z-score weight is chosen on the 809 TRAIN
+  claims for each store, then reported on test. Every number comes from `evaluate_retrieval(..., index=...)`, the
+  path of `hf-siamese eval BEIR --index LOCATION`.
+- `latency`: query latency on the same SciFact index, folder vs Milvus Lite, dense and hybrid (RRF): one claim at a
+  time (median of 100, query embedding included) and the 300 test claims in one call (ms per claim).
+- `scale`: export N short generated documents (a tiny random encoder, so the export is measured, not the encoder) in
+  a child process per size: documents/s of the folder build and of the Milvus export, the child's peak RSS, and for the
+  approximate dense index (IVF_FLAT) its recall@10 against exact search, as the export measured it.
+
+    python benchmarks/bench_milvus.py [--parts quality,latency,scale] [--workdir DIR] [--sizes 100000,1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+
+SCIFACT = Path(os.environ.get("HF_SIAMESE_DATA", "/work/shared/data")) / "retrieval" / "scifact"
+
+
+def cpu_header() -> str:
+    flags = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":")[1].split())
+                break
+    except OSError:
+        pass
+    wanted = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags]
+    import pymilvus
+
+    return f"# CPU: {os.cpu_count()} cores, flags {' '.join(wanted)}; pymilvus {pymilvus.__version__}, Milvus Lite"
+
+
+def stores(workdir: Path) -> dict[str, object]:
+    """The folder index of SciFact's corpus and its two Milvus Lite exports (built once, kept in workdir)."""
+    from hf_siamese.cli.common import load_inference_model
+    from hf_siamese.retrieval.milvus_export import export_index
+    from hf_siamese.retrieval.vector_index import build_index, load_index
+
+    folder = workdir / "scifact-index"
+    if not (folder / "index.json").is_file():
+        model, tokenizer = load_inference_model(None, None, None, None)
+        build_index(model, str(SCIFACT), folder, tokenizer=tokenizer, overwrite=True, show_progress_bar=False)
+    index = load_index(folder)
+    found = {"folder": index}
+    for kind in ("ours", "milvus"):
+        start = time.perf_counter()
+        found[f"milvus-{kind}"] = export_index(index, f"milvus-lite:{workdir}/scifact.db#scifact_{kind}", lexical=kind)
+        print(f"# exported to Milvus Lite ({kind} lexical field) in {time.perf_counter() - start:.1f} s", flush=True)
+    return found
+
+
+def quality(workdir: Path) -> None:
+    from hf_siamese.cli.common import load_inference_model
+    from hf_siamese.data.beir import read_beir
+    from hf_siamese.metrics import retrieval_metrics
+    from hf_siamese.retrieval.hybrid import choose_dense_weight, fuse
+
+    model, tokenizer = load_inference_model(None, None, None, None)
+    test, train = read_beir(SCIFACT, split="test"), read_beir(SCIFACT, split="train")
+    print("| store | dense | lexical | hybrid RRF | hybrid z-score (weight chosen on train) |")
+    print("|---|---|---|---|---|")
+    for name, index in stores(workdir).items():
+        runs = {}
+        for split, data in (("train", train), ("test", test)):
+            claims = [q for q in data.qrels]
+            vectors = model.encode([data.queries[q] for q in claims], tokenizer=tokenizer, convert_to_numpy=True)
+            dense = index.dense_rows(index.query_array(vectors), 100)
+            lexical = index.lexical_rows([data.queries[q] for q in claims], 100)
+            found = sorted({int(r) for arr in (dense[1], lexical[1]) for r in arr.ravel() if r >= 0})
+            ids = {row: str(doc) for row, (doc, _) in index.rows_of(found).items()}
+            runs[split] = (claims, dense, lexical, ids, data)
+
+        def metrics(split: str, rows: np.ndarray, runs: dict = runs) -> dict[str, float]:
+            claims, _, _, ids, data = runs[split]
+            ranked = {q: [ids[int(r)] for r in found if r >= 0] for q, found in zip(claims, rows.tolist(), strict=True)}
+            return retrieval_metrics(ranked, data.qrels, [10, 100], percent=True)
+
+        _, dense, lexical, _, _ = runs["train"]
+        weight, _ = choose_dense_weight(dense, lexical, lambda rows: metrics("train", rows)["ndcg@10"])
+        _, dense, lexical, _, _ = runs["test"]
+        cells = [metrics("test", dense[1]), metrics("test", lexical[1]), metrics("test", fuse(dense, lexical)[1])]
+        cells.append(metrics("test", fuse(dense, lexical, "zscore", weight)[1]))
+        text = [f"{m['ndcg@10']:.2f} / {m['recall@100']:.2f}" for m in cells]
+        text[-1] += f" (w={weight})"
+        print(f"| {name} | " + " | ".join(text) + " |", flush=True)
+    print("(nDCG@10 / recall@100, x100, SciFact test)")
+
+
+def latency(workdir: Path) -> None:
+    from hf_siamese.cli.common import load_inference_model
+    from hf_siamese.data.beir import read_beir
+
+    model, tokenizer = load_inference_model(None, None, None, None)
+    claims = list(read_beir(SCIFACT, split="test").queries.values())
+    print("| store | first stage | one claim at a time, median ms | 300 claims in one call, ms per claim |")
+    print("|---|---|---|---|")
+    for name, index in stores(workdir).items():
+        if name == "milvus-milvus":
+            continue
+        for first_stage in ("dense", "hybrid"):
+            index.search(model, claims[:5], tokenizer=tokenizer, first_stage=first_stage)  # warm
+            single = []
+            for claim in claims[:100]:
+                start = time.perf_counter()
+                index.search(model, claim, top_k=10, tokenizer=tokenizer, first_stage=first_stage)
+                single.append(1000 * (time.perf_counter() - start))
+            start = time.perf_counter()
+            index.search(model, claims, top_k=10, tokenizer=tokenizer, first_stage=first_stage, batch_size=64)
+            batched = 1000 * (time.perf_counter() - start) / len(claims)
+            print(f"| {name} | {first_stage} | {statistics.median(single):.1f} | {batched:.1f} |", flush=True)
+
+
+CHILD = r"""
+import json, os, resource, sys, time
+os.environ["HF_HUB_OFFLINE"] = "1"
+sys.path.insert(0, sys.argv[4])
+from conftest import VOCAB, WORDS, make_tiny_model
+from transformers import BertTokenizer
+from hf_siamese.retrieval.milvus_export import export_index
+from hf_siamese.retrieval.vector_index import build_index, load_index
+size, workdir, part = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+words = WORDS[:40]  # the tiny tokenizer's own words: every text is distinct (40 ** 6 of them)
+corpus, folder = f"{workdir}/scale-{size}.txt", f"{workdir}/scale-{size}"
+if not os.path.exists(corpus):
+    with open(corpus, "w") as handle:
+        for i in range(size):
+            handle.write(" ".join(words[(i // 40 ** j) % 40] for j in range(6)) + "\n")
+model = make_tiny_model()
+tokenizer = BertTokenizer(vocab={token: i for i, token in enumerate(VOCAB)}, model_max_length=64)
+start = time.perf_counter()
+if part == "folder":
+    build_index(model, corpus, folder, tokenizer=tokenizer, overwrite=True, show_progress_bar=False,
+                approximate=False, batch_size=256)
+else:
+    export_index(load_index(folder), f"milvus-lite:{workdir}/scale.db#scale_{size}", overwrite=True,
+                 dense_index="IVF_FLAT")
+seconds = time.perf_counter() - start
+result = {"seconds": seconds, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+if part == "milvus":
+    from hf_siamese.retrieval.milvus import MilvusIndex
+    opened = MilvusIndex.open(f"milvus-lite:{workdir}/scale.db#scale_{size}")
+    result["recall"] = opened.info["dense_index"].get("recall")
+print(json.dumps(result))
+"""
+
+
+def scale(workdir: Path, sizes: list[int]) -> None:
+    tests = Path(__file__).resolve().parent.parent / "tests"
+    print(
+        "| documents | folder build docs/s | folder peak RSS MiB | Milvus export docs/s | export peak RSS MiB | "
+        "IVF_FLAT recall@10 |"
+    )
+    print("|---|---|---|---|---|---|")
+    for size in sizes:
+        found = {}
+        for part in ("folder", "milvus"):
+            out = (
+                subprocess.run(
+                    [sys.executable, "-c", CHILD, str(size), str(workdir), part, str(tests)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                .stdout.strip()
+                .splitlines()[-1]
+            )
+            found[part] = json.loads(out)
+        recall = found["milvus"].get("recall") or {}
+        print(
+            f"| {size:,} | {size / found['folder']['seconds']:,.0f} | {found['folder']['rss_mib']:,.0f} | "
+            f"{size / found['milvus']['seconds']:,.0f} | {found['milvus']['rss_mib']:,.0f} | "
+            f"{recall.get('value', '-')} |",
+            flush=True,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="quality,latency,scale")
+    parser.add_argument("--workdir", default="/tmp/bench_milvus")
+    parser.add_argument("--sizes", default="100000,1000000")
+    args = parser.parse_args()
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(cpu_header())
+    parts = args.parts.split(",")
+    if "quality" in parts:
+        quality(workdir)
+    if "latency" in parts:
+        latency(workdir)
+    if "scale" in parts:
+        scale(workdir, [int(s) for s in args.sizes.split(",")])
+    print(f"# peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
