@@ -63,7 +63,8 @@ def stores(workdir: Path) -> dict[str, object]:
     found = {"folder": index}
     for kind in ("ours", "milvus"):
         start = time.perf_counter()
-        found[f"milvus-{kind}"] = export_index(index, f"milvus-lite:{workdir}/scifact.db#scifact_{kind}", lexical=kind)
+        location = f"milvus-lite:{workdir}/scifact.db#scifact_{kind}"
+        found[f"milvus-{kind}"] = export_index(index, location, lexical=kind, overwrite=True)
         print(f"# exported to Milvus Lite ({kind} lexical field) in {time.perf_counter() - start:.1f} s", flush=True)
     return found
 
@@ -103,6 +104,39 @@ def quality(workdir: Path) -> None:
         text[-1] += f" (w={weight})"
         print(f"| {name} | " + " | ".join(text) + " |", flush=True)
     print("(nDCG@10 / recall@100, x100, SciFact test)")
+    engine_rrf_agreement(stores(workdir)["milvus-ours"], model, tokenizer, test)
+
+
+def engine_rrf_agreement(index, model, tokenizer, data) -> None:
+    """Milvus's own RRF (hybrid_search with RRFRanker(60)) against ours (`hybrid.fuse`) on the same two lists of each
+    test claim: how many claims get the same top 10, and the same top 10 as a set (ties ordered otherwise)."""
+    from pymilvus import AnnSearchRequest, RRFRanker
+
+    from hf_siamese.retrieval.milvus import query_vectors
+
+    claims = [data.queries[q] for q in data.qrels]
+    vectors = model.encode(claims, tokenizer=tokenizer, convert_to_numpy=True)
+    ours = index.search(model, claims, top_k=10, tokenizer=tokenizer, first_stage="hybrid")
+    tokens = index._tokenize(claims) if index._tokenize is not None else None
+    same_order = same_set = 0
+    for i in range(len(claims)):
+        requests = [
+            AnnSearchRequest([vectors[i].tolist()], "dense", {"metric_type": "COSINE"}, limit=100),
+            AnnSearchRequest(query_vectors([tokens[i]]), "lexical", {"metric_type": "IP"}, limit=100),
+        ]
+        found = index.client.hybrid_search(
+            index.where.collection, requests, RRFRanker(60), limit=10, output_fields=["row"]
+        )
+        engine = [int(hit["row"]) for hit in found[0]]
+        mine = [hit["id"] for hit in ours[i]]
+        rows = {row: doc for row, (doc, _) in index.rows_of(engine).items()}
+        engine_ids = [rows[row] for row in engine]
+        same_order += engine_ids == mine
+        same_set += set(engine_ids) == set(mine)
+    print(
+        f"# Milvus's RRF vs ours on the same lists, {len(claims)} claims: same top 10 in the same order for "
+        f"{same_order}, as a set for {same_set}"
+    )
 
 
 def latency(workdir: Path) -> None:

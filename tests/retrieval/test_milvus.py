@@ -57,8 +57,20 @@ def test_ours_gives_the_folders_hits_in_every_first_stage(folder: Path, tmp_path
         assert _hits(engine, model, tiny_tokenizer, first_stage) == _hits(index, model, tiny_tokenizer, first_stage)
     weighted = {"first_stage": "hybrid", "fusion": "zscore", "dense_weight": 0.3}
     assert _hits(engine, model, tiny_tokenizer, **weighted) == _hits(index, model, tiny_tokenizer, **weighted)
+    reranker = _ByLength()  # the reranker gets the same union of candidates, so it returns the same hits
+    reranked = {"first_stage": "hybrid", "rerank": reranker, "rerank_top": 20}
+    assert _hits(engine, model, tiny_tokenizer, **reranked) == _hits(index, model, tiny_tokenizer, **reranked)
     reopened = load_index(f"milvus-lite:{tmp_path}/m.db#docs")  # what `search --index URI` opens
     assert _hits(reopened, None, None, "lexical") == _hits(index, None, None, "lexical")
+
+
+class _ByLength:
+    """A reranker that prefers longer texts (any `.predict(pairs)` reranks)."""
+
+    first_stage_weight = 0.0
+
+    def predict(self, pairs, **kwargs):
+        return [float(len(document)) for _, document in pairs]
 
 
 def test_milvus_bm25_function_answers_lexical_and_hybrid(folder: Path, tmp_path: Path, tiny_tokenizer) -> None:
