@@ -250,3 +250,10 @@ def test_index_search_and_eval_commands_through_milvus_lite(folder: Path, tmp_pa
     _, _, err = _run(["index", beir, "--model", model, "-o", tmp_path / "x", "--engine-lexical", "milvus"], capsys)
     assert "engine_options apply to a search engine's location" in err
     os.environ.pop("MILVUS_TOKEN", None)
+
+
+def test_without_the_extra_one_line_names_the_install(monkeypatch: pytest.MonkeyPatch, capsys, folder: Path) -> None:
+    monkeypatch.setitem(sys.modules, "pymilvus", None)  # import pymilvus -> ImportError
+    code, _, err = _run(["search", "--index", "milvus-lite:/tmp/none.db#docs", "--query", "dog"], capsys)
+    assert code != 0 and err.count("\n") == 1
+    assert "pymilvus is missing" in err and "pip install 'hf-siamese[milvus]'" in err
