@@ -6,6 +6,7 @@ Parts:
   field (our BM25 weights as sparse vectors; Milvus's BM25 function). The z-score weight is chosen on the 809 TRAIN
   claims for each store, then reported on test. Every number comes from `evaluate_retrieval(..., index=...)`, the
   path of `hf-siamese eval BEIR --index LOCATION`.
+- `rrf`: Milvus's own RRF (hybrid_search, RRFRanker(60)) against ours on the same two top-10 lists of each test claim.
 - `latency`: query latency on the same SciFact index, folder vs Milvus Lite, dense and hybrid (RRF): one claim at a
   time (median of 100, query embedding included) and the 300 test claims in one call (ms per claim).
 - `scale`: export N short generated documents (a tiny random encoder, so the export is measured, not the encoder) in
@@ -104,7 +105,6 @@ def quality(workdir: Path) -> None:
         text[-1] += f" (w={weight})"
         print(f"| {name} | " + " | ".join(text) + " |", flush=True)
     print("(nDCG@10 / recall@100, x100, SciFact test)")
-    engine_rrf_agreement(stores(workdir)["milvus-ours"], model, tokenizer, test)
 
 
 def engine_rrf_agreement(index, model, tokenizer, data) -> None:
@@ -121,8 +121,8 @@ def engine_rrf_agreement(index, model, tokenizer, data) -> None:
     same_order = same_set = 0
     for i in range(len(claims)):
         requests = [
-            AnnSearchRequest([vectors[i].tolist()], "dense", {"metric_type": "COSINE"}, limit=100),
-            AnnSearchRequest(query_vectors([tokens[i]]), "lexical", {"metric_type": "IP"}, limit=100),
+            AnnSearchRequest([vectors[i].tolist()], "dense", {"metric_type": "COSINE"}, limit=10),
+            AnnSearchRequest(query_vectors([tokens[i]]), "lexical", {"metric_type": "IP"}, limit=10),
         ]
         found = index.client.hybrid_search(
             index.where.collection, requests, RRFRanker(60), limit=10, output_fields=["row"]
@@ -229,7 +229,7 @@ def scale(workdir: Path, sizes: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="quality,latency,scale")
+    parser.add_argument("--parts", default="quality,rrf,latency,scale")
     parser.add_argument("--workdir", default="/tmp/bench_milvus")
     parser.add_argument("--sizes", default="100000,1000000")
     args = parser.parse_args()
@@ -239,6 +239,12 @@ def main() -> None:
     parts = args.parts.split(",")
     if "quality" in parts:
         quality(workdir)
+    if "rrf" in parts:
+        from hf_siamese.cli.common import load_inference_model
+        from hf_siamese.data.beir import read_beir
+
+        model, tokenizer = load_inference_model(None, None, None, None)
+        engine_rrf_agreement(stores(workdir)["milvus-ours"], model, tokenizer, read_beir(SCIFACT, split="test"))
     if "latency" in parts:
         latency(workdir)
     if "scale" in parts:
