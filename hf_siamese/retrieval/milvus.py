@@ -114,9 +114,13 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())[:300] or type(error).__name__
 
 
+NO_TERM_KEY = 0xFFFFFFFE  # the one dimension of a document with no term (Milvus refuses an empty sparse vector)
+
+
 def term_key(term: str) -> int:
-    """The sparse-vector dimension of a term: a 32-bit hash (Milvus's sparse indices are below 2**32 - 1)."""
-    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "little") % 0xFFFFFFFF
+    """The sparse-vector dimension of a term: a 32-bit hash (Milvus's sparse indices are below 2**32 - 1; the last
+    one is `NO_TERM_KEY`, which no query holds)."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "little") % NO_TERM_KEY
 
 
 def query_vectors(token_lists: Sequence[Sequence[str]]) -> list[dict[int, float]]:

@@ -27,6 +27,7 @@ from .milvus import (
     FORMAT_NAME,
     FORMAT_VERSION,
     METRICS,
+    NO_TERM_KEY,
     RECORD_KEY,
     MilvusIndex,
     MilvusLocation,
@@ -282,7 +283,7 @@ class _DocumentWeights:
                 weight = np.float32(self.idf[self.vocabulary[term]] * tf / (norm + tf))
                 key = term_key(term)
                 vector[key] = float(vector.get(key, 0.0) + weight)
-            vectors.append(vector)
+            vectors.append({key: weight for key, weight in vector.items() if weight > 0} or {NO_TERM_KEY: 1.0})
         return vectors
 
 

@@ -257,3 +257,15 @@ def test_without_the_extra_one_line_names_the_install(monkeypatch: pytest.Monkey
     code, _, err = _run(["search", "--index", "milvus-lite:/tmp/none.db#docs", "--query", "dog"], capsys)
     assert code != 0 and err.count("\n") == 1
     assert "pymilvus is missing" in err and "pip install 'hf-siamese[milvus]'" in err
+
+
+def test_documents_without_a_term_are_exported(tmp_path: Path, tiny_tokenizer) -> None:
+    """A document of stopwords only (or empty) has no BM25 term; Milvus refuses an empty sparse vector."""
+    texts = ["the of and", "dog in the park", "", "a man plays the guitar"]
+    index = build_index(make_tiny_model(), texts, tmp_path / "idx", tokenizer=tiny_tokenizer, show_progress_bar=False)
+    engine = export_index(index, f"milvus-lite:{tmp_path}/m.db#docs")
+    assert len(engine) == 4
+    assert [[hit["id"] for hit in query] for query in engine.search(None, ["dog", "the"], first_stage="lexical")] == [
+        [1],
+        [],
+    ]
