@@ -15,6 +15,7 @@ from transformers import Trainer, TrainingArguments
 
 from ..modeling.packing import encoder_mask, packed_route
 from ..training.streaming import first_rows, is_stream
+from ..training.throughput import ThroughputLogMixin
 from ..training.trainer_setup import HostFreeStepMixin, copy_pad_token, start_trainer, text_column_args
 from .collator import MODEL_INPUTS, CrossEncoderCollator
 from .evaluation import RerankingDataset
@@ -40,7 +41,7 @@ CHECK_CHUNK_ROWS = 1000
 HEAD_ATTRIBUTES = ("pre_classifier", "head", "classifier", "score")
 
 
-class CrossEncoderTrainer(HostFreeStepMixin, CrossEncoderEvaluationMixin, Trainer):
+class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEvaluationMixin, Trainer):
     """Fine-tune a cross-encoder (a transformers `...ForSequenceClassification`) with a `cross_encoder.losses` loss.
 
     Args:

@@ -19,6 +19,7 @@ from ..modeling.attention_kernels import attention_dropout_off, training_attenti
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
+from .throughput import ThroughputLogMixin
 from .trainer_data import SiameseDataMixin, default_loss
 from .trainer_evaluation import SiameseEvaluationMixin
 from .trainer_setup import HostFreeStepMixin, copy_pad_token, start_trainer, text_column_args
@@ -29,7 +30,7 @@ STREAM_CHECK_ROWS = 1000
 logger = logging.getLogger(__name__)
 
 
-class SiameseTrainer(HostFreeStepMixin, SiameseEvaluationMixin, SiameseDataMixin, Trainer):
+class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMixin, SiameseDataMixin, Trainer):
     """Fine-tune a `SiameseBertModel` with a siamese loss.
 
     Args:
