@@ -50,12 +50,27 @@ SiameseBertModel.register_for_auto_class("AutoModel")
 
 __version__ = "0.1.0"
 
+
+def _load_reranker(location: str):
+    """A reranker an index records (its pipeline), loaded when a search first needs it."""
+    from .cross_encoder.model import CrossEncoder
+
+    return CrossEncoder.from_pretrained(location)
+
+
+# The root wires the layers: retrieval records rerankers and cannot import the cross-encoder package above it.
+from .retrieval.pipeline import register_reranker_loader  # noqa: E402
+
+register_reranker_loader(_load_reranker)
+
 # Loaded on first use, so `import hf_siamese` stays fast: the metric functions import `evaluate` (seconds), the
 # retrieval modules faiss / pyarrow when present.
 _LAZY = {
     **dict.fromkeys(("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings"), "metrics"),
-    **dict.fromkeys(("VectorIndex", "build_index", "add_lexical"), "retrieval.vector_index"),
+    **dict.fromkeys(("VectorIndex", "build_index"), "retrieval.vector_index"),
+    "add_lexical": "retrieval.index_additions",
     "load_index": "retrieval.vector_index",
+    "attach_reranker": "retrieval.index_additions",
     "LexicalSettings": "retrieval.lexical",
     **dict.fromkeys(("encode_corpus", "read_corpus_shards"), "retrieval.corpus"),
     **dict.fromkeys(("similar_pairs", "cluster"), "retrieval.similar"),
@@ -123,6 +138,7 @@ __all__ = [
     "add_lexical",
     "LexicalSettings",
     "load_index",
+    "attach_reranker",
     "encode_corpus",
     "read_corpus_shards",
     "similar_pairs",

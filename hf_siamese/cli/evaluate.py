@@ -103,33 +103,41 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     settings = lexical_settings(args)
     if args.choose_dense_weight:
         return _choose_dense_weight(args, settings)
-    first_stage = check_first_stage(args.first_stage or "dense", args.fusion, args.dense_weight, settings)
     split = args.split or "test"
     data = read_beir(args.data, split=split)  # the split asked for, or an error listing the splits there are
-    index = None
+    index, weight = None, args.first_stage_weight
+    reranker, rerank_top = rerank_options(args)
+    stage, fusion, dense_weight = args.first_stage, args.fusion, args.dense_weight
     if args.index is not None:
         from ..retrieval.index_search import load_index
 
         index = load_index(args.index)  # a folder or an engine's collection of this set's corpus
-        index.check_first_stage(first_stage, args.fusion, args.dense_weight)
-    reranker, rerank_top = rerank_options(args)
+        if reranker is None and index.pipeline is not None:  # the pipeline the index keeps, measured as it searches
+            reranker, stage, fusion, dense_weight = index.pipeline_settings(None, stage, fusion, dense_weight)
+            rerank_top, weight = index.pipeline["rerank_top"], index.pipeline["first_stage_weight"]
+    first_stage = check_first_stage(stage or "dense", fusion, dense_weight, settings)
+    if index is not None:
+        index.check_first_stage(first_stage, fusion, dense_weight)
     model, tokenizer = _retrieval_model(args, first_stage, reranker, index)
     metrics = evaluate_retrieval(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
-        rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=args.fusion,
-        dense_weight=args.dense_weight, lexical_settings=settings, index=index,
+        rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=fusion, dense_weight=dense_weight,
+        lexical_settings=settings, index=index, first_stage_weight=None if reranker is None else weight,
     )  # fmt: skip
-    model_name = "BM25" if model is None else args.model or default_model_path()
+    model_name = (
+        "BM25" if model is None else args.model or (index.model_name if index else None) or default_model_path()
+    )
     print(f"Retrieval evaluation of {model_name}, first stage: {first_stage}")
     through = "" if index is None else f", through {args.index}"
     print(f"on {args.data} ({split} split{through}): {metrics['num_queries']} queries, {len(data.corpus)} documents")
     ks = list(data.k_values)
     columns = [(first_stage, "")]
     if first_stage == "hybrid":
-        fused = f"fused ({args.fusion or 'rrf'})"
+        fused = f"fused ({fusion or 'rrf'})"
         columns = [("lexical", "lexical_"), ("dense", "dense_"), (fused, "")]
     if reranker is not None:
-        print(f"reranked by {args.rerank}: the first stage's top {metrics['rerank_top']} per query")
+        by = args.rerank or f"{index.pipeline['reranker']} (the index's pipeline)"
+        print(f"reranked by {by}: the first stage's top {metrics['rerank_top']} per query")
         columns.append(("reranked", "rerank_"))
     if reranker is not None and first_stage != "hybrid":
         print(f"{'metric':<14}{'first stage':>12}{'reranked':>10}{'change':>9}   (x100)")

@@ -50,9 +50,29 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any] | None:
 def run_index(args: argparse.Namespace) -> int:
     """Embed the corpus with the model and write the index folder (with its lexical part), or add the lexical part
     to an index (--add-lexical)."""
-    from ..retrieval.vector_index import add_lexical, build_index
+    from ..retrieval.index_additions import add_lexical, attach_reranker
+    from ..retrieval.pipeline import describe_pipeline
+    from ..retrieval.vector_index import build_index
 
     settings = lexical_settings(args)
+    pipeline = {
+        "rerank_top": args.rerank_top, "first_stage_weight": args.first_stage_weight, "first_stage": args.first_stage,
+        "fusion": args.fusion, "dense_weight": args.dense_weight,
+    }  # fmt: skip
+    if args.rerank is None and any(value is not None for value in pipeline.values()):
+        raise ValueError(
+            "--rerank-top, --first-stage-weight, --first-stage, --fusion and --dense-weight set the pipeline kept in "
+            "the index: give them with --rerank CE_DIR"
+        )
+    pipeline = {key: value for key, value in pipeline.items() if value is not None}
+    if args.attach:
+        if args.corpus or args.output or args.add_lexical or args.rerank is None:
+            raise ValueError(
+                "--attach IDX records --rerank CE_DIR in an existing index: give no CORPUS, -o or --add-lexical"
+            )
+        index = attach_reranker(args.attach, args.rerank, **pipeline)
+        print(f"{args.attach} now searches: {describe_pipeline(index.pipeline)}")
+        return 0
     if args.add_lexical:
         if args.corpus or args.output or args.lexical is not None:
             raise ValueError("--add-lexical DIR adds to an existing index: give no CORPUS, -o or --(no-)lexical")
@@ -79,4 +99,7 @@ def run_index(args: argparse.Namespace) -> int:
         f"indexed {len(index)} documents of {args.corpus} ({index.dim}-dim, {index.similarity} similarity, "
         f"{index.backend} search; {lexical}) into {args.output}"
     )
+    if args.rerank is not None:
+        index = attach_reranker(args.output, args.rerank, **pipeline)
+        print(f"{args.output} searches: {describe_pipeline(index.pipeline)}")
     return 0

@@ -71,6 +71,16 @@ def add_corpus_commands(commands: Any) -> None:
         "no CORPUS or -o)",
     )  # fmt: skip
     add_lexical_arguments(index)
+    pipeline = index.add_argument_group(
+        "the pipeline kept in the index: search --index and eval --index then rerank with it, with no further flags"
+    )
+    pipeline.add_argument(
+        "--attach", metavar="IDX",
+        help="record --rerank CE_DIR (and the settings below) in the existing index IDX (a folder or milvus...); "
+        "no CORPUS or -o",
+    )  # fmt: skip
+    add_rerank_arguments(pipeline)
+    add_first_stage_arguments(pipeline, "the index's default (hybrid where it has its lexical part)")
     add_model_arguments(index, training=False)
     add_corpus_arguments(index)
     add_shard_arguments(index)
@@ -225,6 +235,10 @@ def add_corpus_commands(commands: Any) -> None:
         search, "hybrid where the index has its lexical part and bm25s is installed, else dense (--corpus: dense)"
     )
     add_rerank_arguments(search)
+    search.add_argument(
+        "--no-rerank", action="store_true",
+        help="--index: search the first stage alone, where the index keeps a reranker (index --rerank / --attach)",
+    )  # fmt: skip
     search.set_defaults(handler=run_search)
 
     rerank = commands.add_parser(

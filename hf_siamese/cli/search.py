@@ -43,6 +43,8 @@ def run_search(args: argparse.Namespace) -> int:
         for flag, value in given:
             if value is not None:
                 raise ValueError(f"{flag} applies to --index (an index holds the lexical part); --corpus is dense")
+    if args.no_rerank and not args.index:
+        raise ValueError("--no-rerank applies to an --index that keeps a reranker; --corpus reranks only with --rerank")
     if args.index:
         given = [flag for flag, (name, default) in _CORPUS_ONLY.items() if getattr(args, name) != default]
         if given:
@@ -107,18 +109,28 @@ def _search_index(
     args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
 ) -> list[list[dict[str, Any]]]:
     """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
+    from ..retrieval.pipeline import describe_pipeline
     from ..retrieval.vector_index import load_index
 
     index = load_index(args.index)
+    asked = False if args.no_rerank else reranker  # None: the index's pipeline, if it keeps one
+    if args.no_rerank and reranker is not None:
+        raise ValueError("--no-rerank searches the first stage alone: give no --rerank")
     # Before the model loads: a setting that does not apply, a missing lexical part or bm25s, each in one line.
-    first_stage = index.check_first_stage(args.first_stage, args.fusion, args.dense_weight)
+    used, first_stage, fusion, dense_weight = index.pipeline_settings(
+        asked, args.first_stage, args.fusion, args.dense_weight
+    )
+    first_stage = index.check_first_stage(first_stage, fusion, dense_weight)
+    if reranker is None and used is not None:
+        print(f"(the index's pipeline: {describe_pipeline(index.pipeline)}; --no-rerank: the first stage alone)")
+    options = {
+        "top_k": args.top_k, "batch_size": args.batch_size, "rerank": asked, "first_stage": first_stage,
+        "fusion": fusion, "dense_weight": dense_weight, "rerank_top": rerank_top if reranker is not None else None,
+    }  # fmt: skip
     if first_stage == "lexical":  # no model to load
         if args.model is not None:
             raise ValueError("--model embeds the queries; --first-stage lexical searches BM25 alone, with no model")
-        return index.search(
-            None, queries, top_k=args.top_k, batch_size=args.batch_size, rerank=reranker, rerank_top=rerank_top,
-            first_stage="lexical",
-        )  # fmt: skip
+        return index.search(None, queries, **options)
     model_path = args.model or index.model_name
     if not model_path:
         raise ValueError(f"the index {args.index!r} records no model path (built from an unsaved model); pass --model")
@@ -126,8 +138,4 @@ def _search_index(
     model, tokenizer = load_inference_model(
         model_path, args.pooling, args.normalize, max_seq_length, device=args.device
     )
-    return index.search(
-        model, queries, top_k=args.top_k, tokenizer=tokenizer, prompt_name=args.prompt_name,
-        batch_size=args.batch_size, rerank=reranker, rerank_top=rerank_top, first_stage=first_stage,
-        fusion=args.fusion, dense_weight=args.dense_weight,
-    )  # fmt: skip
+    return index.search(model, queries, tokenizer=tokenizer, prompt_name=args.prompt_name, **options)

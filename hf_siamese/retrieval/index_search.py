@@ -145,6 +145,16 @@ class VectorIndex(SearchIndex):
             self._unit = unit_length_rows(self.embeddings)
         return exact_search(queries, self.embeddings, k, similarity=self.similarity, unit_corpus=self._unit)
 
+    def save_info(self, info: dict[str, Any]) -> None:
+        """index.json replaced whole (and the folder's README.md card), under the index's lock."""
+        from ..storage import exclusive_output, write_text_atomic
+        from .pipeline import folder_card
+
+        with exclusive_output(self.path, "a change of this index"):
+            write_text_atomic(self.path / INDEX_FILE, json.dumps(info, indent=2) + "\n")
+            write_text_atomic(self.path / "README.md", folder_card(self.path, info))
+        self.info = info
+
     def rows_of(self, rows: list[int]) -> dict[int, tuple[Any, str]]:
         found = self.corpus[rows]
         return {i: (doc_id, text) for i, doc_id, text in zip(rows, found["id"], found["text"], strict=True)}

@@ -220,6 +220,11 @@ class MilvusIndex(SearchIndex):
             "again with its lexical part ('hf-siamese index CORPUS -o LOCATION --overwrite', without --no-lexical)"
         )
 
+    def save_info(self, info: dict[str, Any]) -> None:
+        """The collection's record replaced (one property)."""
+        self.client.alter_collection_properties(self.where.collection, properties={RECORD_KEY: json.dumps(info)})
+        self.info = info
+
     def dense_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         params = {"metric_type": METRICS[self.similarity], "params": self.info["dense_index"].get("search", {})}
         return self._search([q.tolist() for q in queries], "dense", params, k, self._dense_score)

@@ -87,6 +87,35 @@ class SearchIndex(ABC):
     def missing_lexical_part(self) -> str:
         """Why the lexical and hybrid first stages cannot run (no lexical part), naming what adds it."""
 
+    @abstractmethod
+    def save_info(self, info: dict[str, Any]) -> None:
+        """Replace the record of what the index holds (whole or not at all): `pipeline.attach_reranker` uses it."""
+
+    # -- the pipeline kept in the index (pipeline.py) -------------------------------------------------------------
+
+    @property
+    def pipeline(self) -> dict[str, Any] | None:
+        """The recorded reranker and settings of both stages, or None."""
+        return self.info.get("pipeline")
+
+    def pipeline_settings(
+        self, rerank: Any, first_stage: str | None, fusion: str | None, dense_weight: float | None
+    ) -> tuple[Any, str | None, str | None, float | None]:
+        """(reranker, first_stage, fusion, dense_weight) of a search: the recorded pipeline's where the caller gives
+        no reranker (`rerank=False`: none) and no first-stage setting; the caller's otherwise."""
+        if rerank is False:
+            return None, first_stage, fusion, dense_weight
+        record = self.pipeline
+        if rerank is not None or record is None:
+            return rerank, first_stage, fusion, dense_weight
+        if self.__dict__.get("_pipeline_reranker") is None:
+            from .pipeline import load_reranker
+
+            self.__dict__["_pipeline_reranker"] = load_reranker(record["reranker"])
+        if first_stage is None and fusion is None and dense_weight is None:
+            first_stage, fusion, dense_weight = record["first_stage"], record.get("fusion"), record.get("dense_weight")
+        return self.__dict__["_pipeline_reranker"], first_stage, fusion, dense_weight
+
     # -- the same for every store --------------------------------------------------------------------------------
 
     def check_model(self, model: Any) -> None:
@@ -147,7 +176,7 @@ class SearchIndex(ABC):
         prompt: str | None = None,
         batch_size: int = 32,
         rerank: Any = None,
-        rerank_top: int = RERANK_TOP,
+        rerank_top: int | None = None,
         first_stage_weight: float | None = None,
         first_stage: str | None = None,
         fusion: str | None = None,
@@ -166,9 +195,19 @@ class SearchIndex(ABC):
         (query, text) pairs in one call, `batch_size` pairs at a time, and the `top_k` best returned
         (`rerank.rerank_hits`): `"score"` / `"rank"` the two stages', `"reranker_score"` the reranker's,
         `"first_stage_score"` / `"first_stage_rank"` the first stage's. `first_stage_weight` (default: the reranker's
-        own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores (`rerank.fuse_scores`)."""
+        own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores (`rerank.fuse_scores`).
+
+        An index that records a pipeline (`pipeline.attach_reranker`) reranks with it when `rerank` is None, at its
+        depth and weight, and with its first stage where no first-stage setting is given; `rerank=False` searches
+        the first stage alone."""
         top_k = check_top_k(top_k)
         queries = check_queries(queries)
+        recorded = self.pipeline if rerank is None else None
+        rerank, first_stage, fusion, dense_weight = self.pipeline_settings(rerank, first_stage, fusion, dense_weight)
+        if recorded is not None:
+            rerank_top = recorded["rerank_top"] if rerank_top is None else rerank_top
+            first_stage_weight = recorded["first_stage_weight"] if first_stage_weight is None else first_stage_weight
+        rerank_top = RERANK_TOP if rerank_top is None else rerank_top
         first_stage = self.check_first_stage(first_stage, fusion, dense_weight)
         depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(self))
         embeddings = None

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from ..storage import exclusive_output, recover_output, replace_folder, write_text_atomic
+from ..storage import exclusive_output, recover_output, replace_folder
 from .corpus import encode_corpus
 from .corpus_groups import corpus_matrix, keep_one_copy, neighbour_search
 from .fingerprint import model_fingerprint, recorded_name
@@ -370,45 +370,4 @@ def index_record(
     }
 
 
-def add_lexical(
-    path: str | os.PathLike,
-    settings: LexicalSettings | None = None,
-    *,
-    overwrite: bool = False,
-    shard_size: int = 10_000,
-) -> VectorIndex:
-    """Add the lexical (BM25) part to an index folder built without it, from its stored texts: nothing is re-encoded.
-    An existing lexical part is replaced only with `overwrite=True` (other settings, say), once the new one is
-    complete; returns the index loaded."""
-    with exclusive_output(path, "a build of this index"):
-        return _add_lexical(path, settings, overwrite, shard_size)
-
-
-def _add_lexical(
-    path: str | os.PathLike, settings: LexicalSettings | None, overwrite: bool, shard_size: int
-) -> VectorIndex:
-    """`add_lexical` under the index's lock."""
-    index = VectorIndex.load(path)
-    where = os.fspath(index.path)
-    if index.has_lexical and not overwrite:
-        raise ValueError(
-            f"the index {where!r} has a lexical part already ({index.info['lexical']['settings']}); pass "
-            "overwrite=True (--overwrite) to rebuild it"
-        )
-    target, staging = index.path / LEXICAL_DIR, index.path / f".{LEXICAL_DIR}.building"
-    shutil.rmtree(staging, ignore_errors=True)  # what a stopped run left: rebuilt from the start
-    builder = LexicalBuilder(staging, settings)
-    try:
-        for start in range(0, len(index), shard_size):
-            builder.add(index.corpus[start : start + shard_size]["text"])
-        builder.finish()
-    finally:
-        builder.close()
-    recover_output(target)
-    replace_folder(staging, target)
-    info = dict(index.info, lexical=LexicalIndex.record_of(target))
-    write_text_atomic(index.path / INDEX_FILE, json.dumps(info, indent=2) + "\n")
-    return VectorIndex.load(index.path)
-
-
-__all__ = ["VectorIndex", "add_lexical", "build_index", "check_output", "index_record", "load_index"]
+__all__ = ["VectorIndex", "build_index", "check_output", "index_record", "load_index"]

@@ -1,0 +1,83 @@
+"""What is added to an index once it is built, without re-encoding anything: its lexical (BM25) part
+(`add_lexical`, from the stored texts) and the pipeline it searches with (`attach_reranker`: a reranker and the
+settings of both stages, `pipeline.py`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+
+from ..storage import exclusive_output, recover_output, replace_folder, write_text_atomic
+from .index_search import INDEX_FILE, VectorIndex, load_index
+from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings
+from .pipeline import load_reranker, pipeline_record
+from .rerank import RERANK_TOP
+
+
+def add_lexical(
+    path: str | os.PathLike,
+    settings: LexicalSettings | None = None,
+    *,
+    overwrite: bool = False,
+    shard_size: int = 10_000,
+) -> VectorIndex:
+    """Add the lexical (BM25) part to an index folder built without it, from its stored texts: nothing is re-encoded.
+    An existing lexical part is replaced only with `overwrite=True` (other settings, say), once the new one is
+    complete; returns the index loaded."""
+    with exclusive_output(path, "a build of this index"):
+        return _add_lexical(path, settings, overwrite, shard_size)
+
+
+def _add_lexical(
+    path: str | os.PathLike, settings: LexicalSettings | None, overwrite: bool, shard_size: int
+) -> VectorIndex:
+    """`add_lexical` under the index's lock."""
+    index = VectorIndex.load(path)
+    where = os.fspath(index.path)
+    if index.has_lexical and not overwrite:
+        raise ValueError(
+            f"the index {where!r} has a lexical part already ({index.info['lexical']['settings']}); pass "
+            "overwrite=True (--overwrite) to rebuild it"
+        )
+    target, staging = index.path / LEXICAL_DIR, index.path / f".{LEXICAL_DIR}.building"
+    shutil.rmtree(staging, ignore_errors=True)  # what a stopped run left: rebuilt from the start
+    builder = LexicalBuilder(staging, settings)
+    try:
+        for start in range(0, len(index), shard_size):
+            builder.add(index.corpus[start : start + shard_size]["text"])
+        builder.finish()
+    finally:
+        builder.close()
+    recover_output(target)
+    replace_folder(staging, target)
+    info = dict(index.info, lexical=LexicalIndex.record_of(target))
+    write_text_atomic(index.path / INDEX_FILE, json.dumps(info, indent=2) + "\n")
+    return VectorIndex.load(index.path)
+
+
+def attach_reranker(
+    location: str | os.PathLike,
+    reranker_location: str,
+    *,
+    rerank_top: int = RERANK_TOP,
+    first_stage_weight: float | None = None,
+    first_stage: str | None = None,
+    fusion: str | None = None,
+    dense_weight: float | None = None,
+) -> Any:
+    """Record the reranker at `reranker_location` (a cross-encoder folder or Hub id) and the settings of both stages
+    in the index at `location` (a folder or an engine's collection); returns the index, reopened. The same call with
+    other settings replaces the record."""
+    index = load_index(location)
+    reranker = load_reranker(reranker_location)
+    record = pipeline_record(
+        index, reranker_location, reranker, rerank_top=rerank_top, first_stage_weight=first_stage_weight,
+        first_stage=first_stage, fusion=fusion, dense_weight=dense_weight,
+    )  # fmt: skip
+    index.save_info(dict(index.info, pipeline=record))
+    return load_index(location)
+
+
+__all__ = ["add_lexical", "attach_reranker"]

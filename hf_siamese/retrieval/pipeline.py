@@ -1,0 +1,124 @@
+"""The pipeline kept in an index: its reranker and the settings of both stages, recorded beside what built the index
+(`info["pipeline"]`: index.json of a folder, the record of an engine's collection), so that `search --index IDX`,
+`load_index(IDX).search(...)` and `eval --index` retrieve and rerank as recorded, with no further flags.
+
+    {"reranker": "CE_DIR or Hub id", "reranker_fingerprint": "...", "rerank_top": 100, "first_stage_weight": 0.3,
+     "first_stage": "hybrid", "fusion": "zscore", "dense_weight": 0.5}
+
+The reranker is loaded through a loader the package root registers (`register_reranker_loader`:
+`CrossEncoder.from_pretrained`, imported when first needed): retrieval sits below the cross-encoder package and
+cannot import it. A setting given to a search wins over the record; `rerank=False` searches the
+first stage alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .rerank import RERANK_TOP, check_first_stage_weight
+
+_LOADERS: list[Callable[[str], Any]] = []
+
+
+def register_reranker_loader(loader: Callable[[str], Any]) -> None:
+    """How a recorded reranker location becomes a reranker (`CrossEncoder.from_pretrained`, registered by the
+    package root, `hf_siamese/__init__.py`)."""
+    if loader not in _LOADERS:
+        _LOADERS.append(loader)
+
+
+def load_reranker(location: str) -> Any:
+    """The reranker recorded at `location`, through the registered loader."""
+    if not _LOADERS:
+        raise ValueError(f"no reranker loader is registered to load {location!r} (hf_siamese registers one on import)")
+    return _LOADERS[-1](location)
+
+
+def reranker_fingerprint(reranker: Any) -> str | None:
+    """A digest of the reranker's config and weights (None where it has no model to digest)."""
+    model = getattr(reranker, "model", None)
+    if model is None or not hasattr(model, "state_dict"):
+        return None
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(model.config.to_dict(), sort_keys=True, default=str).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().float().cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def pipeline_record(
+    index: Any,
+    reranker_location: str,
+    reranker: Any,
+    *,
+    rerank_top: int = RERANK_TOP,
+    first_stage_weight: float | None = None,
+    first_stage: str | None = None,
+    fusion: str | None = None,
+    dense_weight: float | None = None,
+) -> dict[str, Any]:
+    """The pipeline record of `reranker` (loaded from `reranker_location`) over `index`, checked: the first-stage
+    settings by the one rule and against the index (a lexical stage needs its lexical part), the depth and weight."""
+    chosen = index.check_first_stage(first_stage, fusion, dense_weight)
+    if isinstance(rerank_top, bool) or not isinstance(rerank_top, int) or rerank_top < 1:
+        raise ValueError(f"rerank_top={rerank_top!r}; accepted: a positive int (first-stage hits reranked per query)")
+    weight = first_stage_weight
+    if weight is None:
+        weight = float(getattr(reranker, "first_stage_weight", 0.0) or 0.0)
+    location = reranker_location
+    if os.path.isdir(location):
+        location = os.path.abspath(location)
+    return {
+        "reranker": location,
+        "reranker_fingerprint": reranker_fingerprint(reranker),
+        "rerank_top": rerank_top,
+        "first_stage_weight": check_first_stage_weight(weight),
+        "first_stage": chosen,
+        "fusion": fusion,
+        "dense_weight": dense_weight,
+    }
+
+
+def describe_pipeline(record: dict[str, Any] | None) -> str:
+    """One line: what the recorded pipeline does."""
+    if not record:
+        return "no reranker recorded"
+    stage = record["first_stage"] + (f", fusion {record['fusion']}" if record.get("fusion") else "")
+    if record.get("dense_weight") is not None:
+        stage += f", dense weight {record['dense_weight']}"
+    return (
+        f"{stage} first stage, its top {record['rerank_top']} reranked by {record['reranker']} (first-stage weight "
+        f"{record['first_stage_weight']})"
+    )
+
+
+def folder_card(path: Path, info: dict[str, Any]) -> str:
+    """The README.md of an index folder: what it holds and how it searches."""
+    lexical = info.get("lexical")
+    lines = [
+        f"# Index `{path.name}`",
+        "",
+        "Written by hf-siamese (`hf-siamese index`); `hf-siamese search --index DIR` and `load_index(DIR)` open it.",
+        "",
+        f"- documents: {info['count']}, {info['dim']}-dim vectors, {info['settings']['similarity']} similarity",
+        f"- model: `{info['model'].get('name_or_path')}` (fingerprint {str(info['model'].get('fingerprint'))[:12]})",
+        f"- lexical part: {'BM25 ' + json.dumps(lexical['settings']) if lexical else 'none'}",
+        f"- search: {describe_pipeline(info.get('pipeline'))}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "describe_pipeline",
+    "folder_card",
+    "load_reranker",
+    "pipeline_record",
+    "register_reranker_loader",
+]

@@ -1,0 +1,147 @@
+"""The pipeline kept in an index (issue 53): a reranker and both stages' settings recorded in the index, then used by
+`load_index(IDX).search`, `search --index` and `eval --index` with no further flags; a round trip through a folder
+and through Milvus Lite."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import TINY, WORDS, make_tiny_model
+from transformers import BertConfig, BertForSequenceClassification
+
+from hf_siamese.cli import main
+from hf_siamese.cross_encoder import CrossEncoder
+from hf_siamese.retrieval.index_additions import attach_reranker
+from hf_siamese.retrieval.vector_index import build_index, load_index
+
+QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
+
+
+def _sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS[:50]) for _ in range(rng.randint(4, 9)))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer) -> Path:
+    root = tmp_path_factory.mktemp("pipeline")
+    make_tiny_model().save_pretrained(root / "bi")
+    tiny_tokenizer.save_pretrained(root / "bi")
+    torch.manual_seed(0)
+    config = BertConfig(**TINY, max_position_embeddings=64, num_labels=1, initializer_range=0.5)
+    CrossEncoder(BertForSequenceClassification(config).eval(), tiny_tokenizer).save_pretrained(root / "ce")
+    rng = random.Random(5)
+    corpus = list(dict.fromkeys(_sentence(rng) for _ in range(40)))[:30]
+    (root / "corpus.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
+    beir = root / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    rows = [{"_id": f"d{i}", "text": text} for i, text in enumerate(corpus)]
+    (beir / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    queries = {f"q{i}": " ".join(corpus[i].split()[:3]) for i in range(6)}
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (beir / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(6))
+    )
+    return root
+
+
+def _ids(hits: list) -> list[list]:
+    return [[(hit["id"], round(hit["score"], 5)) for hit in query] for query in hits]
+
+
+def test_a_recorded_pipeline_searches_as_the_same_flags_would(files: Path, tmp_path: Path, tiny_tokenizer) -> None:
+    model = make_tiny_model()
+    build_index(model, str(files / "corpus.txt"), tmp_path / "idx", tokenizer=tiny_tokenizer, show_progress_bar=False)
+    settings = {"first_stage": "hybrid", "fusion": "zscore", "dense_weight": 0.3}
+    index = attach_reranker(tmp_path / "idx", str(files / "ce"), rerank_top=8, first_stage_weight=0.2, **settings)
+    record = index.pipeline
+    assert record["reranker"] == str(files / "ce") and record["rerank_top"] == 8 and record["first_stage_weight"] == 0.2
+    assert len(record["reranker_fingerprint"]) == 64
+    reopened = load_index(tmp_path / "idx")
+    kept = reopened.search(model, QUERIES, top_k=5, tokenizer=tiny_tokenizer)
+    reranker = CrossEncoder.from_pretrained(files / "ce")
+    by_hand = reopened.search(
+        model, QUERIES, top_k=5, tokenizer=tiny_tokenizer, rerank=reranker, rerank_top=8, first_stage_weight=0.2,
+        **settings,
+    )  # fmt: skip
+    assert _ids(kept) == _ids(by_hand) and all("reranker_score" in hit for hit in kept[0])
+    alone = reopened.search(model, QUERIES, top_k=5, tokenizer=tiny_tokenizer, rerank=False, **settings)
+    assert _ids(alone) == _ids(
+        reopened.search(model, QUERIES, top_k=5, tokenizer=tiny_tokenizer, rerank=False, **settings)
+    )
+    assert "reranker_score" not in alone[0][0]
+    card = (tmp_path / "idx" / "README.md").read_text()
+    assert "reranked by" in card and "30" in card
+
+
+def test_a_bad_pipeline_is_refused_before_anything_is_written(files: Path, tmp_path: Path, tiny_tokenizer) -> None:
+    build_index(make_tiny_model(), str(files / "corpus.txt"), tmp_path / "idx", tokenizer=tiny_tokenizer, lexical=False)
+    before = (tmp_path / "idx" / "index.json").read_text()
+    with pytest.raises(ValueError, match="has no lexical part"):
+        attach_reranker(tmp_path / "idx", str(files / "ce"), first_stage="hybrid")
+    with pytest.raises(ValueError, match="the dense first stage has one list"):
+        attach_reranker(tmp_path / "idx", str(files / "ce"), first_stage="dense", dense_weight=0.5)
+    with pytest.raises(ValueError, match="rerank_top=0"):
+        attach_reranker(tmp_path / "idx", str(files / "ce"), rerank_top=0)
+    assert (tmp_path / "idx" / "index.json").read_text() == before
+
+
+def _run(argv: list, capsys) -> tuple[int, str, str]:
+    code = main([str(part) for part in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_commands_round_trip(files: Path, tmp_path: Path, capsys) -> None:
+    idx = tmp_path / "idx"
+    argv = ["index", files / "corpus.txt", "--model", files / "bi", "-o", idx, "--rerank", files / "ce"]
+    code, out, err = _run([*argv, "--rerank-top", "8"], capsys)
+    assert code == 0 and "searches: hybrid first stage, its top 8 reranked by" in out, err
+    code, out, err = _run(["search", "--index", idx, "--query", QUERIES[1], "--top-k", "3"], capsys)
+    assert code == 0 and "(the index's pipeline: hybrid first stage" in out, err
+    assert len(re.findall(r"\(first stage: #\d+", out)) == 3
+    code, out, err = _run(["search", "--index", idx, "--query", QUERIES[1], "--top-k", "3", "--no-rerank"], capsys)
+    assert code == 0 and "first stage: #" not in out and "pipeline" not in out, err
+    code, out, err = _run(["index", "--attach", idx, "--rerank", files / "ce", "--first-stage", "dense"], capsys)
+    assert code == 0 and "now searches: dense first stage, its top 100" in out, err
+    for bad, fragment in (
+        (["index", "--attach", idx], "--attach IDX records --rerank CE_DIR"),
+        (["index", files / "corpus.txt", "-o", tmp_path / "x", "--rerank-top", "5"], "give them with --rerank"),
+        (
+            ["index", "--attach", idx, "--rerank", files / "ce", "--first-stage", "dense", "--fusion", "rrf"],
+            "two lists",
+        ),
+        (
+            ["search", "--corpus", files / "corpus.txt", "--query", "a", "--no-rerank"],
+            "--no-rerank applies to an --index",
+        ),
+    ):
+        code, _, err = _run(bad, capsys)
+        assert code != 0 and fragment in err.splitlines()[-1], (bad, err)
+
+
+def test_eval_through_the_index_measures_its_pipeline(files: Path, tmp_path: Path, capsys) -> None:
+    idx = tmp_path / "idx"
+    argv = ["index", files / "beir", "--model", files / "bi", "-o", idx, "--rerank", files / "ce", "--rerank-top", "6"]
+    assert _run(argv, capsys)[0] == 0
+    code, kept, err = _run(["eval", files / "beir", "--index", idx], capsys)
+    assert code == 0 and "(the index's pipeline)" in kept, err
+    flags = ["--rerank", files / "ce", "--rerank-top", "6", "--first-stage", "hybrid"]
+    code, by_hand, err = _run(["eval", files / "beir", "--index", idx, *flags], capsys)
+    assert code == 0, err
+    table = [line for line in kept.splitlines() if line.startswith(("ndcg", "mrr", "recall"))]
+    assert table and table == [line for line in by_hand.splitlines() if line.startswith(("ndcg", "mrr", "recall"))]
+
+
+def test_milvus_keeps_the_pipeline_too(files: Path, tmp_path: Path, capsys) -> None:
+    pytest.importorskip("milvus_lite")
+    location = f"milvus-lite:{tmp_path}/m.db#docs"
+    argv = ["index", files / "corpus.txt", "--model", files / "bi", "-o", location, "--rerank", files / "ce"]
+    code, out, err = _run(argv, capsys)
+    assert code == 0 and "searches: hybrid first stage" in out, err
+    code, out, err = _run(["search", "--index", location, "--query", QUERIES[0], "--top-k", "3"], capsys)
+    assert code == 0 and len(re.findall(r"\(first stage: #\d+", out)) == 3, err
