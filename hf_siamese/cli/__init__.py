@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from .common import EXIT_BAD_INPUT, PROG, _one_line, missing_module_message
 from .parser import build_parser
+from .progress import log_friendly_stderr
 
 __all__ = ["build_parser", "main"]
 
@@ -76,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # no fork warning from the tokenizer under the Trainer
     try:
-        return args.handler(args)
+        with log_friendly_stderr():  # progress bars as lines where stderr is a log
+            return args.handler(args)
     except _bad_input_errors() as error:
         if os.environ.get("HF_SIAMESE_TRACEBACK"):
             raise

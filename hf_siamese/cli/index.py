@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from .common import corpus_source, load_inference_model
+from .progress import progress_wanted
 
 
 def read_calibration_queries(path: str) -> list[str]:
@@ -91,7 +91,7 @@ def run_index(args: argparse.Namespace) -> int:
         model, source, args.output, text_column=args.text_column, id_column=args.id_column, tokenizer=tokenizer,
         batch_size=args.batch_size, shard_size=args.shard_size, dtype=args.dtype, engine_options=engine_options(args),
         prompt_name=args.prompt_name, approximate=args.approximate, calibration_queries=queries,
-        embeddings_dir=args.embeddings_dir, show_progress_bar=sys.stderr.isatty(), overwrite=args.overwrite,
+        embeddings_dir=args.embeddings_dir, show_progress_bar=progress_wanted(), overwrite=args.overwrite,
         lexical=args.lexical, lexical_settings=settings,
     )  # fmt: skip
     lexical = "with its lexical part (BM25)" if index.has_lexical else "vectors only, no lexical part"

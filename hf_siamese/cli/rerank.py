@@ -9,11 +9,11 @@ import argparse
 import json
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from .common import load_cross_encoder
+from .progress import progress_wanted
 from .search import print_hits
 
 ROW_HELP = '{"query": str, "documents": [str, ...]} (optionally "ids" and "scores": [one per document])'
@@ -87,7 +87,7 @@ def run_rerank(args: argparse.Namespace) -> int:
         weight = 0.0  # no first-stage scores to fuse: the reranker alone
     results = rerank_hits(
         reranker, queries, [hits for _, hits in rows], args.top_k, args.batch_size,
-        show_progress_bar=sys.stderr.isatty(), first_stage_weight=weight,
+        show_progress_bar=progress_wanted(), first_stage_weight=weight,
     )  # fmt: skip
     if output is None:
         print_hits(queries, results)

@@ -7,10 +7,10 @@ hit's first-stage rank and score: `rank. score  [id] text  (first stage: #rank, 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from .common import corpus_source, load_cross_encoder, load_inference_model
+from .progress import progress_wanted
 
 # What only a --corpus search reads (its columns, its Hub split, its embeddings folder), with their defaults.
 _CORPUS_ONLY = {
@@ -101,7 +101,7 @@ def _search_corpus(
         model, source, queries, args.top_k, tokenizer=tokenizer, text_column=args.text_column,
         id_column=args.id_column, embeddings_dir=args.embeddings_dir, approximate=args.approximate,
         batch_size=args.batch_size, prompt_name=args.prompt_name, rerank=reranker, rerank_top=rerank_top,
-        show_progress_bar=sys.stderr.isatty(), shard_size=args.shard_size, dtype=args.dtype,
+        show_progress_bar=progress_wanted(), shard_size=args.shard_size, dtype=args.dtype,
     )  # fmt: skip
 
 
