@@ -5,6 +5,7 @@ of `hf_siamese.data` read back: list values (a teacher's score lists) are refuse
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -30,7 +31,8 @@ def write_rows(output: str | os.PathLike, rows: Any, columns: Sequence[str] | No
     dataset's columns, or the first row's keys). Returns the path."""
     path = Path(output)
     kind = row_file_kind(path)
-    names = list(columns) if columns is not None else _columns_of(rows)
+    rows, found = _with_columns(rows)
+    names = list(columns) if columns is not None else found
     records: Iterable[dict[str, Any]] = rows
     if kind != "json":
         features = getattr(rows, "features", None)
@@ -57,11 +59,18 @@ def write_rows(output: str | os.PathLike, rows: Any, columns: Sequence[str] | No
     return write_atomic(path, write)
 
 
-def _columns_of(rows: Any) -> list[str]:
+def _with_columns(rows: Any) -> tuple[Any, list[str]]:
+    """(the rows, their columns): a dataset's column names, or the first row's keys; a generator's first row is read
+    and put back in front, never lost."""
     if hasattr(rows, "column_names"):
-        return list(rows.column_names)
-    first = next(iter(rows), None)
-    return list(first) if first is not None else []
+        return rows, list(rows.column_names)
+    if isinstance(rows, Sequence):
+        return rows, list(rows[0]) if len(rows) else []
+    iterator = iter(rows)
+    first = next(iterator, None)
+    if first is None:
+        return [], []
+    return itertools.chain([first], iterator), list(first)
 
 
 __all__ = ["ROW_FILE_FORMATS", "row_file_kind", "write_rows"]
