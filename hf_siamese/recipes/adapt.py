@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..data.digest import TextDigest
-from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model, write_jsonl
+from ..storage import write_rows
+from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model
 
 METHODS = ("simcse", "tsdae", "crop", "ict", "title", "gpl")
 IN_BATCH = ("simcse", "crop", "ict", "title")  # the methods trained with in-batch negatives
@@ -197,7 +198,7 @@ def adapt(
 
     pairs_file = folder / "pairs.jsonl"
     if method == "tsdae" and not pairs_file.is_file():
-        write_jsonl(({"text": text} for text in read() if len(text.split()) >= TSDAE_MIN_WORDS), pairs_file)
+        write_rows(pairs_file, ({"text": text} for text in read() if len(text.split()) >= TSDAE_MIN_WORDS))
     elif method == "gpl" and query_generator is not None and not pairs_file.is_file():
         queries = list(query_generator(list(texts)))
         if len(queries) != len(texts) or not all(isinstance(q, str) and q.strip() for q in queries):
@@ -205,10 +206,11 @@ def adapt(
                 f"query_generator gave {len(queries)} queries for {len(texts)} texts; expected one non-empty string "
                 "per text"
             )
-        write_jsonl(Dataset.from_dict({"anchor": queries, "positive": texts}), pairs_file)
+        write_rows(pairs_file, Dataset.from_dict({"anchor": queries, "positive": texts}))
     elif not pairs_file.is_file():
         kind = "sentence" if method == "gpl" else method
-        written = write_jsonl(pseudo_pairs(read() if texts is None else texts, kind, seed=seed), pairs_file)
+        write_rows(pairs_file, pseudo_pairs(read() if texts is None else texts, kind, seed=seed))
+        written = sum(1 for _ in pairs_file.open(encoding="utf-8"))
         if written < batch_size:
             pairs_file.unlink()
             raise ValueError(
@@ -221,7 +223,7 @@ def adapt(
     if method == "gpl":
         scored_file = folder / "scored.jsonl"
         if not scored_file.is_file():
-            write_jsonl(_gpl_rows(pairs, student, tokenizer, texts, teacher, folder, settings), scored_file)
+            write_rows(scored_file, _gpl_rows(pairs, student, tokenizer, texts, teacher, folder, settings))
             shutil.rmtree(folder / "teacher-scores", ignore_errors=True)
         rows = read_jsonl(scored_file)
         loss: Any = MarginMSELoss(scale=fit_margin_scale(rows, student))

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..data.digest import TextDigest
-from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model, write_jsonl
+from ..storage import write_rows
+from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model
 
 
 def _gold_pairs(gold: Any, where: str) -> tuple[list[tuple[str, str]], list[float]]:
@@ -210,7 +211,7 @@ def augmented_sbert(
             sentences, bi_encoder, teacher, neighbours, bm25_neighbours=bm25_neighbours, gold_pairs=pairs,
             score_range=span, show_progress_bar=show_progress_bar, cache_dir=folder / "silver-scores",
         )  # fmt: skip
-        write_jsonl(silver, silver_file)
+        write_rows(silver_file, silver)
         shutil.rmtree(folder / "silver-scores", ignore_errors=True)
         show(f"augment: stage 2: {len(silver)} silver pairs -> {silver_file}")
 

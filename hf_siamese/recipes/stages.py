@@ -1,5 +1,5 @@
 """What the multi-stage training recipes (`augmented_sbert`, `adapt`) share: a run folder whose settings file
-refuses a second run with other settings, rows kept as JSON lines written whole or not at all, the last
+refuses a second run with other settings, reading back the rows `storage.write_rows` kept as JSON lines, the last
 checkpoint of a stopped training, and the final model moved into place whole."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..storage import recover_output, replace_folder, write_atomic, write_text_atomic
+from ..storage import recover_output, replace_folder, write_text_atomic
 
 SETTINGS_FILE = "settings.json"
 logger = logging.getLogger(__name__)
@@ -47,24 +47,8 @@ def check_settings(folder: Path, settings: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(settings, indent=1))
 
 
-def write_jsonl(rows: Any, path: Path) -> int:
-    """The rows (a `Dataset` or any iterable of dicts, read one at a time) to `path`, one JSON object a line,
-    through a temporary file; returns how many."""
-    count = 0
-
-    def write(temporary: Path) -> None:
-        nonlocal count
-        with open(temporary, "w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
-
-    write_atomic(path, write)
-    return count
-
-
 def read_jsonl(path: Path) -> Any:
-    """A `datasets.Dataset` of the rows `write_jsonl` wrote (columns in the first row's order)."""
+    """A `datasets.Dataset` of the rows `storage.write_rows` wrote to a .jsonl file (columns: the first row's)."""
     from datasets import Dataset
 
     from ..data.readers import json_lines
@@ -121,4 +105,4 @@ def _complete(checkpoint: Path) -> bool:
     return any(checkpoint.rglob("*.safetensors")) or (checkpoint / "pytorch_model.bin").is_file()
 
 
-__all__ = ["check_settings", "last_checkpoint", "read_jsonl", "save_final_model", "write_jsonl"]
+__all__ = ["check_settings", "last_checkpoint", "read_jsonl", "save_final_model"]
