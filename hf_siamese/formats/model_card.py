@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from ..storage import write_text_atomic
 from .local_paths import is_hub_id, looks_like_local_path, scrub_local_paths
 from .model_card_facts import (
     _CARD_FACT_NAMES,
@@ -385,7 +386,7 @@ def write_model_card(model: Any, folder: str | os.PathLike, **card_facts: Any) -
     if not folder.is_dir():
         raise FileNotFoundError(f"write_model_card: folder {str(folder)!r} does not exist; create it or save first.")
     path = folder / "README.md"
-    path.write_text(build_model_card(model, **card_facts), encoding="utf-8")
+    write_text_atomic(path, build_model_card(model, **card_facts))  # a finished folder never holds half a card
     return path
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.digest import TextDigest
-from ..storage import write_rows
+from ..storage import write_rows, write_text_atomic
 from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model
 
 METHODS = ("simcse", "tsdae", "crop", "ict", "title", "gpl")
@@ -242,7 +242,7 @@ def adapt(
         model=student.train(), args=args, train_dataset=rows, processing_class=tokenizer, loss=loss
     )
     result = trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
-    (folder / "train_metrics.json").write_text(json.dumps({**result.metrics, "global_step": result.global_step}))
+    write_text_atomic(folder / "train_metrics.json", json.dumps({**result.metrics, "global_step": result.global_step}))
     origin = f"`hf-siamese adapt --method {method}` on {count} unlabelled texts ({len(rows)} training rows"
     origin += f"; teacher {teacher_name})" if teacher_name else ")"
     show(f"adapt: the adapted bi-encoder -> {save_final_model(trainer, tokenizer, folder, origin)}")

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..data.digest import TextDigest
+from ..storage import write_text_atomic
 from .milvus import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -362,7 +363,7 @@ def build_engine_index(
             model, corpus, folder, overwrite=True, lexical=lexical, lexical_settings=lexical_settings,
             approximate=False, **build_kwargs,
         )  # fmt: skip
-        (folder / "export.json").write_text(json.dumps(_source(corpus, settings)), encoding="utf-8")
+        write_text_atomic(folder / "export.json", json.dumps(_source(corpus, settings)))
     result = export_index(
         kept, location, lexical=engine_lexical if kept.has_lexical else None, dense_index=dense_index,
         dense_params=dense_params, overwrite=overwrite,
