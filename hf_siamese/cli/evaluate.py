@@ -139,6 +139,8 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         by = args.rerank or f"{index.pipeline['reranker']} (the index's pipeline)"
         print(f"reranked by {by}: the first stage's top {metrics['rerank_top']} per query")
         columns.append(("reranked", "rerank_"))
+        if first_stage == "hybrid":
+            columns.append(("RRF of 3", "rerank_rrf3_"))  # the reranker's, dense and lexical orders, no setting
     if reranker is not None and first_stage != "hybrid":
         print(f"{'metric':<14}{'first stage':>12}{'reranked':>10}{'change':>9}   (x100)")
         for name in ("ndcg", "mrr", "recall", "map", "precision"):

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..data.beir import RetrievalDataset
 from .exact import exact_search
-from .hybrid import check_first_stage, choose_dense_weight, fuse
+from .hybrid import check_first_stage, choose_dense_weight, fuse, reciprocal_rank_fusion
 from .lexical import LexicalSettings, build_lexical_index
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
@@ -111,7 +111,9 @@ def evaluate_retrieval(
     reranked numbers are what a deployed two-stage search scores (not a reranker's ceiling on ideal candidates).
     Below the candidates (a k larger than they are) the reranked ranking goes on in the first stage's order. Under
     several processes each reranks every query (the same numbers). `first_stage_weight` fuses the reranker's and the
-    first stage's scores as `rerank.rerank_hits` does (default: the reranker's own weight)."""
+    first stage's scores as `rerank.rerank_hits` does (default: the reranker's own weight). Over a hybrid first stage
+    the three orders (the reranker's, the dense and the lexical lists) fused by reciprocal ranks are reported too,
+    prefixed `rerank_rrf3_`: the setting-free three-score order."""
     from ..metrics import retrieval_metrics
     from .exact import retrieval_metrics_from_embeddings
 
@@ -182,6 +184,15 @@ def evaluate_retrieval(
     two_stage = retrieval_metrics(second, dataset.qrels, ks, percent=percent)
     metrics.update({f"rerank_{name}": value for name, value in two_stage.items() if name != "num_queries"})
     metrics["rerank_top"] = depth
+    if first_stage == "hybrid":  # three scores, setting-free: RRF of the reranker's, the dense and the lexical orders
+        dense, lexical = (rankings(runs[stage][1][:, :depth]) for stage in ("dense", "lexical"))
+        third = {}
+        for q, hits in zip(judged, reranked, strict=True):
+            by_reranker = sorted(hits, key=lambda hit: -hit.get("reranker_score", hit["score"]))
+            fused = reciprocal_rank_fusion([[hit["id"] for hit in by_reranker], dense[q], lexical[q]])
+            third[q] = fused + [doc for doc in first[q] if doc not in set(fused)]
+        three = retrieval_metrics(third, dataset.qrels, ks, percent=percent)
+        metrics.update({f"rerank_rrf3_{name}": value for name, value in three.items() if name != "num_queries"})
     return metrics
 
 

@@ -123,6 +123,19 @@ def fuse(
     return scores, rows
 
 
+def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[Any]], rrf_k: int = RRF_K) -> list[Any]:
+    """Keys of several best-first lists fused by reciprocal ranks (`sum 1 / (rrf_k + rank)` over the lists holding a
+    key), best first; equal scores keep the order of the first list, then of the next. The setting-free fusion of any
+    number of stages (the reranker's, the dense and the lexical orders: `evaluate_retrieval`'s `rerank_rrf3_`)."""
+    score: dict[Any, float] = {}
+    position: dict[Any, list[float]] = {}
+    for number, keys in enumerate(ranked_lists):
+        for rank, key in enumerate(keys, 1):
+            score[key] = score.get(key, 0.0) + 1 / (rrf_k + rank)
+            position.setdefault(key, [float("inf")] * len(ranked_lists))[number] = rank
+    return sorted(score, key=lambda key: (-score[key], position[key]))
+
+
 def choose_dense_weight(
     dense: Ranked,
     lexical: Ranked,

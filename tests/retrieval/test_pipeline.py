@@ -145,3 +145,21 @@ def test_milvus_keeps_the_pipeline_too(files: Path, tmp_path: Path, capsys) -> N
     assert code == 0 and "searches: hybrid first stage" in out, err
     code, out, err = _run(["search", "--index", location, "--query", QUERIES[0], "--top-k", "3"], capsys)
     assert code == 0 and len(re.findall(r"\(first stage: #\d+", out)) == 3, err
+
+
+def test_reciprocal_rank_fusion_of_any_number_of_lists() -> None:
+    from hf_siamese.retrieval.hybrid import reciprocal_rank_fusion
+
+    # a: 1/61 + 1/62; b: 1/62 + 1/61 + 1/61; c: 1/63; d: 1/62 -> b, a, d, c; a tie keeps the first list's order
+    assert reciprocal_rank_fusion([["a", "b", "c"], ["b", "a"], ["b", "d"]]) == ["b", "a", "d", "c"]
+    assert reciprocal_rank_fusion([["x", "y"], ["y", "x"]]) == ["x", "y"]
+    assert reciprocal_rank_fusion([]) == []
+
+
+def test_eval_over_hybrid_reports_the_three_orders_fused(files: Path, capsys) -> None:
+    argv = ["eval", files / "beir", "--model", files / "bi", "--first-stage", "hybrid", "--rerank", files / "ce"]
+    code, out, err = _run([*argv, "--rerank-top", "6"], capsys)
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("metric"))
+    assert header.split()[-2:] == ["3", "(x100)"] and "RRF of 3" in header
+    assert all(len(line.split()) == 6 for line in out.splitlines() if line.startswith("ndcg@"))
