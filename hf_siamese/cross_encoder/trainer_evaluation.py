@@ -54,7 +54,8 @@ class CrossEncoderEvaluationMixin(WholeSetEvaluationMixin):
 
     def reranking_metrics(self, dataset: RerankingDataset) -> dict[str, float]:
         """`evaluate_reranking` of the model being trained (every process computes the same numbers)."""
-        return evaluate_reranking(self.scorer(), dataset, batch_size=self.args.eval_batch_size)
+        shown = not self.args.disable_tqdm and self.is_world_process_zero()  # a dev pass is long: say where it is
+        return evaluate_reranking(self.scorer(), dataset, batch_size=self.args.eval_batch_size, show_progress_bar=shown)
 
     def pair_metrics(self, dataset: Any) -> dict[str, float]:
         """On labelled pair rows (query, document, label): `spearman` and `pearson` for a one-output model with graded
