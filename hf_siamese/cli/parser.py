@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--sentences", metavar="FILE", help="text file, one sentence per line, for --heatmap")
     evaluate.add_argument("--heatmap", metavar="PNG", help="write the similarity matrix of --sentences as a heatmap")
     evaluate.add_argument(
-        "--index", metavar="DIR|URI",
+        "--index", metavar="INDEX",
         help="BEIR folder: run the first stage through this index of its corpus ('hf-siamese index BEIR_DIR -o ...': "
         "a folder, or milvus://... / milvus-lite:...), as users search it; --model defaults to the index's",
     )  # fmt: skip

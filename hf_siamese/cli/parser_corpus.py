@@ -216,7 +216,10 @@ def add_corpus_commands(commands: Any) -> None:
     source = search.add_mutually_exclusive_group(required=True)
     source.add_argument("--corpus", metavar="CORPUS", help=CORPUS_HELP)
     source.add_argument(
-        "--index", metavar="DIR", help="index folder from 'hf-siamese index' (--model defaults to its model)"
+        "--index",
+        metavar="DIR|URI",
+        help="an index from 'hf-siamese index': a folder, or milvus://HOST:PORT/COLLECTION / milvus-lite:FILE.db#NAME "
+        "(--model defaults to its model; a reranker it keeps reranks)",
     )
     search.add_argument("--query", action="append", metavar="TEXT", help="a query (repeatable)")
     search.add_argument("--queries", metavar="FILE", help="text file, one query per line")
