@@ -217,7 +217,7 @@ def add_corpus_commands(commands: Any) -> None:
     source.add_argument("--corpus", metavar="CORPUS", help=CORPUS_HELP)
     source.add_argument(
         "--index",
-        metavar="DIR|URI",
+        metavar="INDEX",
         help="an index from 'hf-siamese index': a folder, or milvus://HOST:PORT/COLLECTION / milvus-lite:FILE.db#NAME "
         "(--model defaults to its model; a reranker it keeps reranks)",
     )
