@@ -235,7 +235,9 @@ def add_corpus_commands(commands: Any) -> None:
         deprecated_alias=True,
     )  # fmt: skip
     add_first_stage_arguments(
-        search, "hybrid where the index has its lexical part and bm25s is installed, else dense (--corpus: dense)"
+        search,
+        "hybrid where the index has its lexical part (bm25s missing: refused, naming the install), else dense "
+        "(--corpus: dense)",
     )
     add_rerank_arguments(search)
     search.add_argument(

@@ -4,13 +4,12 @@ settings of both stages, `pipeline.py`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from typing import Any
 
-from ..storage import exclusive_output, recover_output, replace_folder, write_text_atomic
-from .index_search import INDEX_FILE, VectorIndex, load_index
+from ..storage import exclusive_output, recover_output, replace_folder
+from .index_search import VectorIndex, load_index
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings
 from .pipeline import load_reranker, pipeline_record
 from .rerank import RERANK_TOP
@@ -52,8 +51,7 @@ def _add_lexical(
         builder.close()
     recover_output(target)
     replace_folder(staging, target)
-    info = dict(index.info, lexical=LexicalIndex.record_of(target))
-    write_text_atomic(index.path / INDEX_FILE, json.dumps(info, indent=2) + "\n")
+    index.write_info(dict(index.info, lexical=LexicalIndex.record_of(target)))  # under add_lexical's lock
     return VectorIndex.load(index.path)
 
 

@@ -62,6 +62,22 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> tupl
     return name, None if name == "float32" or (name == "float16" and device.type == "cpu") else compute
 
 
+def require_modules(needed: dict[str, str], purpose: str, install: str) -> None:
+    """Raise `ImportError` unless every module of `needed` (module -> its pip package) imports, naming each package
+    that does not and why (an ImportError need not carry the module's name), then `install`."""
+    failures = []
+    for module, package in needed.items():
+        try:
+            __import__(module)  # the import statement's own hook (tests replace builtins.__import__)
+        except ImportError as error:
+            if getattr(error, "name", None) == module:
+                failures.append(f"{package} is missing")
+            else:
+                failures.append(f"{package} does not import: {str(error).strip() or type(error).__name__}")
+    if failures:
+        raise ImportError(f"{purpose} ({'; '.join(failures)}): {install}")
+
+
 def faiss_available() -> bool:
     try:
         import faiss  # noqa: F401

@@ -146,13 +146,19 @@ class VectorIndex(SearchIndex):
         return exact_search(queries, self.embeddings, k, similarity=self.similarity, unit_corpus=self._unit)
 
     def save_info(self, info: dict[str, Any]) -> None:
-        """index.json replaced whole (and the folder's README.md card), under the index's lock."""
-        from ..storage import exclusive_output, write_text_atomic
-        from .pipeline import folder_card
+        """`write_info` under the index's lock (one change of an index at a time)."""
+        from ..storage import exclusive_output
 
         with exclusive_output(self.path, "a change of this index"):
-            write_text_atomic(self.path / INDEX_FILE, json.dumps(info, indent=2) + "\n")
-            write_text_atomic(self.path / "README.md", folder_card(self.path, info))
+            self.write_info(info)
+
+    def write_info(self, info: dict[str, Any]) -> None:
+        """index.json replaced whole, and the folder's README.md card with it; the caller holds the lock."""
+        from ..storage import write_text_atomic
+        from .pipeline import folder_card
+
+        write_text_atomic(self.path / INDEX_FILE, json.dumps(info, indent=2) + "\n")
+        write_text_atomic(self.path / "README.md", folder_card(self.path, info))
         self.info = info
 
     def rows_of(self, rows: list[int]) -> dict[int, tuple[Any, str]]:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .exact import top_k
+from .index_parts import require_modules
 
 LEXICAL_DIR = "lexical"
 SETTINGS_FILE = "lexical.json"
@@ -41,25 +42,9 @@ _STOPWORD_LANGUAGES = (
 
 def require_lexical(stemmer: bool = True) -> None:
     """Raise `ImportError` naming the install command unless bm25s (and, for stemming, PyStemmer) import; the message
-    names each package that does not, and why (an ImportError need not carry the module's name)."""
+    names each package that does not, and why."""
     needed = {"bm25s": "bm25s", "Stemmer": "PyStemmer"} if stemmer else {"bm25s": "bm25s"}
-    failures = []
-    for module, package in needed.items():
-        try:
-            __import__(module)  # the import statement's own hook (tests replace builtins.__import__)
-        except ImportError as error:
-            failures.append(_import_failure(package, module, error))
-    if failures:
-        raise ImportError(f"lexical and hybrid search need bm25s and PyStemmer ({'; '.join(failures)}): {INSTALL}")
-
-
-def _import_failure(package: str, module: str, error: ImportError) -> str:
-    """What went wrong importing `module` (of the pip package `package`), from the error's name and text when it has
-    them."""
-    if getattr(error, "name", None) == module:
-        return f"{package} is missing"
-    reason = str(error).strip() or type(error).__name__
-    return f"{package} does not import: {reason}"
+    require_modules(needed, "lexical and hybrid search need bm25s and PyStemmer", INSTALL)
 
 
 @dataclass(frozen=True)
@@ -165,12 +150,11 @@ class LexicalBuilder:
         paths = {name: self.folder / f"{name}.part" for name in _PARTS}
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int32)
         vocab_size = len(self.vocabulary) + 1  # the last id is bm25s's empty token "" (queries with no known term)
-        k1, b = self.settings.k1, self.settings.b
         pairs = paths["terms"].stat().st_size // 4
         df = np.zeros(vocab_size, dtype=np.int64)
         for start in range(0, pairs, CHUNK):
             df += np.bincount(_read_part(paths["terms"], start), minlength=vocab_size)
-        idf = np.log(1 + (self.documents - df + 0.5) / (df + 0.5))
+        idf = lucene_idf(self.documents, df)
         mean_length = max(float(lengths.mean()) if len(lengths) else 0.0, 1e-9)
         indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
         # bucket j holds the terms bounds[j] .. bounds[j + 1] - 1
@@ -199,8 +183,7 @@ class LexicalBuilder:
             path.unlink()
             triples = triples[np.argsort(triples[:, 1], kind="stable")]
             docs, terms, tf = triples[:, 0], triples[:, 1], triples[:, 2].astype(np.float64)
-            norm = k1 * ((1 - b) + b * lengths[docs] / mean_length)
-            (idf[terms] * tf / (norm + tf)).astype(np.float32).tofile(data)
+            lucene_weights(tf, lengths[docs], mean_length, idf[terms], self.settings).tofile(data)
             docs.tofile(indices)
         data.close()
         indices.close()
@@ -208,11 +191,15 @@ class LexicalBuilder:
         vocabulary = dict(self.vocabulary, **{"": vocab_size - 1})
         (self.folder / "vocab.index.json").write_text(json.dumps(vocabulary, ensure_ascii=False), encoding="utf-8")
         params = {
-            "k1": k1, "b": b, "delta": 0.5, "method": "lucene", "idf_method": "lucene", "dtype": "float32",
-            "int_dtype": "int32", "num_docs": self.documents, "version": _bm25s_version(), "backend": "numpy",
+            "k1": self.settings.k1, "b": self.settings.b, "delta": 0.5, "method": "lucene", "idf_method": "lucene",
+            "dtype": "float32", "int_dtype": "int32", "num_docs": self.documents, "version": _bm25s_version(),
+            "backend": "numpy",
         }  # fmt: skip
         (self.folder / "params.index.json").write_text(json.dumps(params, indent=1), encoding="utf-8")
-        record = {"settings": asdict(self.settings), "count": self.documents, "terms": len(self.vocabulary)}
+        record = {
+            "settings": asdict(self.settings), "count": self.documents, "terms": len(self.vocabulary),
+            "mean_length": mean_length,
+        }  # fmt: skip
         (self.folder / SETTINGS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         for name in _PARTS:
             (self.folder / f"{name}.part").unlink()
@@ -220,6 +207,20 @@ class LexicalBuilder:
     def close(self) -> None:
         for handle in self.files.values():
             handle.close()
+
+
+def lucene_idf(documents: int, df: np.ndarray) -> np.ndarray:
+    """bm25s's Lucene IDF of terms found in `df` of `documents` documents."""
+    df = np.asarray(df, dtype=np.float64)
+    return np.log(1 + (documents - df + 0.5) / (df + 0.5))
+
+
+def lucene_weights(tf: Any, length: Any, mean_length: float, idf: Any, settings: LexicalSettings) -> np.ndarray:
+    """A document's BM25 weight of a term (float32): `idf * tf / (tf + k1 * (1 - b + b * length / mean_length))`,
+    the one formula of the score matrix and of the weights an engine stores (`milvus_export`)."""
+    tf = np.asarray(tf, dtype=np.float64)
+    norm = settings.k1 * ((1 - settings.b) + settings.b * np.asarray(length, dtype=np.float64) / mean_length)
+    return (np.asarray(idf) * tf / (norm + tf)).astype(np.float32)
 
 
 def _read_part(path: Path, start: int) -> np.ndarray:

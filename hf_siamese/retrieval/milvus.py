@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .index_parts import require_modules
 from .store import SearchIndex
 
 INSTALL = "pip install 'hf-siamese[milvus]'"
@@ -50,13 +51,8 @@ METRICS = {"cosine": "COSINE", "dot": "IP", "euclidean": "L2"}
 
 def require_milvus(lite: bool = False) -> None:
     """Raise `ImportError` naming the install command unless pymilvus (and, for Lite, milvus-lite) import."""
-    needed = ("pymilvus", "milvus_lite") if lite else ("pymilvus",)
-    for module in needed:
-        try:
-            __import__(module)
-        except ImportError as error:
-            reason = "is missing" if getattr(error, "name", None) == module else f"does not import: {error}"
-            raise ImportError(f"Milvus indexes need pymilvus and milvus-lite ({module} {reason}): {INSTALL}") from None
+    needed = {"pymilvus": "pymilvus", "milvus_lite": "milvus-lite"} if lite else {"pymilvus": "pymilvus"}
+    require_modules(needed, "Milvus indexes need pymilvus and milvus-lite", INSTALL)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..data.digest import TextDigest
 from ..storage import write_text_atomic
+from .lexical import lucene_idf, lucene_weights
 from .milvus import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -252,17 +254,15 @@ class _Uploader:
 
 
 class _DocumentWeights:
-    """Each document's BM25 weights (bm25s's Lucene formula over the folder index's corpus statistics) as a sparse
+    """Each document's BM25 weights (`lexical.lucene_weights` over the folder index's corpus statistics) as a sparse
     vector keyed by `term_key`: a query's term counts then score exactly as the folder's lexical search."""
 
     def __init__(self, index: Any) -> None:
         lexical = index.lexical
         self.tokenize, self.settings = lexical.tokenize, lexical.settings
         self.vocabulary = lexical.retriever.vocab_dict
-        indptr = np.asarray(lexical.retriever.scores["indptr"])
-        documents = len(lexical)
-        df = np.diff(indptr).astype(np.float64)
-        self.idf = np.log(1 + (documents - df + 0.5) / (df + 0.5))
+        self.idf = lucene_idf(len(lexical), np.diff(np.asarray(lexical.retriever.scores["indptr"])))
+        # recorded by the build since this version; an older lexical part is read once more for it
         self.mean_length = lexical.record.get("mean_length") or self._mean_length(index)
 
     def _mean_length(self, index: Any) -> float:
@@ -272,18 +272,17 @@ class _DocumentWeights:
         return max(total / max(len(index), 1), 1e-9)
 
     def __call__(self, texts: list[str]) -> list[dict[int, float]]:
-        k1, b = self.settings.k1, self.settings.b
         vectors = []
         for terms in self.tokenize(list(texts)):
-            norm = k1 * ((1 - b) + b * len(terms) / self.mean_length)
-            counts: dict[str, int] = {}
-            for term in terms:
-                counts[term] = counts.get(term, 0) + 1
+            counts = Counter(terms)
+            weights = lucene_weights(
+                list(counts.values()), len(terms), self.mean_length,
+                self.idf[[self.vocabulary[term] for term in counts]], self.settings,
+            )  # fmt: skip
             vector: dict[int, float] = {}
-            for term, tf in counts.items():
-                weight = np.float32(self.idf[self.vocabulary[term]] * tf / (norm + tf))
+            for term, weight in zip(counts, weights.tolist(), strict=True):
                 key = term_key(term)
-                vector[key] = float(vector.get(key, 0.0) + weight)
+                vector[key] = vector.get(key, 0.0) + weight
             vectors.append({key: weight for key, weight in vector.items() if weight > 0} or {NO_TERM_KEY: 1.0})
         return vectors
 
@@ -350,7 +349,7 @@ def build_engine_index(
         analyzer_of(lexical_settings or LexicalSettings())  # what Milvus's analyzer cannot do: refused before work
     from .index_search import VectorIndex
 
-    MilvusLocation.parse(location).connect()  # an unreachable engine fails before any embedding
+    MilvusLocation.parse(location).connect().close()  # an unreachable engine fails before any embedding
     folder = Path(work_dir) if work_dir is not None else work_folder(location)
     kept = None
     settings = {**build_kwargs, "lexical": lexical, "lexical_settings": lexical_settings}
