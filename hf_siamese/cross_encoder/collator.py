@@ -144,7 +144,8 @@ class CrossEncoderCollator:
       (n = the numbers per row, e.g. `1 + k` teacher scores or `k` margins); lists `(batch, max_docs)` float32;
     - `group_size` (tuples): `1 + k`, an int;
     - `documents_mask` (lists): `(batch, max_docs)` bool, True where the row has a document
-      (lists may differ in length).
+      (lists may differ in length);
+    - `text_lengths` (right padding): each pair's real tokens, a list of ints (the packed route's layout, forward.py).
 
     Args:
         tokenizer: the cross-encoder's tokenizer.
@@ -243,6 +244,8 @@ class CrossEncoderCollator:
                 tokens.features(), padding="longest", pad_to_multiple_of=self.pad_to_multiple_of, return_tensors="pt"
             )
         )
+        if getattr(self.tokenizer, "padding_side", "right") == "right":  # pairs' real tokens, known on the host
+            batch["text_lengths"] = [len(ids) for ids in tokens.input_ids]
         if read.labels is not None:
             batch["labels"] = read.labels
         if read.group_size is not None:

@@ -12,7 +12,6 @@ head in float32 so that scores keep their order (bfloat16 logits tie, sentence-t
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import logging
@@ -31,6 +30,7 @@ from ..modeling.devices import resolve_device
 from ..modeling.encoding import cached_low_precision_copy, cpu_dtype, native_low_precision
 from ..modeling.weight_files import naming_damaged_weights
 from ..storage import replace_folder, staging_folder
+from .forward import pair_logits
 from .scoring import ACTIVATIONS, checked_pairs, chosen_activation, rank_documents, score_pairs, shaped
 from .scoring import activation_name as _activation_name
 from .scoring import recorded_activation as _recorded_activation
@@ -38,10 +38,6 @@ from .source import encoder_folder, is_ours, model_kind
 
 logger = logging.getLogger(__name__)
 
-# Heads run in float32 over the low-precision states: BERT's (pooler in the base model, then a linear classifier) and
-# RoBERTa / ELECTRA's (a classifier module that reads the sequence's first state).
-POOLER_HEADS = frozenset({"bert"})
-SEQUENCE_HEADS = frozenset({"roberta", "xlm-roberta", "camembert", "electra"})
 ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
 
 
@@ -54,6 +50,9 @@ class CrossEncoder:
         max_length: tokens per pair (query and document together); defaults to the tokenizer's limit, at most 512.
         activation: `"sigmoid"` (the default for one output: scores in (0, 1)) or `"identity"` (raw logits; the
             default for several outputs).
+
+    `packing` (attribute, default True): score pairs end to end without padding where that is exact (BERT-family
+    encoders, forward.py); False runs padded batches.
     """
 
     def __init__(self, model: Any, tokenizer: Any, max_length: int | None = None, activation: str | None = None):
@@ -64,6 +63,7 @@ class CrossEncoder:
         limit = getattr(tokenizer, "model_max_length", 512)
         self.max_length = int(max_length or min(limit if isinstance(limit, int) and limit < 100_000 else 512, 512))
         self.activation = _activation_name(activation, self.num_labels)
+        self.packing = True  # pairs run packed where that is exact (forward.py); False: padded batches
 
     # ------------------------------------------------------------------------------------------------ loading
 
@@ -274,14 +274,14 @@ class CrossEncoder:
             self.to(device)
         device = self.device
         run_dtype = self._run_dtype(dtype, device)
-        runner = self.model
+        runner = None  # the float32 model; or a low-precision copy of it under its float32 classifier head
         if rows and run_dtype not in (None, torch.float32):
             runner = cached_low_precision_copy(self.model, run_dtype)
-        head = self.model  # float32 weights of the classifier head
 
-        def logits_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        def logits_of(batch: dict[str, Any]) -> torch.Tensor:
+            moved = {key: value.to(device) if torch.is_tensor(value) else value for key, value in batch.items()}
             with torch.no_grad():
-                return _logits(runner, head, {key: value.to(device) for key, value in batch.items()})
+                return pair_logits(self.model, moved, packing=self.packing, runner=runner)
 
         workers = torch.get_num_threads() if device.type == "cpu" else 1
         was_training = self.model.training
@@ -329,24 +329,3 @@ def _from_our_bi_encoder(source: str, labels: dict[str, Any]) -> Any:
             f"unexpected {unexpected[:5]}"
         )
     return model
-
-
-def _logits(runner: Any, head: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """`(batch, num_labels)` logits of `runner` (the model, or its low-precision copy) with the classifier head of
-    `head` (the float32 model) run in float32 on the final states: BERT-style heads (pooler in the base model, a
-    linear classifier) and RoBERTa/ELECTRA-style heads (a classifier module over the sequence). Other architectures
-    run whole."""
-    model_type = getattr(head.config, "model_type", None)
-    if runner is head or model_type not in POOLER_HEADS | SEQUENCE_HEADS:
-        return runner(**batch).logits
-    base = getattr(runner, runner.base_model_prefix, None)
-    classifier = getattr(head, "classifier", None)
-    if base is None or classifier is None:
-        return runner(**batch).logits
-    states = base(**batch).last_hidden_state
-    pooler = getattr(base, "pooler", None)
-    autocast_off = torch.autocast(device_type=states.device.type, enabled=False)
-    with autocast_off if states.device.type in ("cpu", "cuda") else contextlib.nullcontext():
-        if model_type in POOLER_HEADS:  # dropout (a no-op in eval) then a linear layer over the pooled CLS state
-            return classifier((pooler(states) if pooler is not None else states[:, 0]).float())
-        return classifier(states.float())

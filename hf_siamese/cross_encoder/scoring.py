@@ -103,8 +103,10 @@ def score_pairs(
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
     def score(index: np.ndarray) -> torch.Tensor:
-        batch = tokenizer.pad(tokens.features(index.tolist()), return_tensors="pt")
-        return logits_of(dict(batch)).float()
+        batch = dict(tokenizer.pad(tokens.features(index.tolist()), return_tensors="pt"))
+        if getattr(tokenizer, "padding_side", "right") == "right":
+            batch["text_lengths"] = lengths[index].tolist()  # host ints: packing reads nothing back
+        return logits_of(batch).float()
 
     progress = None
     if show_progress_bar:

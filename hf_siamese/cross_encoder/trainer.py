@@ -13,12 +13,18 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
-from ..modeling.packing import encoder_mask, packed_route
 from ..training.streaming import first_rows, is_stream
 from ..training.throughput import ThroughputLogMixin
-from ..training.trainer_setup import HostFreeStepMixin, copy_pad_token, start_trainer, text_column_args
-from .collator import MODEL_INPUTS, CrossEncoderCollator
+from ..training.trainer_setup import (
+    HostFreeStepMixin,
+    copy_pad_token,
+    packed_attention,
+    start_trainer,
+    text_column_args,
+)
+from .collator import CrossEncoderCollator
 from .evaluation import RerankingDataset
+from .forward import base_model, packs, pair_logits
 from .losses import (
     LISTS,
     LOSSES,
@@ -124,6 +130,9 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         start_trainer(
             self, super().__init__, model, args, data_collator, train_dataset, eval_dataset, processing_class, kwargs
         )
+        self.packing = packs(model)  # pairs train packed where exact (forward.py); set False to train padded
+        if self.packing:
+            packed_attention(self, base_model(model))
 
     @staticmethod
     def _resolve_loss(
@@ -163,20 +172,14 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         return_outputs: bool = False,
         num_items_in_batch: int | torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, Any]:
-        """Score the batch's pairs and apply `self.loss` to the logits `(num_pairs, num_labels)` with the collator's
-        `labels`, `group_size` and `documents_mask`. `num_items_in_batch` is unused: every loss averages itself."""
-        model_inputs = {key: inputs[key] for key in MODEL_INPUTS if key in inputs}
-        mask = model_inputs.get("attention_mask")
-        unwrapped = self.accelerator.unwrap_model(model)
-        if mask is not None and mask.dim() == 2 and packed_route(unwrapped) == "block_mask":
-            # A 4-D mask goes to attention as it is; from a 2-D one transformers asks the device whether anything is
-            # padded (a read-back every step).
-            model_inputs["attention_mask"] = encoder_mask(mask[:, None, None, :].bool(), unwrapped)
-        outputs = model(**model_inputs)
+        """Score the batch's pairs (packed where exact, forward.py; `self.packing`) and apply `self.loss` to the logits
+        `(num_pairs, num_labels)` with the collator's `labels`, `group_size` and `documents_mask`.
+        `num_items_in_batch` is unused: every loss averages itself."""
+        logits = pair_logits(model, inputs, packing=self.packing)
         loss = self.loss(
-            outputs.logits, inputs.get("labels"), group_size=inputs.get("group_size"), mask=inputs.get("documents_mask")
+            logits, inputs.get("labels"), group_size=inputs.get("group_size"), mask=inputs.get("documents_mask")
         )
-        return (loss, outputs) if return_outputs else loss
+        return (loss, logits) if return_outputs else loss
 
     def prediction_step(
         self, model: torch.nn.Module, inputs: dict[str, Any], prediction_loss_only: bool, ignore_keys: Any = None
@@ -185,10 +188,10 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         `documents_mask`) go to the loss, not to the model, as in training."""
         inputs = self._prepare_inputs(inputs)
         with torch.no_grad():
-            loss, outputs = self.compute_loss(model, inputs, return_outputs=True)
+            loss, logits = self.compute_loss(model, inputs, return_outputs=True)
         if prediction_loss_only:
             return loss.detach(), None, None
-        return loss.detach(), outputs.logits.detach(), inputs.get("labels")
+        return loss.detach(), logits.detach(), inputs.get("labels")
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
         """The Trainer's optimizer, with the head's parameters in groups of their own at `head_learning_rate`."""

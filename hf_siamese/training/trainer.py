@@ -14,15 +14,14 @@ from transformers import Trainer, TrainingArguments
 from ..data.beir import RetrievalDataset
 from ..data.columns import detect_layout
 from ..losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
-from ..modeling import encoding, packing
-from ..modeling.attention_kernels import attention_dropout_off, training_attention
+from ..modeling import encoding
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
 from .throughput import ThroughputLogMixin
 from .trainer_data import SiameseDataMixin, default_loss
 from .trainer_evaluation import SiameseEvaluationMixin
-from .trainer_setup import HostFreeStepMixin, copy_pad_token, start_trainer, text_column_args
+from .trainer_setup import HostFreeStepMixin, copy_pad_token, packed_attention, start_trainer, text_column_args
 
 # Rows of a streamed train_dataset checked before training (later rows are checked as batches are built).
 STREAM_CHECK_ROWS = 1000
@@ -173,17 +172,8 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
                 launched,
             )
         self.check_parallel_setup()
-        low_precision = bool(self.args.bf16 or self.args.fp16)
-        kernel = training_attention(model.encoder, self.args.device.type, low_precision) if model.packing else None
-        if kernel is not None:
-            model.encoder.config._attn_implementation = kernel
-            logger.info("SiameseTrainer: packed batches run attn_implementation=%r on CUDA.", kernel)
-        if getattr(model, "packing", False) and attention_dropout_off(model.encoder):
-            logger.warning(
-                "SiameseTrainer: attention dropout set to 0: the %s kernel of packed rows has none (hidden dropout "
-                "stays).",
-                packing.attention_implementation(model.encoder),
-            )
+        if getattr(model, "packing", False):
+            packed_attention(self, model.encoder)
         for flag, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
             if getattr(self.args, flag) and self.args.device.type == "cpu" and not encoding.native_low_precision(dtype):
                 logger.warning(

@@ -11,7 +11,9 @@ from typing import Any
 import torch
 from transformers import TrainingArguments
 
+from ..modeling.attention_kernels import attention_dropout_off, training_attention
 from ..modeling.compilation import compile_layers, take_compile_option
+from ..modeling.packing import attention_implementation
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +72,24 @@ def start_trainer(
     if compile_settings is not None:
         count = compile_layers(getattr(model, "encoder", model), **compile_settings)
         logger.info("torch_compile: %d encoder layers compiled with dynamic shapes (%s).", count, compile_settings)
+
+
+def packed_attention(trainer: Any, encoder: torch.nn.Module) -> None:
+    """Set up `encoder` (which trains packed) for its packed route: on CUDA in bf16/fp16 an SDPA encoder takes the
+    varlen kernel (`training_attention`), and attention dropout goes to 0 where the route's kernel has none (a warning
+    says so; hidden dropout stays). Both trainers call this once, after the Trainer has its device."""
+    name = type(trainer).__name__
+    low_precision = bool(trainer.args.bf16 or trainer.args.fp16)
+    kernel = training_attention(encoder, trainer.args.device.type, low_precision)
+    if kernel is not None:
+        encoder.config._attn_implementation = kernel
+        logger.info("%s: packed batches run attn_implementation=%r on CUDA.", name, kernel)
+    if attention_dropout_off(encoder):
+        logger.warning(
+            "%s: attention dropout set to 0: the %s kernel of packed rows has none (hidden dropout stays).",
+            name,
+            attention_implementation(encoder),
+        )
 
 
 class HostFreeStepMixin:

@@ -19,7 +19,8 @@ def test_pairs_with_float_labels(tiny_tokenizer):
         {"query": "the dog", "document": "the stock market fell today", "label": 0.25},
     ]
     batch = CrossEncoderCollator(tiny_tokenizer)(rows)
-    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels"}
+    assert set(batch) == {"input_ids", "attention_mask", "token_type_ids", "labels", "text_lengths"}
+    assert batch["text_lengths"] == batch["attention_mask"].sum(dim=1).tolist()
     assert batch["input_ids"].shape[0] == 2 and batch["input_ids"].shape == batch["token_type_ids"].shape
     assert batch["labels"].dtype == torch.float32 and batch["labels"].tolist() == [1.0, 0.25]
     assert decoded(tiny_tokenizer, batch, 0) == "[CLS] a man plays guitar [SEP] someone plays music [SEP]"
