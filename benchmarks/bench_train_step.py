@@ -10,9 +10,12 @@ rate and batch for both libraries. Measured after `--warmup` steps, over `--step
   the 10 steps before the timed ones;
 - peak GPU memory;
 - with `--phases`: a second process per (run, library) that synchronizes between phases and reports ms a step for
-  data wait, forward + loss, backward, optimizer (clip + step + zero) and the rest of the loop.
+  data wait, forward + loss, backward, optimizer (clip + step + zero) and the rest of the loop;
+- with `--profile`: a third process per (run, library) under torch.profiler: ms a step by kind (matrix products,
+  attention, normalization, dropout, casts, embedding gradient, other elementwise, loss, optimizer, host gaps),
+  step_profile.py.
 
-    python benchmarks/bench_train_step.py [--runs nli,scifact,...] [--device cuda|cpu] [--phases]
+    python benchmarks/bench_train_step.py [--runs nli,scifact,...] [--device cuda|cpu] [--phases] [--profile]
         [--data DIR] [--tokenizer DIR] [--steps 60] [--warmup 20] [--json OUT]
 
 `--data`: a folder with nli_triplets.tsv, sts-train.csv and scifact_corpus.jsonl (default: ../shared/data's files).
@@ -26,12 +29,15 @@ import csv
 import json
 import os
 import platform
+import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from step_profile import print_profiles, summarize
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[1] / "shared" / "data"
@@ -108,7 +114,10 @@ def read_rows(kind: str, data: Path, limit: int) -> dict[str, list]:
         return {"query": anchors, "docs": docs, "labels": [[1.0, 0.0, 0.0, 0.0]] * n}
     if kind == "stsb":
         with open(data / "sts-train.csv", encoding="utf-8") as handle:
-            rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[:limit]
+            rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+        # The file is sorted by genre (captions first, all short): training draws from all of it, so do we.
+        random.Random(42).shuffle(rows)
+        rows = rows[:limit]
         return {
             "sentence1": [r[5] for r in rows],
             "sentence2": [r[6] for r in rows],
@@ -236,6 +245,12 @@ def instrument(trainer: Any, timer: Timer, spec: dict[str, Any]) -> dict[str, An
                 state["catch"] = warnings.catch_warnings(record=True)
                 state["caught"] = state["catch"].__enter__()
                 warnings.simplefilter("always")
+            if st.global_step == warmup and spec.get("profile"):
+                from torch.profiler import ProfilerActivity, profile
+
+                activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+                state["profiler"] = profile(activities=activities)
+                state["profiler"].__enter__()
             if st.global_step == warmup:
                 if cuda:
                     torch.cuda.set_sync_debug_mode(0)
@@ -262,6 +277,9 @@ def instrument(trainer: Any, timer: Timer, spec: dict[str, Any]) -> dict[str, An
                     torch.cuda.synchronize()
                 state["seconds"] = time.perf_counter() - state["start"]
                 timer.counting = False
+                if "profiler" in state:
+                    state["profiler"].__exit__(None, None, None)
+                    state["profile"] = summarize(state["profiler"], state["seconds"], steps, cuda)
                 control.should_training_stop = True
 
     trainer.add_callback(Clock())
@@ -362,6 +380,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"rows_per_s": steps * rows_per_step / seconds}
     result["phases_ms"] = {k: 1000 * v / steps for k, v in timer.totals.items()}
     result["host_syncs_per_step"] = state["syncs"]
+    if "profile" in state:
+        result["profile"] = state["profile"]
     result["sync_examples"] = state.get("sync_examples")
     if spec["device"] == "cuda":
         result["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
@@ -426,6 +446,9 @@ def main() -> None:
         help="the order of the processes of each run: ours, st, ours+compile (ours with torch_compile=True)",
     )
     parser.add_argument("--phases", action="store_true", help="also one phase-timing process per (run, library)")
+    parser.add_argument(
+        "--profile", action="store_true", help="also one torch.profiler process per (run, library): time by kind"
+    )
     parser.add_argument("--attn", default="sdpa", help="hf-siamese's attn_implementation (sdpa, varlen_attn, ...)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100/H200 SXM: 989)")
     parser.add_argument("--timeout", type=float, default=300)
@@ -459,11 +482,13 @@ def main() -> None:
             result = run_child({**base, "library": library, "phases": False}, args.timeout)
             results.append(result)
             print(json.dumps(result), flush=True)
-        if args.phases:
+        extra = [("phases", True)] if args.phases else []
+        extra += [("profile", True)] if args.profile else []
+        for key, value in extra:
             for library in ("ours", "st"):
-                result = run_child({**base, "library": library, "phases": True}, args.timeout)
+                result = run_child({**base, "library": library, "phases": False, key: value}, args.timeout)
                 results.append(result)
-                print(json.dumps(result), flush=True)
+                print(json.dumps({k: v for k, v in result.items() if k != "profile"}), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print_table(results, device)
@@ -475,7 +500,7 @@ def print_table(results: list[dict[str, Any]], device: str) -> None:
     print("|---|---|---|---|---|---|---|")
     by_run: dict[str, dict[str, list]] = {}
     for r in results:
-        if r.get("phases"):
+        if r.get("phases") or r.get("profile"):
             continue
         by_run.setdefault(r["run"], {}).setdefault(r["library"], []).append(r)
     for run, libraries in by_run.items():
@@ -505,6 +530,7 @@ def print_table(results: list[dict[str, Any]], device: str) -> None:
         for r in phases:
             cells = " | ".join(f"{r['phases_ms'].get(p, 0):.1f}" for p in PHASES)
             print(f"| {r['run']} | {r['library']} | {cells} |")
+    print_profiles(results)
 
 
 PHASES = ("data wait", "forward + loss", "backward", "optimizer, scheduler, zero_grad", "step (whole)")

@@ -14,6 +14,7 @@ Encoders packing is not exact for (rotary or relative positions, other heads) ru
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,9 +62,13 @@ def packs(model: torch.nn.Module) -> bool:
 @contextlib.contextmanager
 def first_states_at(reader: torch.nn.Module, index: torch.Tensor) -> Iterator[None]:
     """While inside, `reader` sees `(pairs, 1, hidden)`: the packed states at the flat positions `index` (each pair's
-    first token), in place of the packed rows."""
+    first token), in place of the packed rows. Only in the calling thread: `predict` scores batches in several
+    threads through one model, each with its own hook."""
+    owner = threading.get_ident()
 
-    def gather(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    def gather(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        if threading.get_ident() != owner:
+            return None
         states = args[0]
         return (states.reshape(-1, states.shape[-1])[index][:, None], *args[1:])
 

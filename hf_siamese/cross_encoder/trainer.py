@@ -130,7 +130,9 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         start_trainer(
             self, super().__init__, model, args, data_collator, train_dataset, eval_dataset, processing_class, kwargs
         )
-        self.packing = packs(model)  # pairs train packed where exact (forward.py); set False to train padded
+        # Pairs train packed where exact (forward.py); set False to train padded. DataParallel splits a batch after
+        # the layout is made, so it trains padded.
+        self.packing = packs(model) and self.args.n_gpu <= 1
         if self.packing:
             packed_attention(self, base_model(model))
 

@@ -15,7 +15,7 @@ from transformers import AutoModelForSequenceClassification, DistilBertConfig, T
 
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.cross_encoder.collator import CrossEncoderCollator
-from hf_siamese.cross_encoder.forward import first_state_reader, pair_logits, packs
+from hf_siamese.cross_encoder.forward import first_state_reader, packs, pair_logits
 from hf_siamese.cross_encoder.trainer import CrossEncoderTrainer
 
 
@@ -79,12 +79,18 @@ def test_left_padding_and_other_heads_run_padded(tiny_tokenizer) -> None:
     assert not packs(AutoModelForSequenceClassification.from_config(config))
 
 
-def test_predict_packs_and_scores_like_the_padded_route(tiny_tokenizer) -> None:
+@pytest.mark.parametrize("batch_size", [4, 1])
+def test_predict_packs_and_scores_like_the_padded_route(tiny_tokenizer, batch_size) -> None:
     scorer = CrossEncoder(tiny_classifier("bert"), tiny_tokenizer, max_length=48)
-    pairs = list(SCORED_PAIRS)
-    packed = scorer.predict(pairs, batch_size=4, dtype=None)
-    scorer.packing = False
-    padded = scorer.predict(pairs, batch_size=4, dtype=None)
+    pairs = list(SCORED_PAIRS) + [(d, q) for q, d in SCORED_PAIRS]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # predict scores two batches at a time in two threads through one model
+    try:
+        packed = scorer.predict(pairs, batch_size=batch_size, dtype=None)
+        scorer.packing = False
+        padded = scorer.predict(pairs, batch_size=batch_size, dtype=None)
+    finally:
+        torch.set_num_threads(threads)
     torch.testing.assert_close(torch.as_tensor(packed), torch.as_tensor(padded), atol=1e-6, rtol=1e-5)
 
 
