@@ -10,7 +10,8 @@ Three row shapes, found from the column names (and, for a document column holdin
 - lists: `query`, `documents` (or `docs`, `passages`, `candidates`): list[str], `scores` (or `labels`, `label`):
   list[float]: labels `(batch, max_docs)` float32, 0 where padded.
 
-Every text goes through `tokenize_pairs` (the document is cut, not the query), then `tokenizer.pad`.
+Every text goes through `tokenize_pairs` (the document is cut, not the query), then `tokenizer.pad`; rows of a train set
+tokenized before training (`tokenize_pair_rows`) bring their token ids, and are only padded.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..data.columns import LABEL_COLUMNS, PAIR_LAYOUTS
 from ..training.collator import SiamesePairCollator, _tokenizer_limit
 from ..training.streaming import stream_row_names
 from .losses import LISTS, PAIRS, TUPLES
-from .tokenization import tokenize_pairs
+from .tokenization import PAIR_PREFIX, PAIR_TOKENS, PAIR_TYPES, TokenizedPairs, tokenize_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -232,10 +233,31 @@ class CrossEncoderCollator:
             raise ValueError(f"{names[index]}: label column {column!r} is missing (None); every pair needs a label.")
         return SiamesePairCollator.labels_to_tensor(self, labels, column, lambda i: names[i])  # type: ignore[arg-type]
 
+    def token_limit(self) -> int:
+        """Tokens per pair: `max_length`, else the tokenizer's limit (512 without one)."""
+        return self.max_length or _tokenizer_limit(self.tokenizer)
+
+    def pairs_per_row(self, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """How many pairs each row makes (1 for pairs, 1 + negatives for tuples, its documents for lists)."""
+        layout = self.layout(list(rows[0].keys()), rows[0])
+        if layout.shape == PAIRS:
+            return [1] * len(rows)
+        if layout.shape == TUPLES:
+            return [len(layout.documents)] * len(rows)
+        return [len(row[layout.documents[0]]) for row in rows]
+
     def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        read = self.read_rows(rows)
-        max_length = self.max_length or _tokenizer_limit(self.tokenizer)
-        tokens = tokenize_pairs(self.tokenizer, read.queries, read.documents, max_length, warn=not self._warned)
+        if rows and PAIR_TOKENS in rows[0]:  # tokenized before training (tokenization.tokenize_pair_rows)
+            tokens = TokenizedPairs(
+                [ids for row in rows for ids in row[PAIR_TOKENS]],
+                [types for row in rows for types in row[PAIR_TYPES]] if PAIR_TYPES in rows[0] else None,
+                0,
+                0,
+            )
+            read = self.read_rows([{k: v for k, v in row.items() if not k.startswith(PAIR_PREFIX)} for row in rows])
+        else:
+            read = self.read_rows(rows)
+            tokens = tokenize_pairs(self.tokenizer, read.queries, read.documents, self.token_limit(), not self._warned)
         if tokens.documents_cut:
             self._warned = True
             self.documents_cut += tokens.documents_cut

@@ -7,6 +7,7 @@ both cut (`"longest_first"`: the longer one first), since a reranker that never 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,10 @@ logger = logging.getLogger(__name__)
 
 # Document tokens a pair keeps at least; a longer query is cut to make room for them.
 MIN_DOCUMENT_TOKENS = 32
+# Columns a pretokenized train set gains: per row, the token ids (and token types) of each of its pairs.
+PAIR_PREFIX = "__hf_siamese_pair_"
+PAIR_TOKENS = PAIR_PREFIX + "input_ids"
+PAIR_TYPES = PAIR_PREFIX + "token_type_ids"
 
 
 @dataclass
@@ -101,3 +106,48 @@ def _cut_rows(encoded: Any, tokenizer: Any, queries: list[str], documents: list[
         truncation=False,
     )["input_ids"]
     return sum(1 for ids in full if len(ids) > max_length)
+
+
+def tokenize_pair_rows(collator: Any, dataset: Any) -> Any:
+    """`dataset` (a map-style `datasets.Dataset` of cross-encoder rows) with each row's pairs tokenized as `collator`
+    (a `CrossEncoderCollator`) tokenizes them: columns `PAIR_TOKENS` (and `PAIR_TYPES`) hold a list of token-id lists,
+    one per pair of the row in the collator's order. The other columns stay (labels are read from them). Batched, and
+    cached under the dataset's cache files by a fingerprint of the rows, the tokenizer and `max_length`; one warning
+    says how many pairs were cut."""
+    from ..training.pretokenize import tokenizer_fingerprint
+
+    max_length = collator.token_limit()
+    cut = {"documents": 0, "pairs": 0}
+
+    def tokenize(batch: dict[str, list]) -> dict[str, list]:
+        names = list(batch)
+        rows = [dict(zip(names, values, strict=True)) for values in zip(*batch.values(), strict=True)]
+        read = collator.read_rows(rows, [f"train_dataset row {i}" for i in range(len(rows))])
+        tokens = tokenize_pairs(collator.tokenizer, read.queries, read.documents, max_length, warn=False)
+        cut["documents"] += tokens.documents_cut
+        cut["pairs"] += len(read.queries)
+        counts = collator.pairs_per_row(rows)
+        out: dict[str, list] = {PAIR_TOKENS: [], PAIR_TYPES: []}
+        start = 0
+        for count in counts:
+            out[PAIR_TOKENS].append(tokens.input_ids[start : start + count])
+            if tokens.token_type_ids is not None:
+                out[PAIR_TYPES].append(tokens.token_type_ids[start : start + count])
+            start += count
+        if tokens.token_type_ids is None:
+            del out[PAIR_TYPES]
+        return out
+
+    settings = repr((max_length, collator.columns, dataset._fingerprint))
+    fingerprint = hashlib.sha256((settings + tokenizer_fingerprint(collator.tokenizer)).encode()).hexdigest()[:32]
+    tokenized = dataset.map(
+        tokenize, batched=True, batch_size=1000, new_fingerprint=fingerprint, desc="Tokenizing the train pairs"
+    )
+    if cut["documents"]:
+        logger.warning(
+            "%d of %d train pairs were longer than max_length=%d tokens: their documents were truncated.",
+            cut["documents"],
+            cut["pairs"],
+            max_length,
+        )
+    return tokenized

@@ -36,6 +36,7 @@ from .losses import (
     PListMLELoss,
     get_loss,
 )
+from .tokenization import PAIR_TOKENS, tokenize_pair_rows
 from .trainer_evaluation import CrossEncoderEvaluationMixin
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,9 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         head_learning_rate: learning rate of the classification head (`model.classifier` for BERT, see
             `HEAD_ATTRIBUTES`); a freshly initialized head often wants a higher one than the encoder. None (default):
             `args.learning_rate`, like the rest.
+        pretokenize: tokenize a map-style `datasets.Dataset` train set's pairs once before training (batched, cached by
+            its fingerprint; `tokenization.tokenize_pair_rows`), so a step only pads token ids. False tokenizes every
+            batch in the loader, as a stream or a collator subclass with its own `__call__` always does.
         eval_dataset: labelled pair rows (the loss, plus `spearman` / `pearson` for graded scores and `accuracy`
             for classes or 0/1 labels), a `RerankingDataset` (reranking `ndcg@10`, `mrr@10`, the first stage's
             `first_stage_ndcg@10`, ... and `ndcg@10_delta`; no loss), or a dict of them (names in the metric keys).
@@ -83,6 +87,7 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         processing_class: Any = None,
         loss: str | CrossEncoderLoss | None = None,
         head_learning_rate: float | None = None,
+        pretokenize: bool = True,
         **kwargs: Any,
     ) -> None:
         max_length, activation = None, None
@@ -116,6 +121,10 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
                 f"CrossEncoderTrainer: head_learning_rate={head_learning_rate!r} must be positive or None."
             )
         self.head_learning_rate = head_learning_rate
+        if not isinstance(pretokenize, bool):
+            raise ValueError(f"CrossEncoderTrainer: pretokenize={pretokenize!r}; accepted: True, False.")
+        self.pretokenize = pretokenize
+        self._tokenized: tuple[Any, Any] | None = None
         self.activation = activation  # the scoring activation of the in-trainer evaluation (None: the model's default)
         self.loss = self._resolve_loss(loss, train_dataset, data_collator, num_labels)
         if isinstance(data_collator, CrossEncoderCollator) and train_dataset is not None:
@@ -182,6 +191,31 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
             logits, inputs.get("labels"), group_size=inputs.get("group_size"), mask=inputs.get("documents_mask")
         )
         return (loss, logits) if return_outputs else loss
+
+    def training_rows(self) -> Any:
+        """What the train loader reads: the train set with its pairs tokenized once (`tokenize_pair_rows`) when it is
+        a map-style `datasets.Dataset` read by a `CrossEncoderCollator` (not a subclass with its own `__call__`) and
+        `pretokenize` is on, else the set itself."""
+        import datasets
+
+        dataset, collator = self.train_dataset, self.data_collator
+        if not (self.pretokenize and type(collator).__call__ is CrossEncoderCollator.__call__):
+            return dataset
+        if not isinstance(dataset, datasets.Dataset) or PAIR_TOKENS in dataset.column_names:
+            return dataset
+        if self._tokenized is None or self._tokenized[0] is not dataset:
+            with self.args.main_process_first(desc="tokenizing the train pairs"):
+                self._tokenized = (dataset, tokenize_pair_rows(collator, dataset))
+        return self._tokenized[1]
+
+    def get_train_dataloader(self) -> Any:
+        """The Trainer's train loader over `training_rows()`."""
+        original = self.train_dataset
+        self.train_dataset = self.training_rows()
+        try:
+            return super().get_train_dataloader()
+        finally:
+            self.train_dataset = original
 
     def prediction_step(
         self, model: torch.nn.Module, inputs: dict[str, Any], prediction_loss_only: bool, ignore_keys: Any = None

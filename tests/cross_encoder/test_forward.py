@@ -1,10 +1,12 @@
 """The cross-encoder's packed route (forward.py): the same logits as transformers' padded forward for BERT and RoBERTa
 heads, in float32 and under a low-precision runner; left padding and other heads stay padded; training packed gives
-the padded route's loss curve; the collator and predict hand the pairs' lengths over from the host."""
+the padded route's loss curve; the collator and predict hand the pairs' lengths over from the host. Train pairs
+tokenized once before training make the batches raw rows make, and train the same."""
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -16,6 +18,7 @@ from transformers import AutoModelForSequenceClassification, DistilBertConfig, T
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.cross_encoder.collator import CrossEncoderCollator
 from hf_siamese.cross_encoder.forward import first_state_reader, packs, pair_logits
+from hf_siamese.cross_encoder.tokenization import PAIR_TOKENS, tokenize_pair_rows
 from hf_siamese.cross_encoder.trainer import CrossEncoderTrainer
 
 
@@ -125,3 +128,55 @@ def test_training_packed_gives_the_padded_loss_curve(tiny_tokenizer, tmp_path) -
     assert len(packed) == 6
     assert packed == pytest.approx(padded, rel=1e-4, abs=1e-5)
     assert packed[-1] < packed[0]  # it learns
+
+
+ROWS = {
+    "pairs": [{"query": q, "document": d, "label": float(i % 2)} for i, (q, d) in enumerate(SCORED_PAIRS)],
+    "tuples": [{"query": q, "positive": d, "negative": q + " " + d} for q, d in SCORED_PAIRS],
+    "lists": [
+        {"query": q, "documents": [d, "the stock market"][: 1 + i % 2], "scores": [1.0, 0.0][: 1 + i % 2]}
+        for i, (q, d) in enumerate(SCORED_PAIRS)
+    ],
+}
+
+
+@pytest.mark.parametrize("shape", list(ROWS))
+def test_pretokenized_rows_make_the_batch_raw_rows_make(tiny_tokenizer, shape) -> None:
+    collator = CrossEncoderCollator(tiny_tokenizer, max_length=40)
+    dataset = Dataset.from_list(ROWS[shape])
+    tokenized = tokenize_pair_rows(collator, dataset)
+    assert PAIR_TOKENS in tokenized.column_names and len(tokenized) == len(dataset)
+    raw, ready = collator(list(dataset)), collator(list(tokenized))
+    assert set(raw) == set(ready)
+    for key, value in raw.items():
+        if torch.is_tensor(value):
+            torch.testing.assert_close(ready[key], value)
+        else:
+            assert ready[key] == value
+
+
+def test_the_trainer_tokenizes_once_and_trains_as_before(tiny_tokenizer, tmp_path) -> None:
+    def losses(pretokenize: bool) -> tuple[list[float], Any]:
+        model = tiny_classifier("bert", seed=3, dropout=0.0).train()
+        args = TrainingArguments(
+            output_dir=str(tmp_path / f"run-{pretokenize}"), per_device_train_batch_size=2, max_steps=4,
+            learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, seed=7,
+            disable_tqdm=True,
+        )  # fmt: skip
+        rows = Dataset.from_list(ROWS["tuples"] * 2)
+        trainer = CrossEncoderTrainer(
+            model=model, args=args, train_dataset=rows, processing_class=tiny_tokenizer, pretokenize=pretokenize
+        )
+        trainer.train()
+        return [e["loss"] for e in trainer.state.log_history if "loss" in e], trainer.training_rows()
+
+    tokenized, rows = losses(True)
+    assert PAIR_TOKENS in rows.column_names
+    plain, raw = losses(False)
+    assert PAIR_TOKENS not in raw.column_names
+    assert tokenized == pytest.approx(plain, rel=1e-5, abs=1e-6)
+
+
+def test_pretokenize_must_be_a_bool(tiny_tokenizer) -> None:
+    with pytest.raises(ValueError, match="pretokenize='yes'"):
+        CrossEncoderTrainer(model=tiny_classifier(), processing_class=tiny_tokenizer, loss="bce", pretokenize="yes")
