@@ -105,7 +105,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         return _choose_dense_weight(args, settings)
     split = args.split or "test"
     data = read_beir(args.data, split=split)  # the split asked for, or an error listing the splits there are
-    index, weight = None, args.first_stage_weight
+    index, weight, stages = None, args.first_stage_weight, None
     reranker, rerank_top = rerank_options(args)
     stage, fusion, dense_weight = args.first_stage, args.fusion, args.dense_weight
     if args.index is not None:
@@ -115,6 +115,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         if reranker is None and index.pipeline is not None:  # the pipeline the index keeps, measured as it searches
             reranker, stage, fusion, dense_weight = index.pipeline_settings(None, stage, fusion, dense_weight)
             rerank_top, weight = index.pipeline["rerank_top"], index.pipeline["first_stage_weight"]
+            stages = index.pipeline.get("stage_weights")
     first_stage = check_first_stage(stage or "dense", fusion, dense_weight, settings)
     if index is not None:
         index.check_first_stage(first_stage, fusion, dense_weight)
@@ -123,6 +124,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
         rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=fusion, dense_weight=dense_weight,
         lexical_settings=settings, index=index, first_stage_weight=None if reranker is None else weight,
+        stage_weights=stages,
     )  # fmt: skip
     model_name = (
         "BM25" if model is None else args.model or (index.model_name if index else None) or default_model_path()

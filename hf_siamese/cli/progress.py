@@ -9,26 +9,46 @@ import io
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 INTERVAL = "30"  # seconds between two lines of one bar (tqdm's mininterval, through its TQDM_ environment)
 
 
-class LogLines(io.TextIOBase):
-    """A text stream that turns carriage returns into line ends (and drops the empty lines that makes)."""
+BAR = re.compile(r"^(?P<stage>[^\n]*?):?\s*(?P<percent>\d+)%\|")  # a tqdm bar's line: "Stage:  42%|###  | 5/12"
 
-    def __init__(self, stream: io.TextIOBase) -> None:
+
+class LogLines(io.TextIOBase):
+    """A text stream that turns carriage returns into line ends (and drops the empty lines that makes), and keeps at
+    most one line every `interval` seconds of each bar (its first and its 100% line always): tqdm reads
+    `TQDM_MININTERVAL` when it is imported, which may be before a command sets it."""
+
+    def __init__(self, stream: io.TextIOBase, interval: float = float(INTERVAL), clock: Any = time.monotonic) -> None:
         self.stream, self.last = stream, "\n"
+        self.interval, self.clock = interval, clock
+        self.shown: dict[str, float] = {}  # bar (its stage) -> when its last line was written
 
     def write(self, text: str) -> int:
         lines = re.sub(r"\n{2,}", "\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+        lines = "".join(part for part in lines.splitlines(keepends=True) if self._keep(part))
         if lines.startswith("\n") and self.last == "\n":
             lines = lines[1:]
         if lines:
             self.stream.write(lines)
             self.last = lines[-1]
         return len(text)
+
+    def _keep(self, line: str) -> bool:
+        found = BAR.match(line)
+        if found is None or not line.strip():
+            return True
+        now, stage = self.clock(), found.group("stage").strip()
+        if stage in self.shown and now - self.shown[stage] < self.interval and found.group("percent") != "100":
+            return False
+        self.shown[stage] = now
+        return True
 
     def flush(self) -> None:
         self.stream.flush()

@@ -109,6 +109,12 @@ def add_train_reranker_command(commands: Any) -> None:
     run.add_argument("--head-lr", type=positive_float, help="learning rate of the classifier head (default: --lr)")
     run.add_argument("--max-length", type=positive_int, help="tokens per (query, document) pair (default: 256)")
     run.add_argument("--rerank-top", type=positive_int, default=100, help="dev candidates per query (default: 100)")
+    run.add_argument(
+        "--candidates", choices=("dense", "hybrid"),
+        help="the first stage the reranker will rerank, whose dev candidates choose the epoch and the fusion weights: "
+        "hybrid (default where bm25s is installed: the --rerank-top of the bi-encoder and of BM25, each candidate "
+        "with both scores, so three scores can be fused) or dense",
+    )  # fmt: skip
     run.add_argument("--warmup-ratio", type=warmup_ratio, default=0.1, help="default: 0.1")
     run.add_argument("--seed", type=int, default=42, help="default: 42")
     run.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision")
@@ -199,6 +205,16 @@ def _eval_split(args: argparse.Namespace) -> str | None:
     return "dev" if Path(args.data, "qrels", "dev.tsv").is_file() else None
 
 
+def _candidate_stage(args: argparse.Namespace) -> str:
+    """The first stage whose candidates the reranker is evaluated and weighed on: --candidates, else hybrid where
+    bm25s is installed (what `index` builds and `search` then uses by default), else dense."""
+    if args.candidates is not None:
+        return args.candidates
+    import importlib.util
+
+    return "hybrid" if importlib.util.find_spec("bm25s") is not None else "dense"
+
+
 def _print_reranking(title: str, metrics: dict[str, float], prefix: str = "eval_") -> None:
     first, second = metrics[f"{prefix}first_stage_{EVAL_METRIC}"], metrics[f"{prefix}{EVAL_METRIC}"]
     mrr_first, mrr = metrics[f"{prefix}first_stage_mrr@10"], metrics[f"{prefix}mrr@10"]
@@ -209,20 +225,33 @@ def _print_reranking(title: str, metrics: dict[str, float], prefix: str = "eval_
 
 
 def _choose_fusion(model: Any, eval_set: Any, eval_split: str, batch_size: int) -> None:
-    """Choose and set the model's first-stage fusion weight on the evaluation queries; say what it gives."""
-    from ..cross_encoder.evaluation import choose_first_stage_weight
+    """Choose and set the model's fusion weights on the evaluation queries (`choose_fusion`: the two-score weight,
+    and over hybrid candidates the three-score weights where they measure better); say what each order gives."""
+    from ..cross_encoder import choose_fusion
 
-    weight, table = choose_first_stage_weight(model, eval_set, batch_size=max(32, batch_size))
-    model.first_stage_weight = weight
-    first, alone, fused = 100 * table[1.0], 100 * table[0.0], 100 * table[weight]
-    print(
-        f"first-stage weight {weight:.1f} ({eval_split}): nDCG@10 {fused:.2f} | reranker alone {alone:.2f} | first "
-        f"stage alone {first:.2f}; saved with the model (search/eval --rerank use it; --first-stage-weight overrides)"
+    chosen = choose_fusion(model, eval_set, batch_size=max(32, batch_size))
+    weight, stages = chosen["first_stage_weight"], chosen["stage_weights"]
+    model.first_stage_weight, model.stage_weights = weight, stages
+    line = (
+        f"fusion ({eval_split}, nDCG@10): first stage {100 * chosen['first_stage']:.2f} | reranker alone "
+        f"{100 * chosen['reranker_alone']:.2f} | two scores (first-stage weight {weight:.1f}) "
+        f"{100 * chosen['two_scores']:.2f}"
     )
-    if weight == 1.0:
+    if "three_scores" in chosen:
+        three = stages or chosen["best_three_weights"]
+        line += (
+            f" | three scores (dense {three['dense']:.1f}, lexical {three['lexical']:.1f}) "
+            f"{100 * chosen['three_scores']:.2f} | RRF of three {100 * chosen['rrf3']:.2f}"
+        )
+    print(line)
+    kept = "three-score" if stages is not None else "two-score"
+    print(f"saved with the model: the {kept} order (search/eval --rerank use it; --first-stage-weight overrides)")
+    share = 1 - sum(stages.values()) if stages is not None else 1 - weight
+    if share <= 1e-12:
         print(
-            f"warning: the reranker does not improve on the first stage's nDCG@10 on {eval_split}; its saved weight "
-            "1.0 keeps the first stage's order: change the recipe (more epochs, another --lr, more --random-negatives)"
+            f"warning: the reranker does not improve on the first stage's nDCG@10 on {eval_split}; its saved weights "
+            "give it no share, so searches keep the first stage's order: change the recipe (more epochs, another "
+            "--lr, more --random-negatives)"
         )
 
 
@@ -291,7 +320,9 @@ def run_train_reranker(args: argparse.Namespace) -> int:
             dev = dataclasses.replace(beir, qrels={q: rel for q, rel in beir.qrels.items() if q in held_out})
         else:
             dev = read_beir(args.data, split=eval_split)
-        eval_set = RerankingDataset.from_first_stage(dev, first_stage, args.rerank_top, tokenizer=tokenizer)
+        eval_set = RerankingDataset.from_first_stage(
+            dev, first_stage, args.rerank_top, tokenizer=tokenizer, first_stage=_candidate_stage(args)
+        )
     loss = {
         "bce": lambda: BinaryCrossEntropyLoss(pos_weight=args.pos_weight),
         "mnr": MultipleNegativesRankingLoss,

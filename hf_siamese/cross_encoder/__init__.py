@@ -7,15 +7,10 @@ from . import losses
 from .augment import neighbour_pairs, silver_pairs
 from .collator import CrossEncoderCollator
 from .data import reranker_training_rows
-from .evaluation import (
-    RerankingDataset,
-    choose_first_stage_weight,
-    evaluate_classification,
-    evaluate_reranking,
-    evaluate_scores,
-)
+from .evaluation import RerankingDataset, evaluate_classification, evaluate_scores
 from .export import export_cross_encoder
 from .exported import ExportedCrossEncoder
+from .fusion_weights import choose_first_stage_weight, choose_fusion, evaluate_reranking
 from .model import CrossEncoder
 from .source import model_kind
 from .teacher import teacher_scores
@@ -29,6 +24,7 @@ __all__ = [
     "ExportedCrossEncoder",
     "RerankingDataset",
     "choose_first_stage_weight",
+    "choose_fusion",
     "evaluate_classification",
     "evaluate_reranking",
     "evaluate_scores",

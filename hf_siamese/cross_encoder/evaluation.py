@@ -35,6 +35,8 @@ class RerankingDataset:
         name: a label for messages.
         first_stage_scores: query id -> the first stage's score of each candidate (same order); needed to fuse the
             two stages' scores (`first_stage_weight` > 0). `from_first_stage` fills it.
+        stage_scores: over a hybrid first stage, query id -> {"dense": [...], "lexical": [...]}: each stage's own
+            score of each candidate (None where that stage did not find it), for three-score fusion.
         k_values: the cut-offs reported (default 10).
 
     Build one from a retrieval set and a bi-encoder with `RerankingDataset.from_first_stage`.
@@ -48,6 +50,7 @@ class RerankingDataset:
     k_values: Sequence[int] = RERANK_K_VALUES
     metadata: dict[str, Any] = field(default_factory=dict)
     first_stage_scores: dict[str, list[float]] = field(default_factory=dict)
+    stage_scores: dict[str, dict[str, list[float | None]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = f"RerankingDataset {self.name!r}"
@@ -77,6 +80,11 @@ class RerankingDataset:
                 raise ValueError(
                     f"{where}: query {query!r} has {len(scores)} first-stage scores for {len(found)} candidates."
                 )
+            for stage, values in self.stage_scores.get(query, {}).items():
+                if len(values) != len(found):
+                    raise ValueError(
+                        f"{where}: query {query!r} has {len(values)} {stage} scores for {len(found)} candidates."
+                    )
         bad = next(((doc, text) for doc, text in self.corpus.items() if not isinstance(text, str)), None)
         if bad is not None:
             raise ValueError(f"{where}: document {bad[0]!r} holds {bad[1]!r}; expected a string.")
@@ -101,10 +109,23 @@ class RerankingDataset:
         batch_size: int = 32,
         show_progress_bar: bool = False,
         k_values: Sequence[int] = RERANK_K_VALUES,
+        first_stage: str = "dense",
+        fusion: str | None = None,
+        dense_weight: float | None = None,
+        lexical_settings: Any = None,
     ) -> RerankingDataset:
-        """The candidates of a bi-encoder (`SiameseBertModel`): its exact top `top_k` documents per judged query of a
-        retrieval set (`hf_siamese.data.read_beir`), with the query / document prompts `evaluate_retrieval` uses."""
-        found = _first_stage(bi_encoder, dataset, top_k, tokenizer, batch_size, show_progress_bar)
+        """The candidates of a first stage over a retrieval set (`hf_siamese.data.read_beir`), per judged query:
+        "dense", a bi-encoder's (`SiameseBertModel`) exact top `top_k` documents, with the query / document prompts
+        `evaluate_retrieval` uses; "hybrid", the union of its top `top_k` and BM25's (`lexical_settings`), fused by
+        `fusion` / `dense_weight` (`retrieval.hybrid.fuse`), each candidate with both stages' own scores."""
+        from ..retrieval.hybrid import check_first_stage
+
+        if check_first_stage(first_stage, fusion, dense_weight, lexical_settings) not in ("dense", "hybrid"):
+            raise ValueError(f"first_stage={first_stage!r}: reranking candidates come from 'dense' or 'hybrid'")
+        found, stages = _first_stage(
+            bi_encoder, dataset, top_k, tokenizer, batch_size, show_progress_bar,
+            (fusion, dense_weight, lexical_settings) if first_stage == "hybrid" else None,
+        )  # fmt: skip
         return cls(
             queries=dict(dataset.queries),
             corpus=dict(dataset.corpus),
@@ -112,8 +133,9 @@ class RerankingDataset:
             candidates={q: ids for q, (ids, _) in found.items()},
             name=dataset.name,
             k_values=k_values,
-            metadata={"first_stage_top_k": top_k},
+            metadata={"first_stage_top_k": top_k, "first_stage": first_stage},
             first_stage_scores={q: scores for q, (_, scores) in found.items()},
+            stage_scores=stages,
         )
 
 
@@ -128,15 +150,24 @@ def first_stage_candidates(
 ) -> dict[str, list[str]]:
     """query id -> the bi-encoder's `top_k` best document ids (exact search; all documents if the corpus is smaller)
     for every query of `dataset.qrels` with a relevant document."""
-    found = _first_stage(bi_encoder, dataset, top_k, tokenizer, batch_size, show_progress_bar)
+    found, _ = _first_stage(bi_encoder, dataset, top_k, tokenizer, batch_size, show_progress_bar)
     return {q: ids for q, (ids, _) in found.items()}
 
 
 def _first_stage(
-    bi_encoder: Any, dataset: RetrievalDataset, top_k: int, tokenizer: Any, batch_size: int, show_progress_bar: bool
-) -> dict[str, tuple[list[str], list[float]]]:
-    from ..retrieval.evaluation import embed_retrieval_set
+    bi_encoder: Any,
+    dataset: RetrievalDataset,
+    top_k: int,
+    tokenizer: Any,
+    batch_size: int,
+    show_progress_bar: bool,
+    hybrid: tuple[Any, Any, Any] | None = None,
+) -> tuple[dict[str, tuple[list[str], list[float]]], dict[str, dict[str, list[float | None]]]]:
+    """query id -> (candidate ids, first-stage scores), and (hybrid: `(fusion, dense_weight, lexical_settings)`)
+    query id -> each stage's own scores of the candidates."""
+    from ..retrieval.evaluation import embed_retrieval_set, lexical_run
     from ..retrieval.exact import exact_search
+    from ..retrieval.hybrid import fuse, stage_scores
 
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k={top_k!r}: expected a positive int (first-stage candidates per query)")
@@ -149,10 +180,18 @@ def _first_stage(
     scores, found = exact_search(
         queries[[row[q] for q in judged]], corpus, depth, similarity=bi_encoder.config.similarity
     )
-    return {
-        q: ([corpus_ids[j] for j in rows], values)
+    stages: dict[str, dict[str, list[float | None]]] = {}
+    if hybrid is not None:
+        fusion, dense_weight, settings = hybrid
+        runs = {"dense": (scores, found), "lexical": lexical_run(dataset, judged, depth, settings)}
+        scores, found = fuse(runs["dense"], runs["lexical"], fusion, dense_weight)
+        for q, own in zip(judged, stage_scores(found, runs), strict=True):
+            stages[q] = {stage: [hit[f"{stage}_score"] for hit in own] for stage in runs}
+    ranked = {
+        q: ([corpus_ids[j] for j in rows if j >= 0], [v for j, v in zip(rows, values, strict=True) if j >= 0])
         for q, rows, values in zip(judged, found.tolist(), scores.tolist(), strict=True)
     }
+    return ranked, stages
 
 
 def _check_scorer(model: Any) -> None:
@@ -183,123 +222,6 @@ def score_pairs(
         raise ValueError(f"the cross-encoder gave {len(scores)} scores for {len(unique)} pairs; expected one per pair")
     where = {pair: position for position, pair in enumerate(unique)}
     return scores[[where[pair] for pair in pairs]]
-
-
-def evaluate_reranking(
-    model: Any,
-    dataset: RerankingDataset,
-    *,
-    batch_size: int = 32,
-    show_progress_bar: bool = False,
-    first_stage_weight: float | None = None,
-    **predict_kwargs: Any,
-) -> dict[str, float]:
-    """Rerank each query's first-stage candidates with the cross-encoder; the metrics of the reranked lists and of
-    the first stage side by side.
-
-    Every (query, candidate) pair goes to one `predict` call; a query's candidates are re-sorted by score (equal
-    scores keep the first-stage order), fused with the first stage's scores when `first_stage_weight` (default: the
-    model's own, 0 when it has none) is above 0, as `hf_siamese.retrieval.rerank.rerank_hits` does. A relevant
-    document the first stage did NOT retrieve is NOT added to the candidates: the reranked numbers are what the
-    deployed two-stage search scores (the realistic number), not the reranker's score on ideal candidates, so the
-    reranker is judged against the first stage it will sit on.
-
-    Returns (values in [0, 1], k in `dataset.k_values`, default 10):
-        `ndcg@k`, `mrr@k`: the reranked lists; `first_stage_ndcg@k`, `first_stage_mrr@k`: the candidates in
-        first-stage order; `ndcg@k_delta`, `mrr@k_delta`: reranked minus first stage (negative: the reranker
-        LOWERS the first stage); `candidate_recall`: the share of relevant documents among the candidates (the
-        ceiling of both); `num_queries`.
-    """
-    from ..retrieval.rerank import first_stage_weight_of
-
-    weight = first_stage_weight_of(model, first_stage_weight)
-    scores = _candidate_scores(model, dataset, batch_size, show_progress_bar, **predict_kwargs)
-    return _reranking_metrics(dataset, scores, weight)
-
-
-def choose_first_stage_weight(
-    model: Any,
-    dataset: RerankingDataset,
-    weights: Sequence[float] = FUSION_WEIGHTS,
-    *,
-    metric: str = "ndcg@10",
-    batch_size: int = 32,
-    show_progress_bar: bool = False,
-    **predict_kwargs: Any,
-) -> tuple[float, dict[float, float]]:
-    """The fusion weight (`rerank_hits`' `first_stage_weight`) that scores best on `dataset` (held-out queries, never
-    the test set): the candidates are scored once and ranked at every weight of `weights`. Returns the chosen weight
-    (the smallest among equals) and `metric` at each weight; a weight of 1 wins only when the reranker adds nothing
-    to the first stage's order."""
-    from ..retrieval.rerank import check_first_stage_weight
-
-    grid = [check_first_stage_weight(w) for w in weights]
-    if not grid:
-        raise ValueError("choose_first_stage_weight: weights is empty")
-    scores = _candidate_scores(model, dataset, batch_size, show_progress_bar, **predict_kwargs)
-    table = {w: _reranking_metrics(dataset, scores, w)[metric] for w in grid}
-    best = max(table.values())
-    return min(w for w, value in table.items() if value == best), table
-
-
-def _candidate_scores(
-    model: Any, dataset: RerankingDataset, batch_size: int, show_progress_bar: bool, **predict_kwargs: Any
-) -> np.ndarray:
-    if not isinstance(dataset, RerankingDataset):
-        raise ValueError(
-            f"evaluate_reranking needs a RerankingDataset (build one with RerankingDataset.from_first_stage), got "
-            f"{type(dataset).__name__}"
-        )
-    if getattr(model, "num_labels", 1) != 1:
-        raise ValueError(f"reranking needs a one-output cross-encoder; this one has {model.num_labels} outputs")
-    judged = dataset.judged_queries()
-    pairs = [(dataset.queries[q], dataset.corpus[doc]) for q in judged for doc in dataset.candidates[q]]
-    scores = score_pairs(model, pairs, batch_size, show_progress_bar, **predict_kwargs)
-    if scores.ndim != 1:
-        raise ValueError(f"the cross-encoder gave scores of shape {scores.shape}; reranking needs one score per pair")
-    return scores
-
-
-def _reranking_metrics(dataset: RerankingDataset, scores: np.ndarray, weight: float) -> dict[str, float]:
-    from ..metrics import retrieval_metrics
-    from ..retrieval.rerank import fuse_scores
-
-    judged = dataset.judged_queries()
-    if weight > 0:
-        missing = [q for q in judged if q not in dataset.first_stage_scores]
-        if missing:
-            raise ValueError(
-                f"RerankingDataset {dataset.name!r}: first_stage_weight={weight} fuses the first stage's scores, but "
-                f"query {missing[0]!r} has none (build the set with RerankingDataset.from_first_stage, or pass "
-                "first_stage_weight=0)"
-            )
-    first, reranked, start = {}, {}, 0
-    for query in judged:
-        candidates = dataset.candidates[query]
-        mine = scores[start : start + len(candidates)]
-        start += len(candidates)
-        if weight > 0:
-            mine = fuse_scores(mine, dataset.first_stage_scores[query], weight)
-        first[query] = list(candidates)
-        reranked[query] = [candidates[i] for i in np.argsort(-mine, kind="stable").tolist()]
-    ks = sorted(set(dataset.k_values))
-    before = retrieval_metrics(first, dataset.qrels, ks)
-    after = retrieval_metrics(reranked, dataset.qrels, ks)
-    metrics: dict[str, float] = {}
-    for name in ("ndcg", "mrr"):
-        for k in ks:
-            key = f"{name}@{k}"
-            metrics[key] = after[key]
-            metrics[f"first_stage_{key}"] = before[key]
-            metrics[f"{key}_delta"] = after[key] - before[key]
-    relevant = found = 0
-    for query in judged:
-        positives = {doc for doc, value in dataset.qrels[query].items() if value > 0}
-        relevant += len(positives)
-        found += len(positives.intersection(dataset.candidates[query]))
-    metrics["candidate_recall"] = found / relevant
-    metrics["num_queries"] = len(judged)
-    return metrics
 
 
 def _pairs_of(pairs: Any) -> list[tuple[str, str]]:
@@ -375,9 +297,7 @@ __all__ = [
     "RERANK_K_VALUES",
     "FUSION_WEIGHTS",
     "RerankingDataset",
-    "choose_first_stage_weight",
     "evaluate_classification",
-    "evaluate_reranking",
     "evaluate_scores",
     "first_stage_candidates",
     "score_pairs",

@@ -233,6 +233,22 @@ class CrossEncoder:
         self.model.config.first_stage_weight = check_first_stage_weight(value)
 
     @property
+    def stage_weights(self) -> dict[str, float] | None:
+        """The weights of each first stage's own score when this reranker reorders a hybrid search's hits
+        (`rerank.fuse_stages`: `(1 - a - b) z(reranker) + a z(dense) + b z(lexical)`), or None (the two-score order of
+        `first_stage_weight`). `hf-siamese train-reranker` sets them where they beat the two-score order on held-out
+        queries; saved in config.json."""
+        from ..retrieval.rerank import check_stage_weights
+
+        return check_stage_weights(getattr(self.model.config, "stage_weights", None))
+
+    @stage_weights.setter
+    def stage_weights(self, value: dict[str, float] | None) -> None:
+        from ..retrieval.rerank import check_stage_weights
+
+        self.model.config.stage_weights = check_stage_weights(value)
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 

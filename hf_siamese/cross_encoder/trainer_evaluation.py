@@ -19,7 +19,8 @@ import numpy as np
 
 from ..training.trainer_evaluation import WholeSetEvaluationMixin
 from .collator import CrossEncoderCollator
-from .evaluation import RerankingDataset, evaluate_classification, evaluate_reranking, evaluate_scores
+from .evaluation import RerankingDataset, evaluate_classification, evaluate_scores
+from .fusion_weights import evaluate_reranking
 from .losses import PAIRS
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..data.beir import RetrievalDataset
 from .exact import exact_search
-from .hybrid import check_first_stage, choose_dense_weight, fuse, reciprocal_rank_fusion
+from .hybrid import check_first_stage, choose_dense_weight, fuse, reciprocal_rank_fusion, stage_scores
 from .lexical import LexicalSettings, build_lexical_index
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
@@ -88,6 +88,7 @@ def evaluate_retrieval(
     dense_weight: float | None = None,
     lexical_settings: LexicalSettings | None = None,
     index: Any = None,
+    stage_weights: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of a first stage on a retrieval set.
 
@@ -111,7 +112,9 @@ def evaluate_retrieval(
     reranked numbers are what a deployed two-stage search scores (not a reranker's ceiling on ideal candidates).
     Below the candidates (a k larger than they are) the reranked ranking goes on in the first stage's order. Under
     several processes each reranks every query (the same numbers). `first_stage_weight` fuses the reranker's and the
-    first stage's scores as `rerank.rerank_hits` does (default: the reranker's own weight). Over a hybrid first stage
+    first stage's scores as `rerank.rerank_hits` does (default: the reranker's own weight); over a hybrid first stage
+    the candidates carry each stage's own score, and `stage_weights` (default: the reranker's own) fuse three scores
+    (`rerank.fuse_stages`). Over a hybrid first stage
     the three orders (the reranker's, the dense and the lexical lists) fused by reciprocal ranks are reported too,
     prefixed `rerank_rrf3_`: the setting-free three-score order."""
     from ..metrics import retrieval_metrics
@@ -172,9 +175,14 @@ def evaluate_retrieval(
         ]
         for rows, scores in zip(found.tolist(), found_scores.tolist(), strict=True)
     ]
+    if first_stage == "hybrid":  # each stage's own score, for a three-score order
+        at_depth = {s: (runs[s][0][:, :depth], runs[s][1][:, :depth]) for s in ("dense", "lexical")}
+        for hits, own in zip(candidates, stage_scores(found, at_depth), strict=True):
+            for hit, scores in zip(hits, own, strict=True):
+                hit.update(scores)
     reranked = rerank_hits(
         rerank, [dataset.queries[q] for q in judged], candidates, batch_size=batch_size,
-        show_progress_bar=show_progress_bar, first_stage_weight=first_stage_weight,
+        show_progress_bar=show_progress_bar, first_stage_weight=first_stage_weight, stage_weights=stage_weights,
     )  # fmt: skip
     first = rankings(runs[first_stage][1])
     second = {}

@@ -149,6 +149,20 @@ def choose_dense_weight(
     return best, measured
 
 
+def stage_scores(rows: np.ndarray, runs: dict[str, Ranked]) -> list[list[dict[str, float | None]]]:
+    """Per query, per row of `rows` (the fused order, -1 skipped), each stage's own score of that row under
+    `"{stage}_score"` (`runs`: stage name -> its (scores, rows)); None where the stage did not find the row. What a
+    reranker fuses with its own score (`rerank.fuse_stages`)."""
+    found = []
+    for q, fused_rows in enumerate(rows):
+        by_stage = {
+            stage: {int(r): float(v) for v, r in zip(scores[q], stage_rows[q], strict=True) if r >= 0}
+            for stage, (scores, stage_rows) in runs.items()
+        }
+        found.append([{f"{stage}_score": by_stage[stage].get(int(r)) for stage in runs} for r in fused_rows if r >= 0])
+    return found
+
+
 def hits_of(
     scores: np.ndarray, rows: np.ndarray, lookup: Callable[[list[int]], dict[int, tuple[Any, str]]], limit: int
 ) -> list[list[dict[str, Any]]]:

@@ -3,7 +3,8 @@
 `load_index(IDX).search(...)` and `eval --index` retrieve and rerank as recorded, with no further flags.
 
     {"reranker": "CE_DIR or Hub id", "reranker_fingerprint": "...", "rerank_top": 100, "first_stage_weight": 0.3,
-     "first_stage": "hybrid", "fusion": "zscore", "dense_weight": 0.5}
+     "stage_weights": {"dense": 0.2, "lexical": 0.1} or null, "first_stage": "hybrid", "fusion": "zscore",
+     "dense_weight": 0.5}
 
 The reranker is loaded through a loader the package root registers (`register_reranker_loader`:
 `CrossEncoder.from_pretrained`, imported when first needed): retrieval sits below the cross-encoder package and
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .rerank import RERANK_TOP, check_first_stage_weight
+from .rerank import RERANK_TOP, check_first_stage_weight, check_stage_weights
 
 _LOADERS: list[Callable[[str], Any]] = []
 
@@ -68,9 +69,11 @@ def pipeline_record(
     chosen = index.check_first_stage(first_stage, fusion, dense_weight)
     if isinstance(rerank_top, bool) or not isinstance(rerank_top, int) or rerank_top < 1:
         raise ValueError(f"rerank_top={rerank_top!r}; accepted: a positive int (first-stage hits reranked per query)")
-    weight = first_stage_weight
+    weight, stages = first_stage_weight, None
     if weight is None:
         weight = float(getattr(reranker, "first_stage_weight", 0.0) or 0.0)
+        # The reranker's three-score weights apply over a hybrid first stage (its hits carry both stages' scores).
+        stages = check_stage_weights(getattr(reranker, "stage_weights", None)) if chosen == "hybrid" else None
     location = reranker_location
     if os.path.isdir(location):
         location = os.path.abspath(location)
@@ -79,6 +82,7 @@ def pipeline_record(
         "reranker_fingerprint": reranker_fingerprint(reranker),
         "rerank_top": rerank_top,
         "first_stage_weight": check_first_stage_weight(weight),
+        "stage_weights": stages,
         "first_stage": chosen,
         "fusion": fusion,
         "dense_weight": dense_weight,
@@ -92,10 +96,13 @@ def describe_pipeline(record: dict[str, Any] | None) -> str:
     stage = record["first_stage"] + (f", fusion {record['fusion']}" if record.get("fusion") else "")
     if record.get("dense_weight") is not None:
         stage += f", dense weight {record['dense_weight']}"
-    return (
-        f"{stage} first stage, its top {record['rerank_top']} reranked by {record['reranker']} (first-stage weight "
-        f"{record['first_stage_weight']})"
+    stages = record.get("stage_weights")
+    weights = (
+        f"three scores: dense weight {stages['dense']}, lexical weight {stages['lexical']}"
+        if stages
+        else f"first-stage weight {record['first_stage_weight']}"
     )
+    return f"{stage} first stage, its top {record['rerank_top']} reranked by {record['reranker']} ({weights})"
 
 
 def folder_card(path: Path, info: dict[str, Any]) -> str:

@@ -10,6 +10,14 @@ Score fusion: with a `first_stage_weight` w > 0 (given, or the reranker's own `f
 ordered by `(1 - w) * z(reranker score) + w * z(first-stage score)`, each standardized over the query's hits. A
 reranker trained on a few hundred queries is a noisy judge on its own; fused with the first stage it keeps what the
 first stage already ranks well (on SciFact: benchmarks/RESULTS.md, bench_cross_encoder_scifact).
+
+Over a hybrid first stage the hits carry each stage's own score (`dense_score`, `lexical_score`: hybrid.stage_scores);
+with `stage_weights` {"dense": a, "lexical": b} (given, or the reranker's own, chosen by `train-reranker` where they
+measured better than the two-score order) three scores are fused: `(1 - a - b) z(reranker) + a z(dense) + b
+z(lexical)` (`fuse_stages`; a hit one stage did not find takes that stage's lowest standardized score).
+
+Never worse than the first stage: where the weights leave the reranker no share (w = 1, or a + b = 1) the hits keep
+the first stage's order exactly, and the reranker is not run.
 """
 
 from __future__ import annotations
@@ -51,21 +59,80 @@ def first_stage_weight_of(reranker: Any, given: Any = None) -> float:
     return check_first_stage_weight(given if given is not None else getattr(reranker, "first_stage_weight", 0.0) or 0.0)
 
 
+STAGES = ("dense", "lexical")  # the first stages whose own scores a hybrid search's hits carry
+
+
+def check_stage_weights(value: Any) -> dict[str, float] | None:
+    """`value` as {"dense": a, "lexical": b} (each in [0, 1], a + b <= 1: the reranker's share is the rest), None
+    for None, or `ValueError` naming it."""
+    if value is None:
+        return None
+    numbers = isinstance(value, dict) and set(value) == set(STAGES)
+    numbers = numbers and all(
+        not isinstance(v, bool) and isinstance(v, int | float | np.integer | np.floating) and 0 <= v <= 1
+        for v in value.values()
+    )
+    if not numbers or sum(value.values()) > 1 + 1e-9:
+        raise ValueError(
+            f"stage_weights={value!r}: expected {{'dense': a, 'lexical': b}}, each in [0, 1] with a + b <= 1 (the "
+            "reranker's share is 1 - a - b)"
+        )
+    return {stage: float(value[stage]) for stage in STAGES}
+
+
+def stage_weights_of(reranker: Any, given: Any = None) -> dict[str, float] | None:
+    """The three-score weights to use: `given`, else the reranker's own `stage_weights` (None when it has none)."""
+    return check_stage_weights(given if given is not None else getattr(reranker, "stage_weights", None))
+
+
 def _standardized(values: np.ndarray) -> np.ndarray:
     spread = values.std()
     return (values - values.mean()) / spread if spread > 0 else np.zeros_like(values)
 
 
-def fuse_scores(reranker_scores: Any, first_stage_scores: Any, first_stage_weight: float) -> np.ndarray:
-    """One query's fused scores: `(1 - w) * z(reranker) + w * z(first stage)`, z standardizing over the query's
-    candidates (mean 0, standard deviation 1; a list of equal scores gives zeros), so the two scales meet."""
+def fuse_stages(reranker_scores: Any, stage_scores: dict[str, Any], weights: dict[str, float]) -> np.ndarray:
+    """One query's fused scores: `(1 - sum(w)) * z(reranker) + sum over stages of w[s] * z(stage s)`, z standardizing
+    over the query's candidates (mean 0, standard deviation 1; equal scores give zeros), so the scales meet. A
+    candidate a stage did not score (None or NaN) takes that stage's lowest standardized score."""
     reranker_scores = np.asarray(reranker_scores, dtype=np.float64)
+    share = 1 - sum(weights.values())
+    fused = share * _standardized(reranker_scores) if share > 0 else np.zeros_like(reranker_scores)
+    for stage, weight in weights.items():
+        if weight == 0:
+            continue
+        values = np.array([np.nan if v is None else v for v in stage_scores[stage]], dtype=np.float64)
+        if values.shape != reranker_scores.shape:
+            raise ValueError(f"fuse_stages: {values.shape[0]} {stage} scores for {reranker_scores.shape[0]} candidates")
+        known = ~np.isnan(values)
+        z = np.zeros_like(values)
+        if known.any():
+            z[known] = _standardized(values[known])
+            z[~known] = z[known].min()
+        fused += weight * z
+    return fused
+
+
+def fuse_scores(reranker_scores: Any, first_stage_scores: Any, first_stage_weight: float) -> np.ndarray:
+    """One query's two-score order: `(1 - w) * z(reranker) + w * z(first stage)` (`fuse_stages` with one stage); w = 0
+    gives the reranker's scores themselves."""
     if first_stage_weight == 0:
-        return reranker_scores
-    first = np.asarray(first_stage_scores, dtype=np.float64)
-    if first.shape != reranker_scores.shape:
-        raise ValueError(f"fuse_scores: {first.shape[0]} first-stage scores for {reranker_scores.shape[0]} candidates")
-    return (1 - first_stage_weight) * _standardized(reranker_scores) + first_stage_weight * _standardized(first)
+        return np.asarray(reranker_scores, dtype=np.float64)
+    return fuse_stages(reranker_scores, {"first-stage": first_stage_scores}, {"first-stage": first_stage_weight})
+
+
+def _stage_weights(reranker: Any, given: Any, hits: Sequence[Sequence[Any]]) -> dict[str, float] | None:
+    """The three-score weights `rerank_hits` uses: `given` (the hits must carry each stage's score), else the
+    reranker's own where every hit carries them, else None (the two-score order)."""
+    weights = stage_weights_of(reranker, given)
+    if weights is None:
+        return None
+    carried = all(isinstance(hit, dict) and all(f"{s}_score" in hit for s in STAGES) for found in hits for hit in found)
+    if not carried and given is not None:
+        raise ValueError(
+            f"stage_weights={given!r} fuse each stage's own score, but the hits carry no 'dense_score' / "
+            "'lexical_score' (a hybrid search's hits do); pass first_stage_weight instead"
+        )
+    return weights if carried else None
 
 
 def check_rerank(reranker: Any, rerank_top: Any, top_k: int, available: int | None = None) -> int:
@@ -96,9 +163,11 @@ def rerank_hits(
     batch_size: int = 32,
     show_progress_bar: bool = False,
     first_stage_weight: float | None = None,
+    stage_weights: dict[str, float] | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Re-sort each query's first-stage `hits` by the reranker's score of (query, hit text), fused with the hits'
-    first-stage scores when the fusion weight is above 0.
+    first-stage scores when the fusion weight is above 0, or with each stage's own score (three scores) where the
+    hits carry them (`dense_score`, `lexical_score`: a hybrid search) and stage weights are set.
 
     Args:
         reranker: an object with `predict(pairs, batch_size=, show_progress_bar=)` returning one score per pair.
@@ -109,6 +178,9 @@ def rerank_hits(
         batch_size, show_progress_bar: passed to `predict`.
         first_stage_weight: w in [0, 1] of `fuse_scores`; default: the reranker's `first_stage_weight` (0 when it
             has none: the reranker's order alone). Above 0 every hit needs its first-stage `"score"`.
+        stage_weights: {"dense": a, "lexical": b} of `fuse_stages`; default: the reranker's `stage_weights`, used
+            where every hit carries `dense_score` and `lexical_score` (else the two-score order). Given, the hits must
+            carry them. A `first_stage_weight` given without `stage_weights` asks for the two-score order.
 
     Returns:
         Per query, copies of its hits best first: `"score"` (the fused score, or the reranker's when w is 0) and
@@ -124,6 +196,16 @@ def rerank_hits(
         count = len(hits) if isinstance(hits, Sequence) else type(hits).__name__
         raise ValueError(f"hits: expected one list of hits per query ({len(queries)} queries), got {count}")
     keep = None if top_k is None else check_top_k(top_k)
+    stages = _stage_weights(reranker, stage_weights, hits) if first_stage_weight is None or stage_weights else None
+    if (1 - sum(stages.values()) if stages is not None else 1 - weight) <= 1e-12:
+        logger.info("rerank: the weights give the reranker no share; the first stage's order stands")
+        return [
+            [
+                {**hit, "rank": rank, "first_stage_rank": hit.get("rank", rank)}
+                for rank, hit in enumerate(found[:keep], 1)
+            ]
+            for found in hits
+        ]
     pairs = []
     for row, (query, found) in enumerate(zip(queries, hits, strict=True)):
         if not isinstance(query, str):
@@ -132,7 +214,11 @@ def rerank_hits(
             if not isinstance(hit, dict) or not isinstance(hit.get("text"), str):
                 raise ValueError(f"hits[{row}][{position}] has no text (a str): {hit!r:.80}")
             score = hit.get("score")
-            if weight > 0 and (isinstance(score, bool) or not isinstance(score, int | float | np.number)):
+            if (
+                stages is None
+                and weight > 0
+                and (isinstance(score, bool) or not isinstance(score, int | float | np.number))
+            ):
                 raise ValueError(
                     f"hits[{row}][{position}] has no first-stage 'score' (a number): {hit!r:.80}; fusing with "
                     f"first_stage_weight={weight} needs one per hit (pass first_stage_weight=0 to rank by the "
@@ -154,7 +240,13 @@ def rerank_hits(
     results = []
     for query, found in zip(queries, hits, strict=True):
         found_scores = scores[[where[(query, hit["text"])] for hit in found]] if found else scores[:0]
-        final = fuse_scores(found_scores, [hit.get("score") for hit in found], weight) if weight > 0 else found_scores
+        if stages is not None:
+            by_stage = {stage: [hit[f"{stage}_score"] for hit in found] for stage in STAGES}
+            final = fuse_stages(found_scores, by_stage, stages)
+        else:
+            final = (
+                fuse_scores(found_scores, [hit.get("score") for hit in found], weight) if weight > 0 else found_scores
+            )
         order = np.argsort(-final, kind="stable")[:keep]
         reranked = []
         for rank, position in enumerate(order.tolist(), start=1):
@@ -162,7 +254,7 @@ def rerank_hits(
             first = {"first_stage_rank": hit.get("rank", position + 1)}
             if "score" in hit:
                 first["first_stage_score"] = hit["score"]
-            if weight > 0:
+            if weight > 0 or stages is not None:
                 first["reranker_score"] = float(found_scores[position])
             reranked.append({**hit, "score": float(final[position]), "rank": rank, **first})
         results.append(reranked)
@@ -172,6 +264,9 @@ def rerank_hits(
 __all__ = [
     "RERANK_TOP",
     "check_first_stage_weight",
+    "check_stage_weights",
+    "fuse_stages",
+    "stage_weights_of",
     "check_rerank",
     "check_reranker",
     "first_stage_weight_of",

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
-from .hybrid import check_first_stage, fuse, hits_of
+from .hybrid import check_first_stage, fuse, hits_of, stage_scores
 from .index_parts import check_top_k
 from .lexical import require_lexical
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
@@ -181,6 +181,7 @@ class SearchIndex(ABC):
         first_stage: str | None = None,
         fusion: str | None = None,
         dense_weight: float | None = None,
+        stage_weights: dict[str, float] | None = None,
     ) -> list[list[dict[str, Any]]]:
         """Return, per query, the `top_k` best hits `{"id", "text", "score", "rank"}`, best first.
 
@@ -195,7 +196,9 @@ class SearchIndex(ABC):
         (query, text) pairs in one call, `batch_size` pairs at a time, and the `top_k` best returned
         (`rerank.rerank_hits`): `"score"` / `"rank"` the two stages', `"reranker_score"` the reranker's,
         `"first_stage_score"` / `"first_stage_rank"` the first stage's. `first_stage_weight` (default: the reranker's
-        own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores (`rerank.fuse_scores`).
+        own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores (`rerank.fuse_scores`); over a
+        hybrid first stage the hits carry each stage's own score (`"dense_score"`, `"lexical_score"`) and a reranker
+        with `stage_weights` (or `stage_weights` given) fuses the three (`rerank.fuse_stages`).
 
         An index that records a pipeline (`pipeline.attach_reranker`) reranks with it when `rerank` is None, at its
         depth and weight, and with its first stage where no first-stage setting is given; `rerank=False` searches
@@ -206,7 +209,8 @@ class SearchIndex(ABC):
         rerank, first_stage, fusion, dense_weight = self.pipeline_settings(rerank, first_stage, fusion, dense_weight)
         if recorded is not None:
             rerank_top = recorded["rerank_top"] if rerank_top is None else rerank_top
-            first_stage_weight = recorded["first_stage_weight"] if first_stage_weight is None else first_stage_weight
+            if first_stage_weight is None and stage_weights is None:
+                first_stage_weight, stage_weights = recorded["first_stage_weight"], recorded.get("stage_weights")
         rerank_top = RERANK_TOP if rerank_top is None else rerank_top
         first_stage = self.check_first_stage(first_stage, fusion, dense_weight)
         depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(self))
@@ -221,11 +225,19 @@ class SearchIndex(ABC):
             embeddings = model.encode(
                 queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
             )
-        scores, rows = self.first_stage_rows(queries, embeddings, depth, first_stage, fusion, dense_weight)
+        runs = self.stage_runs(queries, embeddings, depth, first_stage)
+        hybrid = len(runs) == 2
+        scores, rows = fuse(runs["dense"], runs["lexical"], fusion, dense_weight) if hybrid else runs[first_stage]
         hits = hits_of(scores, rows, self.rows_of, scores.shape[1] if rerank is not None else top_k)
         if rerank is None:
             return hits
-        return rerank_hits(rerank, queries, hits, top_k, batch_size, first_stage_weight=first_stage_weight)
+        if hybrid:  # each stage's own score goes with the hit: the reranker may fuse three scores
+            for found, extra in zip(hits, stage_scores(rows, runs), strict=True):
+                for hit, own in zip(found, extra, strict=True):
+                    hit.update(own)
+        return rerank_hits(
+            rerank, queries, hits, top_k, batch_size, first_stage_weight=first_stage_weight, stage_weights=stage_weights
+        )
 
     def first_stage_rows(
         self,
@@ -239,13 +251,20 @@ class SearchIndex(ABC):
         """(scores, rows) of each query's first stage, best first, -1 where none: `depth` from each stage; hybrid
         fuses the two lists into their union (up to 2 x depth) by our rule, whatever the store."""
         self.check_first_stage(first_stage, fusion, dense_weight)
-        lexical = self.lexical_rows(list(queries), min(depth, len(self))) if first_stage != "dense" else None
-        if first_stage == "lexical":
-            return lexical
-        dense = self.dense_rows(self.query_array(query_embeddings), min(depth, len(self)))
-        if first_stage == "dense":
-            return dense
-        return fuse(dense, lexical, fusion, dense_weight)
+        runs = self.stage_runs(queries, query_embeddings, depth, first_stage)
+        return fuse(runs["dense"], runs["lexical"], fusion, dense_weight) if len(runs) == 2 else runs[first_stage]
+
+    def stage_runs(
+        self, queries: Sequence[str], query_embeddings: Any, depth: int, first_stage: str
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each stage's own (scores, rows) that `first_stage` needs ("dense", "lexical", or both for "hybrid"),
+        `depth` each, best first."""
+        runs = {}
+        if first_stage != "dense":
+            runs["lexical"] = self.lexical_rows(list(queries), min(depth, len(self)))
+        if first_stage != "lexical":
+            runs["dense"] = self.dense_rows(self.query_array(query_embeddings), min(depth, len(self)))
+        return runs
 
     def search_embeddings(self, query_embeddings: Any, top_k: int = 10) -> list[list[dict[str, Any]]]:
         """Hits for precomputed query vectors `(n, dim)` (numpy or torch; one `(dim,)` vector is one query)."""

@@ -16,10 +16,26 @@ from hf_siamese.cli.progress import LogLines
 
 def test_log_lines_turn_carriage_returns_into_lines() -> None:
     sink = io.StringIO()
-    stream = LogLines(sink)
+    stream = LogLines(sink, interval=0)  # every update kept: only the line ends change
     for text in ("\r  0%|     | 0/4", "\r 50%|##   | 2/4", "\r100%|#####| 4/4", "\n", "hf-siamese: done\n"):
         stream.write(text)
     assert sink.getvalue() == "  0%|     | 0/4\n 50%|##   | 2/4\n100%|#####| 4/4\nhf-siamese: done\n"
+
+
+def test_log_lines_keep_one_line_of_a_bar_per_interval() -> None:
+    sink, now = io.StringIO(), [0.0]
+    stream = LogLines(sink, interval=30, clock=lambda: now[0])
+    for second, text in (
+        (0, "\rScoring:  10%|#  | 1/10"),
+        (5, "\rScoring:  20%|## | 2/10"),
+        (31, "\rScoring:  30%|###| 3/10"),
+    ):
+        now[0] = second
+        stream.write(text)
+    now[0] = 32
+    stream.write("\rScoring: 100%|###| 10/10\nsaved\n")
+    lines = sink.getvalue().splitlines()
+    assert lines == ["Scoring:  10%|#  | 1/10", "Scoring:  30%|###| 3/10", "Scoring: 100%|###| 10/10", "saved"]
 
 
 def test_a_command_logged_to_a_file_keeps_its_progress_as_lines(tmp_path: Path, tiny_tokenizer) -> None:

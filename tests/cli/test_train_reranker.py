@@ -67,7 +67,7 @@ def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, caps
     assert "training rows: 4 (query, positive, negative_1, negative_2, negative_3)" in stdout
     assert "before training (dev, top 100): first stage nDCG@10" in stdout
     assert "best epoch (dev, top 100)" in stdout and "change" in stdout
-    chosen = re.search(r"first-stage weight (\d\.\d) \(dev\): nDCG@10", stdout)
+    chosen = re.search(r"fusion \(dev, nDCG@10\): .* two scores \(first-stage weight (\d\.\d)\)", stdout)
     assert chosen, stdout
     reranker = CrossEncoder.from_pretrained(out)
     assert reranker.first_stage_weight == pytest.approx(float(chosen.group(1)))
@@ -90,7 +90,7 @@ def test_beir_folder_without_dev_lends_training_queries(files, tmp_path, capsys)
     # q1..q3 train: 2 held out (int(3 * 0.5) = 1 query; q1 has 2 pairs): 2 or 3 pairs left x 4 rows each
     assert re.search(r"training rows: (8|12) \(query, document, label\)", stdout), stdout
     assert "before training (1 held-out train queries, top 100)" in stdout
-    assert "first-stage weight" in stdout and "(1 held-out train queries)" in stdout
+    assert "first-stage weight" in stdout and "fusion (1 held-out train queries, nDCG@10)" in stdout
 
 
 @pytest.mark.parametrize("loss", ["mnr", "lambda", "plistmle"])

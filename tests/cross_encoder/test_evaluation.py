@@ -14,10 +14,10 @@ from transformers import BertConfig, BertForSequenceClassification, TrainingArgu
 from hf_siamese.cross_encoder.evaluation import (
     RerankingDataset,
     evaluate_classification,
-    evaluate_reranking,
     evaluate_scores,
     first_stage_candidates,
 )
+from hf_siamese.cross_encoder.fusion_weights import evaluate_reranking
 from hf_siamese.cross_encoder.trainer import CrossEncoderTrainer
 from hf_siamese.data.beir import RetrievalDataset
 

@@ -163,3 +163,32 @@ def test_eval_over_hybrid_reports_the_three_orders_fused(files: Path, capsys) ->
     header = next(line for line in out.splitlines() if line.startswith("metric"))
     assert header.split()[-2:] == ["3", "(x100)"] and "RRF of 3" in header
     assert all(len(line.split()) == 6 for line in out.splitlines() if line.startswith("ndcg@"))
+
+
+def test_a_reranker_with_stage_weights_fuses_three_scores_through_the_index(
+    files: Path, tmp_path: Path, tiny_tokenizer
+) -> None:
+    """A reranker whose saved weights are three-score ones: the hybrid search's hits carry both stages' scores, the
+    recorded pipeline keeps the weights, and searching through it equals the explicit three-score search."""
+    reranker = CrossEncoder.from_pretrained(files / "ce")
+    reranker.stage_weights = {"dense": 0.3, "lexical": 0.2}
+    reranker.save_pretrained(tmp_path / "ce3")
+    model = make_tiny_model()
+    build_index(model, str(files / "corpus.txt"), tmp_path / "idx", tokenizer=tiny_tokenizer, show_progress_bar=False)
+    index = attach_reranker(tmp_path / "idx", str(tmp_path / "ce3"), rerank_top=8, first_stage="hybrid")
+    assert index.pipeline["stage_weights"] == {"dense": 0.3, "lexical": 0.2}
+    assert "dense weight 0.3, lexical weight 0.2" in (tmp_path / "idx" / "README.md").read_text()
+    kept = load_index(tmp_path / "idx").search(model, QUERIES, top_k=5, tokenizer=tiny_tokenizer)
+    explicit = load_index(tmp_path / "idx").search(
+        model, QUERIES, top_k=5, tokenizer=tiny_tokenizer, rerank=reranker, rerank_top=8, first_stage="hybrid",
+        stage_weights={"dense": 0.3, "lexical": 0.2},
+    )  # fmt: skip
+    assert _ids(kept) == _ids(explicit)
+    assert all("dense_score" in hit and "lexical_score" in hit for hit in kept[0])
+    two = load_index(tmp_path / "idx").search(
+        model, QUERIES, top_k=5, tokenizer=tiny_tokenizer, rerank=reranker, rerank_top=8, first_stage="hybrid",
+        first_stage_weight=0.0,
+    )  # fmt: skip
+    for query, found in zip(QUERIES, two, strict=True):  # an explicit first-stage weight: the two-score order
+        expected = reranker.predict([(query, hit["text"]) for hit in found])  # weight 0: the reranker's own scores
+        assert [hit["score"] for hit in found] == pytest.approx(expected.tolist(), abs=1e-2)  # bf16 batches differ
