@@ -22,6 +22,7 @@ import torch
 
 from ..modeling.packing import can_pack, encoder_mask, pack_for_encoder, packed_route
 from .collator import MODEL_INPUTS
+from .last_layer import can_skip, first_states
 
 # Heads that read the encoder's first state: BERT's pooler (in the base model) then a linear classifier; RoBERTa /
 # ELECTRA's classifier module over the sequence (it takes `states[:, 0]` itself).
@@ -121,15 +122,22 @@ def pair_logits(model: torch.nn.Module, inputs: dict[str, Any], packing: bool = 
         # A 4-D mask goes to attention as it is; from a 2-D one transformers asks the device whether anything is
         # padded (a read-back every step).
         model_inputs["attention_mask"] = encoder_mask(mask[:, None, None, :].bool(), base_model(model) or model)
-    if runner is None or runner is model or first_state_reader(model) is None:
+    source = runner if runner is not None else model
+    if first_state_reader(model) is not None and can_skip(base_model(source)):  # scoring: see last_layer.py
+        if not packed:
+            width = model_inputs["input_ids"].shape[1]
+            first = torch.arange(model_inputs["input_ids"].shape[0], device=model_inputs["input_ids"].device) * width
+        states = first_states(base_model(source), model_inputs, first)
+    elif runner is None or runner is model or first_state_reader(model) is None:
         with first_states_at(first_state_reader(model), first) if packed else contextlib.nullcontext():
             return (runner or called)(**model_inputs).logits
-    states = base_model(runner)(**model_inputs).last_hidden_state
-    states = states.reshape(-1, states.shape[-1])[first][:, None] if packed else states[:, :1]
+    else:
+        states = base_model(runner)(**model_inputs).last_hidden_state
+        states = states.reshape(-1, states.shape[-1])[first][:, None] if packed else states[:, :1]
     device = states.device.type
     with torch.autocast(device_type=device, enabled=False) if device in ("cpu", "cuda") else contextlib.nullcontext():
         if getattr(model.config, "model_type", None) in POOLER_HEADS:  # pooler, dropout (no-op in eval), classifier
-            pooler = getattr(base_model(runner), "pooler", None)
+            pooler = getattr(base_model(source), "pooler", None)
             pooled = pooler(states) if pooler is not None else states[:, 0]
             return model.classifier(model.dropout(pooled.float()))
         return model.classifier(states.float())

@@ -18,6 +18,7 @@ from transformers import AutoModelForSequenceClassification, DistilBertConfig, T
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.cross_encoder.collator import CrossEncoderCollator
 from hf_siamese.cross_encoder.forward import first_state_reader, packs, pair_logits
+from hf_siamese.cross_encoder.last_layer import can_skip
 from hf_siamese.cross_encoder.tokenization import PAIR_TOKENS, tokenize_pair_rows
 from hf_siamese.cross_encoder.trainer import CrossEncoderTrainer
 
@@ -180,3 +181,22 @@ def test_the_trainer_tokenizes_once_and_trains_as_before(tiny_tokenizer, tmp_pat
 def test_pretokenize_must_be_a_bool(tiny_tokenizer) -> None:
     with pytest.raises(ValueError, match="pretokenize='yes'"):
         CrossEncoderTrainer(model=tiny_classifier(), processing_class=tiny_tokenizer, loss="bce", pretokenize="yes")
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_scoring_skips_the_last_layers_unread_tokens_exactly(tiny_tokenizer, attention) -> None:
+    """In inference the last layer runs for each pair's first token alone (last_layer.py): the same logits as the
+    model's full forward, packed or padded; in training (or with gradients) the full layer runs."""
+    model = tiny_classifier("bert")
+    model.config._attn_implementation = attention
+    batch = batch_of(tiny_tokenizer)
+    base = model.bert
+    with torch.no_grad():
+        assert can_skip(base)
+        expected = model(**{k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids")}).logits
+        for packing in (True, False):
+            torch.testing.assert_close(pair_logits(model, batch, packing), expected, atol=1e-5, rtol=1e-5)
+    assert not can_skip(base)  # gradients on
+    model.train()
+    with torch.no_grad():
+        assert not can_skip(base)
