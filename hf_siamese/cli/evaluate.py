@@ -4,6 +4,7 @@ BEIR folder the IR table, and with --rerank CE_DIR the first stage's and the two
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from .common import (
@@ -129,6 +130,16 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     model_name = (
         "BM25" if model is None else args.model or (index.model_name if index else None) or default_model_path()
     )
+    if index is not None:  # the index keeps what was measured with it, in its record and card
+        from ..retrieval.pipeline import record_measurement
+
+        search = first_stage + (
+            f" ({fusion}" + (f", dense weight {dense_weight})" if dense_weight is not None else ")")
+        )
+        search = search if fusion else first_stage
+        if reranker is not None:
+            search += f", top {metrics['rerank_top']} reranked"
+        record_measurement(index, Path(args.data).name, split, search, metrics)
     print(f"Retrieval evaluation of {model_name}, first stage: {first_stage}")
     through = "" if index is None else f", through {args.index}"
     print(f"on {args.data} ({split} split{through}): {metrics['num_queries']} queries, {len(data.corpus)} documents")

@@ -119,7 +119,48 @@ def folder_card(path: Path, info: dict[str, Any]) -> str:
         f"- search: {describe_pipeline(info.get('pipeline'))}",
         "",
     ]
+    measured = info.get("measured") or []
+    if measured:
+        lines += [
+            "## Measured with this index (`hf-siamese eval BEIR --index DIR`)",
+            "",
+            "| data | split | queries | search | nDCG@10 | recall@100 | reranked nDCG@10 | date |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for entry in measured:
+            reranked = entry.get("reranked ndcg@10")
+            lines.append(
+                f"| {entry['data']} | {entry['split']} | {entry['queries']} | {entry['search']} | "
+                f"{entry['ndcg@10']:.2f} | {entry.get('recall@100', float('nan')):.2f} | "
+                f"{'-' if reranked is None else f'{reranked:.2f}'} | {entry['date']} |"
+            )
+        lines.append("")
     return "\n".join(lines)
+
+
+MEASURED_KEPT = 20  # measurements an index's record keeps (the latest)
+
+
+def record_measurement(index: Any, data: str, split: str, search: str, metrics: dict[str, float]) -> None:
+    """Keep what `eval --index` measured (nDCG@10, recall@100 of the first stage, the reranked nDCG@10, x100) in the
+    index's record, and so in its card: one entry per (data, split, search), the latest `MEASURED_KEPT`."""
+    import datetime
+
+    entry = {
+        "data": data,
+        "split": split,
+        "search": search,
+        "queries": int(metrics["num_queries"]),
+        "ndcg@10": round(float(metrics["ndcg@10"]), 2),
+        "date": datetime.date.today().isoformat(),
+    }
+    if "recall@100" in metrics:
+        entry["recall@100"] = round(float(metrics["recall@100"]), 2)
+    if "rerank_ndcg@10" in metrics:
+        entry["reranked ndcg@10"] = round(float(metrics["rerank_ndcg@10"]), 2)
+    same = (data, split, search)
+    kept = [e for e in index.info.get("measured") or [] if (e["data"], e["split"], e["search"]) != same]
+    index.save_info(dict(index.info, measured=[*kept, entry][-MEASURED_KEPT:]))
 
 
 __all__ = [
@@ -127,5 +168,6 @@ __all__ = [
     "folder_card",
     "load_reranker",
     "pipeline_record",
+    "record_measurement",
     "register_reranker_loader",
 ]

@@ -135,6 +135,14 @@ def test_eval_through_the_index_measures_its_pipeline(files: Path, tmp_path: Pat
     assert code == 0, err
     table = [line for line in kept.splitlines() if line.startswith(("ndcg", "mrr", "recall"))]
     assert table and table == [line for line in by_hand.splitlines() if line.startswith(("ndcg", "mrr", "recall"))]
+    # the index keeps what was measured with it: one entry per (data, split, search), in its record and its card
+    measured = json.loads((idx / "index.json").read_text())["measured"]
+    assert [(e["data"], e["split"], e["search"]) for e in measured] == [("beir", "test", "hybrid, top 6 reranked")]
+    cells = next(line for line in kept.splitlines() if line.startswith("ndcg@10")).split()  # lexical dense fused rer.
+    assert measured[0]["ndcg@10"] == pytest.approx(float(cells[3]), abs=0.01)
+    assert measured[0]["reranked ndcg@10"] == pytest.approx(float(cells[4]), abs=0.01)
+    card = (idx / "README.md").read_text()
+    assert "## Measured with this index" in card and "| beir | test | 6 | hybrid, top 6 reranked |" in card
 
 
 def test_milvus_keeps_the_pipeline_too(files: Path, tmp_path: Path, capsys) -> None:
