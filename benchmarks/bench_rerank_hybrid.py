@@ -57,7 +57,8 @@ def main() -> None:
     bi, tokenizer = load_inference_model(bi_path, None, None, None)
     train, test = read_beir(args.data, split="train"), read_beir(args.data, split="test")
     dev = held_out(train)
-    print(f"# bi-encoder {bi_path}; held-out train claims {len(dev)}; test claims {len(test)}; depth {args.depth}")
+    judged = [q for q, rel in dev.qrels.items() if any(rel.values())]
+    print(f"# bi-encoder {bi_path}; held-out train claims {len(judged)}; depth {args.depth}")
     first = {}
     for stage in ("dense", "lexical", "hybrid"):
         found = evaluate_retrieval(bi, test, tokenizer=tokenizer, first_stage=stage, percent=True)

@@ -351,8 +351,9 @@ def run_train_reranker(args: argparse.Namespace) -> int:
         if eval_set is not None:
             _print_reranking(f"before training ({eval_split}, top {args.rerank_top})", trainer.evaluate())
         trainer.train()
-        if eval_set is not None:
-            after = trainer.evaluate()
+        if eval_set is not None:  # the best epoch's evaluation, as logged (not scored again)
+            logged = [entry for entry in trainer.state.log_history if f"eval_{EVAL_METRIC}" in entry]
+            after = max(logged, key=lambda entry: entry[f"eval_{EVAL_METRIC}"]) if logged else trainer.evaluate()
             _print_reranking(f"best epoch ({eval_split}, top {args.rerank_top})", after)
     finally:
         shutil.rmtree(checkpoints, ignore_errors=True)
