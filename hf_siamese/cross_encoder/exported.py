@@ -102,6 +102,13 @@ class ExportedCrossEncoder:
         """The fusion weight saved with the model (see `CrossEncoder.first_stage_weight`)."""
         return float(getattr(self.config, "first_stage_weight", 0.0) or 0.0)
 
+    @property
+    def stage_weights(self) -> dict[str, float] | None:
+        """The three-score weights saved with the model (see `CrossEncoder.stage_weights`), or None."""
+        from ..retrieval.rerank import check_stage_weights
+
+        return check_stage_weights(getattr(self.config, "stage_weights", None))
+
     def _check_graph(self, path: Path) -> None:
         """The graph's inputs are ones the tokenizer makes, and it returns `num_labels` logits per pair."""
         hint = " (a bi-encoder's graph?)"

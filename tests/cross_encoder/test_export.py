@@ -94,6 +94,13 @@ def test_the_onnx_graph_scores_as_torch_does(ce, onnx_export) -> None:
     ]
 
 
+def test_the_fusion_weights_travel_with_the_graph(fast_tokenizer, tmp_path) -> None:
+    reranker = spread_cross_encoder(fast_tokenizer)
+    reranker.first_stage_weight, reranker.stage_weights = 0.3, {"dense": 0.2, "lexical": 0.5}
+    graph = ExportedCrossEncoder(export_model(reranker, tmp_path / "onnx", format="onnx"))
+    assert graph.first_stage_weight == 0.3 and graph.stage_weights == {"dense": 0.2, "lexical": 0.5}
+
+
 def test_the_int8_graph_keeps_the_ranking(ce, onnx_export) -> None:
     assert (onnx_export / ONNX_FILES["int8-dynamic"]).is_file()
     int8 = ExportedCrossEncoder(onnx_export, file_name=ONNX_FILES["int8-dynamic"])
