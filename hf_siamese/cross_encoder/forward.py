@@ -91,15 +91,7 @@ def packed_inputs(model: torch.nn.Module, inputs: dict[str, Any]) -> tuple[dict[
         inputs.get("token_type_ids"),
         text_lengths=inputs.get("text_lengths"),
     )
-    encoder_inputs = {
-        "input_ids": packed.input_ids,
-        "attention_mask": packed.attention_mask,
-        "position_ids": packed.position_ids,
-        **packed.attention_kwargs,
-    }
-    if packed.token_type_ids is not None:
-        encoder_inputs["token_type_ids"] = packed.token_type_ids
-    return encoder_inputs, packed.gather[:, 0]
+    return packed.encoder_inputs(), packed.gather[:, 0]
 
 
 def pair_logits(model: torch.nn.Module, inputs: dict[str, Any], packing: bool = True, runner: Any = None) -> Any:

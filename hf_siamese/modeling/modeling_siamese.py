@@ -246,16 +246,7 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseCheckpointMixin, SiameseBert
             flat[1] = None
         mask = attention_mask.reshape(batch * num_texts, -1)
         packed = pack_for_encoder(self.encoder, flat[0], mask, flat[1], text_lengths)
-        encoder_inputs = {
-            "input_ids": packed.input_ids,
-            "attention_mask": packed.attention_mask,
-            "position_ids": packed.position_ids,
-            **packed.attention_kwargs,
-            **kwargs,
-        }
-        if packed.token_type_ids is not None:
-            encoder_inputs["token_type_ids"] = packed.token_type_ids
-        states = self.encoder(**encoder_inputs, return_dict=True).last_hidden_state
+        states = self.encoder(**packed.encoder_inputs(), **kwargs, return_dict=True).last_hidden_state
         if isinstance(prompt_length, torch.Tensor):
             prompt_length = prompt_length.reshape(batch * num_texts)
         embeddings = self._head(unpack_states(states, packed), packed.text_mask, prompt_length)

@@ -67,6 +67,19 @@ class PackedTexts:
     text_mask: torch.Tensor
     attention_kwargs: dict[str, Any] = field(default_factory=dict)
 
+    def encoder_inputs(self) -> dict[str, Any]:
+        """The encoder's keyword arguments for these rows: ids, mask, positions, token types (where there are any)
+        and the route's attention arguments."""
+        inputs = {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            "position_ids": self.position_ids,
+            **self.attention_kwargs,
+        }
+        if self.token_type_ids is not None:
+            inputs["token_type_ids"] = self.token_type_ids
+        return inputs
+
     @property
     def padding_share(self) -> float:
         """Share of the packed rows' positions that are padding."""
