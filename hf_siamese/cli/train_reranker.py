@@ -228,6 +228,7 @@ def _choose_fusion(model: Any, eval_set: Any, eval_split: str, batch_size: int) 
     """Choose and set the model's fusion weights on the evaluation queries (`choose_fusion`: the two-score weight,
     and over hybrid candidates the three-score weights where they measure better); say what each order gives."""
     from ..cross_encoder import choose_fusion
+    from ..retrieval.rerank import reranker_has_no_share
 
     chosen = choose_fusion(model, eval_set, batch_size=max(32, batch_size))
     weight, stages = chosen["first_stage_weight"], chosen["stage_weights"]
@@ -246,8 +247,7 @@ def _choose_fusion(model: Any, eval_set: Any, eval_split: str, batch_size: int) 
     print(line)
     kept = "three-score" if stages is not None else "two-score"
     print(f"saved with the model: the {kept} order (search/eval --rerank use it; --first-stage-weight overrides)")
-    share = 1 - sum(stages.values()) if stages is not None else 1 - weight
-    if share <= 1e-12:
+    if reranker_has_no_share(weight, stages):
         print(
             f"warning: the reranker does not improve on the first stage's nDCG@10 on {eval_split}; its saved weights "
             "give it no share, so searches keep the first stage's order: change the recipe (more epochs, another "

@@ -4,8 +4,8 @@ first stage's on held-out queries (never the test split).
 Three orders are measured from ONE scoring of the candidates:
 - two scores: `(1 - w) z(reranker) + w z(first stage)` for w in 0, 0.1, ..., 1 (`choose_first_stage_weight`);
 - three scores, over a hybrid first stage whose candidates carry each stage's own score: `(1 - a - b) z(reranker) +
-  a z(dense) + b z(lexical)` for a, b in steps of 0.1 with a + b <= 1 (`choose_stage_weights`);
-- the setting-free reciprocal-rank fusion of the reranker's, the dense and the lexical orders (`rrf3`).
+  a z(dense) + b z(lexical)` for a, b in steps of 0.1 with a + b <= 1 (`choose_fusion`);
+- the setting-free reciprocal-rank fusion of the reranker's, the dense and the lexical orders (`rrf_of_three`).
 
 `choose_fusion` measures all three and keeps the three-score weights only where they beat the two-score order on
 these queries (one default per model, from the numbers). Where the best weights give the reranker no share, search
@@ -48,10 +48,10 @@ def reranked_orders(
 ) -> dict[str, list[str]]:
     """query id -> its candidates in the final order: three scores with `stage_weights`, else two with `weight`; the
     first stage's order where the weights leave the reranker no share."""
-    from ..retrieval.rerank import STAGES, fuse_scores, fuse_stages
+    from ..retrieval.rerank import STAGES, fuse_scores, fuse_stages, reranker_has_no_share
 
     judged = dataset.judged_queries()
-    share = 1 - sum(stage_weights.values()) if stage_weights is not None else 1 - weight
+    first_stage_order = reranker_has_no_share(weight, stage_weights)
     if weight > 0 and stage_weights is None:
         missing = [q for q in judged if q not in dataset.first_stage_scores]
         if missing:
@@ -65,7 +65,7 @@ def reranked_orders(
         candidates = dataset.candidates[query]
         mine = scores[start : start + len(candidates)]
         start += len(candidates)
-        if share <= 1e-12:  # never worse: the first stage's order itself
+        if first_stage_order:  # never worse: the first stage's order itself
             orders[query] = list(candidates)
             continue
         if stage_weights is not None:
@@ -135,7 +135,9 @@ def evaluate_reranking(
     from ..retrieval.rerank import first_stage_weight_of, stage_weights_of
 
     weight = first_stage_weight_of(model, first_stage_weight)
-    stages = stage_weights_of(model, stage_weights) if getattr(dataset, "stage_scores", None) else None
+    # As in rerank_hits: a first-stage weight given without stage weights asks for the two-score order.
+    hybrid = getattr(dataset, "stage_scores", None) and (first_stage_weight is None or stage_weights is not None)
+    stages = stage_weights_of(model, stage_weights) if hybrid else None
     scores = candidate_scores(model, dataset, batch_size, show_progress_bar, **predict_kwargs)
     return reranked_metrics(dataset, scores, weight, stages)
 
@@ -196,7 +198,6 @@ def choose_fusion(
     `first_stage` (the candidates' order); among equal scores the reranker's larger share wins, as in
     `choose_first_stage_weight`."""
     from ..metrics import retrieval_metrics
-    from ..retrieval.hybrid import reciprocal_rank_fusion
 
     scores = candidate_scores(model, dataset, batch_size, show_progress_bar, **predict_kwargs)
     weight, table = _best_weight(dataset, scores, FUSION_WEIGHTS, metric)
@@ -218,23 +219,25 @@ def choose_fusion(
         chosen["stage_weights"] = three
     else:
         chosen["best_three_weights"] = three
-    reranked = reranked_orders(dataset, scores, 0.0)
-    fused = {}
-    for query, order in reranked.items():
-        by_stage = [
-            [doc for doc, value in sorted(_known(dataset, query, stage), key=lambda item: -item[1])]
-            for stage in ("dense", "lexical")
-        ]
-        fused[query] = reciprocal_rank_fusion([order, *by_stage])
     k = int(metric.split("@")[1])
-    chosen["rrf3"] = retrieval_metrics(fused, dataset.qrels, [k])[metric]
+    chosen["rrf3"] = retrieval_metrics(rrf_of_three(dataset, scores), dataset.qrels, [k])[metric]
     return chosen
 
 
-def _known(dataset: RerankingDataset, query: str, stage: str) -> list[tuple[str, float]]:
-    """The candidates `stage` found for `query`, with its scores."""
-    values = dataset.stage_scores[query][stage]
-    return [(doc, v) for doc, v in zip(dataset.candidates[query], values, strict=True) if v is not None]
+def rrf_of_three(dataset: RerankingDataset, scores: np.ndarray) -> dict[str, list[str]]:
+    """query id -> the reciprocal-rank fusion of the reranker's order (`scores`), the dense and the lexical orders of
+    its hybrid candidates (each stage's own scores; a stage ranks only the candidates it found)."""
+    from ..retrieval.hybrid import reciprocal_rank_fusion
+
+    fused = {}
+    for query, order in reranked_orders(dataset, scores, 0.0).items():
+        by_stage = []
+        for stage in ("dense", "lexical"):
+            values = dataset.stage_scores[query][stage]
+            known = [(doc, v) for doc, v in zip(dataset.candidates[query], values, strict=True) if v is not None]
+            by_stage.append([doc for doc, _ in sorted(known, key=lambda item: -item[1])])
+        fused[query] = reciprocal_rank_fusion([order, *by_stage])
+    return fused
 
 
 __all__ = [
@@ -244,4 +247,5 @@ __all__ = [
     "evaluate_reranking",
     "reranked_metrics",
     "reranked_orders",
+    "rrf_of_three",
 ]

@@ -85,6 +85,13 @@ def stage_weights_of(reranker: Any, given: Any = None) -> dict[str, float] | Non
     return check_stage_weights(given if given is not None else getattr(reranker, "stage_weights", None))
 
 
+def reranker_has_no_share(first_stage_weight: float, stage_weights: dict[str, float] | None) -> bool:
+    """Whether the weights leave the reranker nothing (w = 1, or dense + lexical = 1): the first stage's order
+    stands, exactly (the never-worse rule)."""
+    share = 1 - sum(stage_weights.values()) if stage_weights is not None else 1 - first_stage_weight
+    return share <= 1e-12
+
+
 def _standardized(values: np.ndarray) -> np.ndarray:
     spread = values.std()
     return (values - values.mean()) / spread if spread > 0 else np.zeros_like(values)
@@ -197,7 +204,7 @@ def rerank_hits(
         raise ValueError(f"hits: expected one list of hits per query ({len(queries)} queries), got {count}")
     keep = None if top_k is None else check_top_k(top_k)
     stages = _stage_weights(reranker, stage_weights, hits) if first_stage_weight is None or stage_weights else None
-    if (1 - sum(stages.values()) if stages is not None else 1 - weight) <= 1e-12:
+    if reranker_has_no_share(weight, stages):
         logger.info("rerank: the weights give the reranker no share; the first stage's order stands")
         return [
             [
@@ -266,6 +273,7 @@ __all__ = [
     "check_first_stage_weight",
     "check_stage_weights",
     "fuse_stages",
+    "reranker_has_no_share",
     "stage_weights_of",
     "check_rerank",
     "check_reranker",

@@ -125,3 +125,16 @@ def test_stage_weights_are_saved_with_the_model(tiny_tokenizer, tmp_path):
     assert CrossEncoder.from_pretrained(tmp_path / "ce").stage_weights == {"dense": 0.2, "lexical": 0.3}
     with pytest.raises(ValueError, match="stage_weights="):
         reranker.stage_weights = {"dense": 0.9, "lexical": 0.3}
+
+
+def test_evaluate_reranking_follows_the_same_precedence_as_search():
+    """An explicit first-stage weight asks for the two-score order, as in rerank_hits; without one, a reranker's own
+    stage weights fuse three scores over hybrid candidates."""
+    from hf_siamese.cross_encoder import evaluate_reranking
+
+    reranker = AntiOracle()
+    reranker.stage_weights = {"dense": 0.0, "lexical": 1.0}  # the lexical order alone: perfect here
+    three = evaluate_reranking(reranker, hybrid_set())
+    two = evaluate_reranking(reranker, hybrid_set(), first_stage_weight=0.0)
+    assert three["ndcg@10"] > two["ndcg@10"]
+    assert two["ndcg@10"] == pytest.approx(evaluate_reranking(AntiOracle(), hybrid_set())["ndcg@10"])
