@@ -29,7 +29,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,161 @@ def _gpl_rows(pairs: Any, model: Any, tokenizer: Any, corpus: list[str], teacher
     return teacher_scores(mined, teacher, output="scores", cache_dir=folder / "teacher-scores", batch_size=32)
 
 
+@dataclass
+class _CorpusScan:
+    """What one read of the corpus found: the number of texts, how many have `TSDAE_MIN_WORDS` words, what they
+    hold (so a rerun on other texts of the same count is not "done"), and for gpl the texts themselves."""
+
+    count: int
+    usable: int
+    digest: TextDigest
+    texts: list[str] | None
+
+
+def _check_arguments(
+    method: str, teacher: Any, max_texts: int | None, numbers: dict[str, Any], output_dir: str | os.PathLike
+) -> Path:
+    """Refuse a bad method, a teacher with the wrong method, bad training numbers or `max_texts`, and an output
+    path that is a file; returns the run folder."""
+    if method not in METHODS:
+        raise ValueError(f"method={method!r}; accepted: {list(METHODS)}")
+    if (method == "gpl") != (teacher is not None):
+        raise ValueError(
+            "method='gpl' needs a cross-encoder teacher (teacher=...; --teacher CE_DIR)" if method == "gpl"
+            else f"teacher= applies to method='gpl', not {method!r}"
+        )  # fmt: skip
+    check_training_numbers(**numbers)
+    if max_texts is not None and (isinstance(max_texts, bool) or not isinstance(max_texts, int) or max_texts < 1):
+        raise ValueError(f"max_texts={max_texts!r}: expected a positive int")
+    folder = Path(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"output_dir={os.fspath(folder)!r} exists and is not a folder")
+    return folder
+
+
+def _scan_corpus(items: Iterable[Any], method: str, batch_size: int) -> _CorpusScan:
+    """Count and fingerprint the corpus's texts (title: (title, body) pairs), keeping them for gpl; refuses a
+    corpus too small for the method's batches."""
+    scan = _CorpusScan(count=0, usable=0, digest=TextDigest(), texts=[] if method == "gpl" else None)
+    for item in items:
+        scan.count += 1
+        scan.digest.add(*(item if isinstance(item, tuple) else (item,)))
+        scan.usable += len((item[1] if method == "title" else item).split()) >= TSDAE_MIN_WORDS
+        if scan.texts is not None:
+            scan.texts.append(item)
+    if scan.count < 2 * batch_size and method in IN_BATCH:
+        raise ValueError(
+            f"the corpus has {scan.count} texts: in-batch negatives need at least two batches of {batch_size} (give "
+            "more texts or a smaller batch size)"
+        )
+    if method == "tsdae" and scan.usable < batch_size:
+        raise ValueError(
+            f"tsdae: {scan.usable} texts of {TSDAE_MIN_WORDS} words or more (shorter ones are too short for the "
+            f"deletion noise); too few for a batch of {batch_size}"
+        )
+    return scan
+
+
+def _load_teacher(teacher: Any) -> tuple[str | None, Any]:
+    """`(the teacher's id for the settings, the teacher)`: a path is loaded; a teacher of more than one output is
+    refused."""
+    from ..cross_encoder.model import CrossEncoder
+    from ..storage.score_store import teacher_id
+
+    teacher_name = None if teacher is None else teacher_id(teacher)
+    if isinstance(teacher, str | os.PathLike):
+        teacher = CrossEncoder.from_pretrained(os.fspath(teacher))
+    if teacher is not None and getattr(teacher, "num_labels", 1) != 1:
+        raise ValueError(f"teacher: a cross-encoder of {teacher.num_labels} outputs; gpl needs one score per pair")
+    return teacher_name, teacher
+
+
+def _write_pairs(
+    pairs_file: Path,
+    method: str,
+    read: Callable[[], Iterable[Any]],
+    texts: list[str] | None,
+    query_generator: Callable[[list[str]], list[str]] | None,
+    seed: int,
+    batch_size: int,
+) -> None:
+    """Stage 1: the pseudo pairs (tsdae: the texts long enough to damage) written to `pairs_file`, unless there
+    already; refuses too few pairs for a batch."""
+    from datasets import Dataset
+
+    from ..data.pseudo_pairs import pseudo_pair_needs, pseudo_pairs
+
+    if pairs_file.is_file():
+        return
+    if method == "tsdae":
+        write_rows(pairs_file, ({"text": text} for text in read() if len(text.split()) >= TSDAE_MIN_WORDS))
+    elif method == "gpl" and query_generator is not None:
+        queries = list(query_generator(list(texts)))
+        if len(queries) != len(texts) or not all(isinstance(q, str) and q.strip() for q in queries):
+            raise ValueError(
+                f"query_generator gave {len(queries)} queries for {len(texts)} texts; expected one non-empty string "
+                "per text"
+            )
+        write_rows(pairs_file, Dataset.from_dict({"anchor": queries, "positive": texts}))
+    else:
+        kind = "sentence" if method == "gpl" else method
+        write_rows(pairs_file, pseudo_pairs(read() if texts is None else texts, kind, seed=seed))
+        written = sum(1 for _ in pairs_file.open(encoding="utf-8"))
+        if written < batch_size:
+            pairs_file.unlink()
+            raise ValueError(
+                f"the corpus gives {written} {method} pairs ({method} needs {pseudo_pair_needs(kind)}); too few for "
+                f"a batch of {batch_size}"
+            )
+
+
+def _rows_and_loss(
+    method: str, pairs: Any, student: Any, tokenizer: Any, scan: _CorpusScan, teacher: Any, folder: Path,
+    settings: dict, denoising: Any, show: Callable[..., Any],
+) -> tuple[Any, Any]:  # fmt: skip
+    """The training rows and loss: gpl's scored rows (stage 2, kept on disk) with `MarginMSELoss`, tsdae's texts
+    with its denoising loss, else the pairs with in-batch negatives."""
+    from ..losses import MarginMSELoss, MultipleNegativesRankingLoss
+
+    if method == "gpl":
+        scored_file = folder / "scored.jsonl"
+        if not scored_file.is_file():
+            write_rows(scored_file, _gpl_rows(pairs, student, tokenizer, scan.texts, teacher, folder, settings))
+            shutil.rmtree(folder / "teacher-scores", ignore_errors=True)
+        rows = read_jsonl(scored_file)
+        loss: Any = MarginMSELoss(scale=fit_margin_scale(rows, student))
+        show(f"adapt: {len(rows)} scored rows; MarginMSE with student scale {loss.scale:.2f}")
+        return rows, loss
+    if method == "tsdae":
+        return pairs, denoising
+    return pairs, MultipleNegativesRankingLoss(scale=20.0)
+
+
+def _train_and_save(
+    student: Any, tokenizer: Any, rows: Any, loss: Any, folder: Path, settings: dict, save_steps: int, origin: str,
+    show: Callable[..., Any],
+) -> Any:  # fmt: skip
+    """Stage 3: train from the last checkpoint, write the metrics, save the model with a card naming `origin`."""
+    from transformers import TrainingArguments
+
+    from ..training.trainer import SiameseTrainer
+
+    checkpoints = folder / "checkpoints"
+    args = TrainingArguments(
+        output_dir=str(checkpoints), num_train_epochs=settings["epochs"],
+        per_device_train_batch_size=settings["batch_size"], learning_rate=settings["lr"], warmup_steps=0.1,
+        seed=settings["seed"], report_to=[], logging_steps=50, save_strategy="steps", save_steps=save_steps,
+        save_total_limit=1, disable_tqdm=not settings["show_progress_bar"],
+    )  # fmt: skip
+    trainer = SiameseTrainer(
+        model=student.train(), args=args, train_dataset=rows, processing_class=tokenizer, loss=loss
+    )
+    result = trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
+    write_text_atomic(folder / "train_metrics.json", json.dumps({**result.metrics, "global_step": result.global_step}))
+    show(f"adapt: the adapted bi-encoder -> {save_final_model(trainer, tokenizer, folder, origin)}")
+    return trainer.model
+
+
 def adapt(
     corpus: Any,
     output_dir: str | os.PathLike,
@@ -116,32 +272,15 @@ def adapt(
         query_generator: gpl: `texts -> one query per text` (e.g. a doc2query T5's generate) used instead of the
             sentence pseudo-queries: GPL as published.
     """
-    from datasets import Dataset
-    from transformers import TrainingArguments, set_seed
+    from transformers import set_seed
 
-    from ..cross_encoder.model import CrossEncoder
     from ..data.corpus_stream import resolve_corpus
-    from ..data.pseudo_pairs import corpus_texts, pseudo_pair_needs, pseudo_pairs
+    from ..data.pseudo_pairs import corpus_texts
     from ..formats.loading import load_model
-    from ..losses import DenoisingAutoEncoderLoss, MarginMSELoss, MultipleNegativesRankingLoss
-    from ..storage.score_store import teacher_id
-    from ..training.trainer import SiameseTrainer
+    from ..losses import DenoisingAutoEncoderLoss
 
-    if method not in METHODS:
-        raise ValueError(f"method={method!r}; accepted: {list(METHODS)}")
-    if (method == "gpl") != (teacher is not None):
-        raise ValueError(
-            "method='gpl' needs a cross-encoder teacher (teacher=...; --teacher CE_DIR)" if method == "gpl"
-            else f"teacher= applies to method='gpl', not {method!r}"
-        )  # fmt: skip
-    check_training_numbers(
-        epochs=epochs, save_steps=save_steps, batch_size=batch_size, **({} if lr is None else {"lr": lr})
-    )
-    if max_texts is not None and (isinstance(max_texts, bool) or not isinstance(max_texts, int) or max_texts < 1):
-        raise ValueError(f"max_texts={max_texts!r}: expected a positive int")
-    folder = Path(output_dir)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"output_dir={os.fspath(folder)!r} exists and is not a folder")
+    numbers = {"epochs": epochs, "save_steps": save_steps, "batch_size": batch_size}
+    folder = _check_arguments(method, teacher, max_texts, {**numbers, **({} if lr is None else {"lr": lr})}, output_dir)
     source = resolve_corpus(corpus)  # a Hub id opened once, read twice
     if isinstance(source, Iterator):  # a one-pass iterator (a generator) is kept, as it cannot be read twice
         source = list(source)
@@ -150,30 +289,8 @@ def adapt(
         titles = title_column if method == "title" else None
         return corpus_texts(source, text_column=text_column, title_column=titles, max_texts=max_texts)
 
-    count = usable = 0
-    texts: list[str] | None = [] if method == "gpl" else None  # gpl keeps the corpus it mines negatives from
-    digest = TextDigest()  # what the texts hold, so a rerun on other texts of the same count is not "done"
-    for item in read():
-        count += 1
-        digest.add(*(item if isinstance(item, tuple) else (item,)))
-        usable += len((item[1] if method == "title" else item).split()) >= TSDAE_MIN_WORDS
-        if texts is not None:
-            texts.append(item)
-    if count < 2 * batch_size and method in IN_BATCH:
-        raise ValueError(
-            f"the corpus has {count} texts: in-batch negatives need at least two batches of {batch_size} (give "
-            "more texts or a smaller batch size)"
-        )
-    if method == "tsdae" and usable < batch_size:
-        raise ValueError(
-            f"tsdae: {usable} texts of {TSDAE_MIN_WORDS} words or more (shorter ones are too short for the "
-            f"deletion noise); too few for a batch of {batch_size}"
-        )
-    teacher_name = None if teacher is None else teacher_id(teacher)
-    if isinstance(teacher, str | os.PathLike):
-        teacher = CrossEncoder.from_pretrained(os.fspath(teacher))
-    if teacher is not None and getattr(teacher, "num_labels", 1) != 1:
-        raise ValueError(f"teacher: a cross-encoder of {teacher.num_labels} outputs; gpl needs one score per pair")
+    scan = _scan_corpus(read(), method, batch_size)
+    teacher_name, teacher = _load_teacher(teacher)
     lr = lr if lr is not None else DEFAULT_LR[method]
     set_seed(seed)
     student, tokenizer = load_model(os.fspath(model))
@@ -182,7 +299,7 @@ def adapt(
     denoising = DenoisingAutoEncoderLoss(student, tokenizer, deletion_ratio=0.6) if method == "tsdae" else None
     settings = {
         "model": os.fspath(model), "method": method, "teacher": teacher_name,
-        "texts": digest.describe("texts"), "epochs": epochs,
+        "texts": scan.digest.describe("texts"), "epochs": epochs,
         "batch_size": batch_size, "lr": lr, "num_negatives": num_negatives, "seed": seed,
         "query_generator": query_generator is not None,
     }  # fmt: skip
@@ -197,56 +314,13 @@ def adapt(
         return load_model(str(out))[0]
 
     pairs_file = folder / "pairs.jsonl"
-    if method == "tsdae" and not pairs_file.is_file():
-        write_rows(pairs_file, ({"text": text} for text in read() if len(text.split()) >= TSDAE_MIN_WORDS))
-    elif method == "gpl" and query_generator is not None and not pairs_file.is_file():
-        queries = list(query_generator(list(texts)))
-        if len(queries) != len(texts) or not all(isinstance(q, str) and q.strip() for q in queries):
-            raise ValueError(
-                f"query_generator gave {len(queries)} queries for {len(texts)} texts; expected one non-empty string "
-                "per text"
-            )
-        write_rows(pairs_file, Dataset.from_dict({"anchor": queries, "positive": texts}))
-    elif not pairs_file.is_file():
-        kind = "sentence" if method == "gpl" else method
-        write_rows(pairs_file, pseudo_pairs(read() if texts is None else texts, kind, seed=seed))
-        written = sum(1 for _ in pairs_file.open(encoding="utf-8"))
-        if written < batch_size:
-            pairs_file.unlink()
-            raise ValueError(
-                f"the corpus gives {written} {method} pairs ({method} needs {pseudo_pair_needs(kind)}); too few for "
-                f"a batch of {batch_size}"
-            )
+    _write_pairs(pairs_file, method, read, scan.texts, query_generator, seed, batch_size)
     pairs = read_jsonl(pairs_file)
-    show(f"adapt: {len(pairs)} {method} rows from {count} texts")
-
-    if method == "gpl":
-        scored_file = folder / "scored.jsonl"
-        if not scored_file.is_file():
-            write_rows(scored_file, _gpl_rows(pairs, student, tokenizer, texts, teacher, folder, settings))
-            shutil.rmtree(folder / "teacher-scores", ignore_errors=True)
-        rows = read_jsonl(scored_file)
-        loss: Any = MarginMSELoss(scale=fit_margin_scale(rows, student))
-        show(f"adapt: {len(rows)} scored rows; MarginMSE with student scale {loss.scale:.2f}")
-    elif method == "tsdae":
-        rows, loss = pairs, denoising
-    else:
-        rows, loss = pairs, MultipleNegativesRankingLoss(scale=20.0)
-    checkpoints = folder / "checkpoints"
-    args = TrainingArguments(
-        output_dir=str(checkpoints), num_train_epochs=epochs, per_device_train_batch_size=batch_size, learning_rate=lr,
-        warmup_steps=0.1, seed=seed, report_to=[], logging_steps=50, save_strategy="steps", save_steps=save_steps,
-        save_total_limit=1, disable_tqdm=not show_progress_bar,
-    )  # fmt: skip
-    trainer = SiameseTrainer(
-        model=student.train(), args=args, train_dataset=rows, processing_class=tokenizer, loss=loss
-    )
-    result = trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
-    write_text_atomic(folder / "train_metrics.json", json.dumps({**result.metrics, "global_step": result.global_step}))
-    origin = f"`hf-siamese adapt --method {method}` on {count} unlabelled texts ({len(rows)} training rows"
+    show(f"adapt: {len(pairs)} {method} rows from {scan.count} texts")
+    rows, loss = _rows_and_loss(method, pairs, student, tokenizer, scan, teacher, folder, settings, denoising, show)
+    origin = f"`hf-siamese adapt --method {method}` on {scan.count} unlabelled texts ({len(rows)} training rows"
     origin += f"; teacher {teacher_name})" if teacher_name else ")"
-    show(f"adapt: the adapted bi-encoder -> {save_final_model(trainer, tokenizer, folder, origin)}")
-    return trainer.model
+    return _train_and_save(student, tokenizer, rows, loss, folder, settings, save_steps, origin, show)
 
 
 __all__ = ["METHODS", "adapt", "fit_margin_scale"]
