@@ -9,18 +9,19 @@ the Hub token or a local path, and uploads the folder as a single commit. Any fa
 
 from __future__ import annotations
 
-import importlib
+import functools
 import inspect
 import json
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .hub_errors import HubPushError, hub_errors
 from .local_paths import looks_like_local_path, scrub_local_paths
 from .model_card import build_model_card
 from .model_card_facts import _CARD_FACT_NAMES
@@ -48,22 +49,6 @@ _NO_PATH_SCAN_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".msgpack", ".h
 _NO_PATH_SCAN_NAMES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "spiece.model")
 _REQUIRED_FILES = ("config.json", "configuration_siamese.py", "modeling_siamese.py")
 _CHUNK = 1 << 24
-
-
-class HubPushError(OSError):
-    """Pushing to the Hub failed: the server could not be reached, refused the request, or rejected the token.
-
-    Attributes: `endpoint`, `repo_id` and `status_code` (None when no HTTP answer came back).
-    """
-
-    def __init__(self, message: str, *, endpoint: str, repo_id: str, status_code: int | None = None) -> None:
-        super().__init__(message)
-        self.endpoint = endpoint
-        self.repo_id = repo_id
-        self.status_code = status_code
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 def push_to_hub(
@@ -109,6 +94,51 @@ def push_to_hub(
         ValueError / TypeError: bad arguments, or a file would carry the token or a local path.
     """
     from huggingface_hub import HfApi, get_token
+
+    _check_push_arguments(model, repo_id, token=token, revision=revision, model_card=model_card, card_facts=card_facts)
+    api = HfApi(token=token)
+    endpoint = api.endpoint
+    secrets = [s for s in (token if isinstance(token, str) else None, _safe_get_token(get_token)) if s]
+    tokenizer = _push_tokenizer(model, tokenizer, repo_id)
+
+    # Everything local happens first: a push that would leak the token stops before any request is made.
+    folder = Path(tempfile.mkdtemp(prefix="hf_siamese_push_"))
+    try:
+        card = model_card if model_card is not None else build_model_card(model, repo_id=repo_id, **card_facts)
+        stage_folder(model, folder, tokenizer=tokenizer, model_card=card, max_shard_size=max_shard_size)
+        verify_folder(folder, secrets=secrets)
+        repo_id = _create_repo(api, endpoint, model, repo_id, folder, private=private, revision=revision,
+                               card_facts=None if model_card is not None else card_facts, secrets=secrets)  # fmt: skip
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    commit = _Commit(
+        message=commit_message or f"Upload {type(model).__name__} with hf-siamese",
+        description=commit_description,
+        revision=revision,
+        create_pr=create_pr,
+    )
+    upload = functools.partial(_upload, api, endpoint, repo_id, folder, type(model).__name__, commit)
+    if run_as_future:
+        return api.run_as_future(upload)
+    return upload()
+
+
+@dataclass(frozen=True)
+class _Commit:
+    """The commit a push makes: its message and description, the branch, and whether it opens a pull request."""
+
+    message: str
+    description: str | None
+    revision: str | None
+    create_pr: bool
+
+
+def _check_push_arguments(
+    model: Any, repo_id: Any, *, token: Any, revision: Any, model_card: Any, card_facts: dict[str, Any]
+) -> None:
+    """Refuse what `push_to_hub` cannot push: a bad repo id or revision, unknown card facts, a card that is not
+    text or comes with card facts, something that is no model, a token of the wrong type."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     if not isinstance(repo_id, str) or not repo_id:
@@ -136,9 +166,9 @@ def push_to_hub(
     if revision is not None and (not isinstance(revision, str) or not revision):
         raise ValueError(f"push_to_hub: revision={revision!r} must be a branch name such as 'main' or 'v2'.")
 
-    api = HfApi(token=token)
-    endpoint = api.endpoint
-    secrets = [s for s in (token if isinstance(token, str) else None, _safe_get_token(get_token)) if s]
+
+def _push_tokenizer(model: Any, tokenizer: Any, repo_id: str) -> Any:
+    """The tokenizer to push: the given one, else the model's (`_default_tokenizer`); warns when there is none."""
     tokenizer = tokenizer if tokenizer is not None else _default_tokenizer(model)
     if tokenizer is None:
         logger.warning(
@@ -146,50 +176,45 @@ def push_to_hub(
             "`encode` there needs an explicit tokenizer. Pass tokenizer=...",
             repo_id,
         )
+    return tokenizer
 
-    # Everything local happens first: a push that would leak the token stops before any request is made.
-    folder = Path(tempfile.mkdtemp(prefix="hf_siamese_push_"))
-    try:
-        card = model_card if model_card is not None else build_model_card(model, repo_id=repo_id, **card_facts)
-        stage_folder(model, folder, tokenizer=tokenizer, model_card=card, max_shard_size=max_shard_size)
+
+def _create_repo(
+    api: Any, endpoint: str, model: Any, repo_id: str, folder: Path, *, private: bool | None, revision: str | None,
+    card_facts: dict[str, Any] | None, secrets: list[str],
+) -> str:  # fmt: skip
+    """Create the repository (and the branch `revision`) when missing; returns the full repo id. A generated card
+    (`card_facts` not None) is written again for the full id when the Hub added the owner's namespace."""
+    with hub_errors(endpoint, repo_id, "create the repository"):
+        full_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+    if full_id != repo_id and card_facts is not None:
+        # "name" became "owner/name": the card's usage snippets must say so.
+        card = build_model_card(model, repo_id=full_id, **card_facts)
+        (folder / "README.md").write_text(scrub_local_paths(card), encoding="utf-8")
         verify_folder(folder, secrets=secrets)
-        with _hub_errors(endpoint, repo_id, "create the repository"):
-            full_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
-        if full_id != repo_id and model_card is None:
-            # "name" became "owner/name": the card's usage snippets must say so.
-            card = build_model_card(model, repo_id=full_id, **card_facts)
-            (folder / "README.md").write_text(scrub_local_paths(card), encoding="utf-8")
-            verify_folder(folder, secrets=secrets)
-        repo_id = full_id
-        branch = revision.removeprefix("refs/heads/") if revision else None
-        if branch and branch != "main" and not branch.startswith("refs/"):
-            with _hub_errors(endpoint, repo_id, f"create the branch {branch!r}"):
-                api.create_branch(repo_id, branch=branch, exist_ok=True)
-    except BaseException:
+    branch = revision.removeprefix("refs/heads/") if revision else None
+    if branch and branch != "main" and not branch.startswith("refs/"):
+        with hub_errors(endpoint, full_id, f"create the branch {branch!r}"):
+            api.create_branch(full_id, branch=branch, exist_ok=True)
+    return full_id
+
+
+def _upload(api: Any, endpoint: str, repo_id: str, folder: Path, model_name: str, commit: _Commit) -> Any:
+    """Upload the staged `folder` as one commit and delete it, whatever happens; returns the `CommitInfo`."""
+    try:
+        with hub_errors(endpoint, repo_id, "upload the files"):
+            info = api.upload_folder(
+                repo_id=repo_id,
+                folder_path=folder,
+                commit_message=commit.message,
+                commit_description=commit.description,
+                revision=commit.revision,
+                create_pr=commit.create_pr,
+            )
+    finally:
         shutil.rmtree(folder, ignore_errors=True)
-        raise
-
-    message = commit_message or f"Upload {type(model).__name__} with hf-siamese"
-
-    def upload() -> Any:
-        try:
-            with _hub_errors(endpoint, repo_id, "upload the files"):
-                info = api.upload_folder(
-                    repo_id=repo_id,
-                    folder_path=folder,
-                    commit_message=message,
-                    commit_description=commit_description,
-                    revision=revision,
-                    create_pr=create_pr,
-                )
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        logger.info("Pushed %s to %s/%s (commit %s).", type(model).__name__, endpoint, repo_id, info.oid)
-        return info
-
-    if run_as_future:
-        return api.run_as_future(upload)
-    return upload()
+    logger.info("Pushed %s to %s/%s (commit %s).", model_name, endpoint, repo_id, info.oid)
+    return info
 
 
 def _safe_get_token(get_token: Any) -> str | None:
@@ -316,81 +341,6 @@ def _file_contains(path: Path, needles: list[bytes]) -> bool:
                 return True
             tail = window[-overlap:] if overlap else b""
     return False
-
-
-# ------------------------------------------------------------------------------------------------ errors
-
-
-@contextmanager
-def _hub_errors(endpoint: str, repo_id: str, action: str) -> Iterator[None]:
-    """Turn what the Hub client raises into a `HubPushError` that says what failed, where, and what to do."""
-    try:
-        yield
-    except HubPushError:
-        raise
-    except Exception as error:
-        converted = _convert_error(error, endpoint, repo_id, action)
-        if converted is None:
-            raise
-        raise converted from error
-
-
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    types: list[type[BaseException]] = [ConnectionError, TimeoutError]
-    for name in ("httpx2", "httpx", "requests"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        for attribute in ("TransportError", "ConnectionError", "Timeout"):
-            kind = getattr(module, attribute, None)
-            if isinstance(kind, type) and issubclass(kind, BaseException):
-                types.append(kind)
-    return tuple(types)
-
-
-def _convert_error(error: Exception, endpoint: str, repo_id: str, action: str) -> HubPushError | None:
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
-
-    where = f"{endpoint}/{repo_id}"
-    prefix = f"push_to_hub: could not {action} for {repo_id!r} on {endpoint}"
-    if action == "upload the files":
-        untouched = "No local file was changed; running the same push again once this is fixed is safe."
-    else:
-        untouched = "Nothing was uploaded and no local file was changed; run the same push again once this is fixed."
-    if isinstance(error, OfflineModeIsEnabled):
-        return HubPushError(
-            f"{prefix}: offline mode is on (HF_HUB_OFFLINE=1). Unset it to push. {untouched}",
-            endpoint=endpoint,
-            repo_id=repo_id,
-        )
-    if isinstance(error, HfHubHTTPError):
-        response = getattr(error, "response", None)
-        status = getattr(response, "status_code", None)
-        server = getattr(error, "server_message", None) or ""
-        detail = f" (HTTP {status}{': ' + server if server else ''})" if status is not None else ""
-        if status in (401, 403) or isinstance(error, RepositoryNotFoundError):
-            hint = (
-                f"the Hub refused the credentials{detail}. Log in with `hf auth login` or pass token= with a token "
-                f"that has write access to {repo_id!r} (and check the namespace in the repo id)."
-            )
-        elif status is not None and status >= 500:
-            hint = f"the Hub is unavailable{detail}. Check {endpoint} (or HF_ENDPOINT) and retry later."
-        elif status == 404:
-            hint = f"not found{detail}; check the repo id and revision."
-        else:
-            hint = f"the Hub rejected the request{detail}."
-        return HubPushError(
-            f"{prefix} ({where}): {hint} {untouched}", endpoint=endpoint, repo_id=repo_id, status_code=status
-        )
-    if isinstance(error, _transport_errors()):
-        return HubPushError(
-            f"{prefix} ({where}): the server could not be reached ({type(error).__name__}: {error}). Check the "
-            f"network and the endpoint ({endpoint}, set by HF_ENDPOINT), then retry. {untouched}",
-            endpoint=endpoint,
-            repo_id=repo_id,
-        )
-    return None
 
 
 __all__ = ["HubPushError", "push_to_hub", "stage_folder", "verify_folder", "MACHINE_SPECIFIC_TOKENIZER_KEYS"]
