@@ -2,7 +2,7 @@
 and to open, open time, batched queries/s and recall@10, on synthetic clustered vectors of dim 384 (the size of
 all-MiniLM-L6-v2's embeddings), cosine similarity.
 
-    python benchmarks/bench_ann.py [--sizes 100000,1000000] [--noise 2.2] [--workdir DIR] [--keep]
+    python benchmarks/run.py ann [--sizes 100000,1000000] [--noise 2.2] [--workdir DIR] [--keep]
 
 Data: 1,000 topic centres ~ N(0, I), 10 sub-topics per topic offset by N(0, 0.5^2 I), each vector = centre + offset +
 N(0, noise^2 I). With noise 2.2 the nearest neighbours mostly, not always, share a sub-topic: at 100k the measured
@@ -10,8 +10,8 @@ recall@10 climbs from 0.70 at nprobe 1 to 0.95 at nprobe 32, a long tail as with
 clusters would give 0.99 at nprobe 1 and flatter the index). The vectors are written to .npy chunks of 100k rows first
 and the build reads them back one at a time (np.load with mmap_mode="r"), as it would read embedding shards.
 
-Each step runs in its own child process (children.py), so VmHWM (peak RSS) is that step's own; RSS is reported above
-the child's RSS after its imports (torch etc., through hf_siamese). Queries: 1,000 fresh vectors from the same
+Each step runs in its own child process (common.run_child), so VmHWM (peak RSS) is that step's own; RSS is reported
+above the child's RSS after its imports (torch etc., through hf_siamese). Queries: 1,000 fresh vectors from the same
 distribution, one batch of 1,000, top-10, timed 3 times after one warm-up batch (median); the page cache is warm (the
 index was just written). Exact: faiss IndexFlatIP over the same unit vectors, same batch.
 """
@@ -22,7 +22,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -31,18 +30,10 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from children import add_child_arguments, run_child, run_if_child  # noqa: E402
+from common import add_child_arguments, cpu_flags, memory_mb, run_child, run_if_child  # noqa: E402
 
 DIM, TOPICS, SUBTOPICS, SUBTOPIC_SPREAD, CHUNK_ROWS, QUERIES = 384, 1000, 10, 0.5, 100_000, 1000
 TARGETS = {"recall": 0.95, "speedup": 10.0, "open_s": 2.0, "at": 1_000_000}
-
-
-def memory_mb(field: str) -> float:
-    """VmRSS (now) or VmHWM (peak) of this process, in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def vectors(n: int, seed: int, noise: float) -> np.ndarray:
@@ -128,11 +119,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 def header() -> str:
     import faiss
 
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    found = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni") if f in flags.split()]
-    model = next((line.split(":", 1)[1].strip() for line in flags.splitlines() if "Model name" in line), "?")
     return (
-        f"dim {DIM} (like all-MiniLM-L6-v2), cosine; CPU {model}, {os.cpu_count()} cores, flags {' '.join(found)}; "
+        f"dim {DIM} (like all-MiniLM-L6-v2), cosine; {cpu_flags()}; "
         f"faiss {faiss.__version__} ({faiss.get_compile_options().strip()}), {faiss.omp_get_max_threads()} threads"
     )
 

@@ -1,16 +1,37 @@
-"""What the benchmarks share: the data files, the seeded training rows of the speed benchmark's recipes, STSb
-Spearman of embeddings, the machine's load during a run, and the library versions for a results header."""
+"""What the benchmark scenarios share, once: the data paths (../shared/data, with a clear error when a file is
+absent), the seeded training rows of the recipes, STSb Spearman of embeddings, the machine's load during a run, the
+CPU and library versions for a results header, peak memory, timing of interleaved rounds, markdown tables, a fresh
+child process per measurement, and the sections of `benchmarks/RESULTS.md` each scenario owns.
+
+Imports only the standard library at module level: `st_serving_row.py` reads it from the sentence-transformers venv.
+"""
 
 from __future__ import annotations
 
+import argparse
 import csv
+import datetime
+import json
 import os
 import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-DATA = Path(os.environ.get("HF_SIAMESE_DATA", "/work/shared/data"))
+SCENARIOS = Path(__file__).resolve().parent
+BENCHMARKS = SCENARIOS.parent
+REPO = BENCHMARKS.parent
+RESULTS_MD = BENCHMARKS / "RESULTS.md"
+RESULTS_DIR = BENCHMARKS / "results"
+DATA = Path(os.environ.get("HF_SIAMESE_DATA", REPO.parent / "shared" / "data"))
 STSB = DATA / "stsb"
+SCIFACT = DATA / "retrieval" / "scifact"
 NLI_PAIRS = DATA / "nli" / "derived" / "nli_pairs_labelled.tsv"
 NLI_TRIPLETS = DATA / "nli" / "derived" / "nli_triplets.tsv"
 
@@ -22,13 +43,26 @@ ZERO_SHOT_PUBLISHED = 82.03  # all-MiniLM-L6-v2's published STSb test Spearman x
 # ------------------------------------------------------------------------------------------------------ rows
 
 
+def require(path: Path | str, what: str = "benchmark data") -> Path:
+    """`path` if it exists; otherwise exit with a message naming it and how to point the benchmarks elsewhere."""
+    path = Path(path)
+    if not path.exists():
+        raise SystemExit(
+            f"{what} not found at {path}: the benchmarks read ../shared/data next to the repository "
+            f"(set HF_SIAMESE_DATA to another copy of the shared data folder)"
+        )
+    return path
+
+
 def seeded_order(n: int, seed: int = SEED) -> list[int]:
+    """0..n-1 shuffled with `seed` (the same order for both libraries)."""
     order = list(range(n))
     random.Random(seed).shuffle(order)
     return order
 
 
 def read_tsv(path: Path) -> list[dict[str, str]]:
+    """The rows of a tab-separated file with a header line."""
     # The derived NLI files are written with csv.QUOTE_MINIMAL: default quoting reads them back exactly.
     with open(path, encoding="utf-8", newline="") as handle:
         return list(csv.DictReader(handle, delimiter="\t"))
@@ -37,7 +71,7 @@ def read_tsv(path: Path) -> list[dict[str, str]]:
 def stsb_split(split: str) -> dict[str, list]:
     from hf_siamese.data import read_sts_benchmark
 
-    dataset = read_sts_benchmark(STSB / f"sts-{split}.csv")
+    dataset = read_sts_benchmark(require(STSB / f"sts-{split}.csv", "STS Benchmark"))
     return {name: list(dataset[name]) for name in ("sentence1", "sentence2", "score")}
 
 
@@ -54,11 +88,11 @@ def train_rows(recipe: str, max_train: int, nli_heldout: int) -> tuple[dict[str,
     if recipe == "cosine":
         return stsb_rows("train", max_train), None
     if recipe == "mnr":
-        rows = read_tsv(NLI_TRIPLETS)
+        rows = read_tsv(require(NLI_TRIPLETS, "NLI triplets"))
         order = seeded_order(len(rows))[:max_train]
         return {k: [rows[i][k] for i in order] for k in ("anchor", "positive", "negative")}, None
     if recipe == "softmax":
-        rows = read_tsv(NLI_PAIRS)
+        rows = read_tsv(require(NLI_PAIRS, "NLI pairs"))
         order = seeded_order(len(rows))
         heldout, pool = order[len(order) - nli_heldout :], order[: len(order) - nli_heldout]
         if max_train > len(pool):
@@ -79,7 +113,8 @@ def train_rows(recipe: str, max_train: int, nli_heldout: int) -> tuple[dict[str,
 # ------------------------------------------------------------------------------------------------------ measuring
 
 
-def spearman_x100(a, b, gold) -> float:
+def spearman_x100(a: Any, b: Any, gold: Any) -> float:
+    """Spearman x100 of the cosine similarities of row pairs (a[i], b[i]) against the gold scores."""
     import numpy as np
     from scipy.stats import spearmanr
 
@@ -125,6 +160,7 @@ class LoadSampler:
 
 
 def versions() -> str:
+    """The versions of torch, transformers, sentence-transformers and hf-siamese, for a results header."""
     from importlib.metadata import PackageNotFoundError, version
 
     parts = []
@@ -134,3 +170,130 @@ def versions() -> str:
         except PackageNotFoundError:
             parts.append(f"{package} (not installed)")
     return ", ".join(parts)
+
+
+def cpu_flags() -> str:
+    """The CPU model, core count and the vector flags that decide matmul speed (avx2 ... amx), from /proc/cpuinfo."""
+    info = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8") if f in flags]
+    return f"CPU {model}, {os.cpu_count()} cores, flags {' '.join(wanted) or 'none of avx2/avx512/amx'}"
+
+
+def header(*parts: str) -> str:
+    """A results header line: today, the CPU flags, the library versions and any `parts` of the scenario."""
+    return "; ".join([datetime.date.today().isoformat(), cpu_flags(), versions(), *parts])
+
+
+# ------------------------------------------------------------------------------------------------------ memory, time
+
+
+def memory_mb(field: str) -> float:
+    """VmRSS (now) or VmHWM (peak) of this process, in MiB, from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def interleaved(rows: Sequence[Any], rounds: int) -> Iterator[tuple[int, Any]]:
+    """(round, row) over `rounds` rounds, the order reversed on odd rounds, so no row always runs first or last."""
+    for round_ in range(rounds):
+        for row in rows if round_ % 2 == 0 else reversed(rows):
+            yield round_, row
+
+
+def median_seconds(call: Callable[[], Any], repeats: int) -> float:
+    """The median wall time of `repeats` calls of `call()`."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A markdown table: a header of `columns`, then one line per row (cells written with str())."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------ children
+
+
+def add_child_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hidden options `run_child` passes to the script it starts."""
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+
+
+def run_if_child(args: argparse.Namespace, child: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
+    """In a child started by `run_child`: run `child(spec)`, write its result, and return True."""
+    if not args.child:
+        return False
+    Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+    return True
+
+
+def run_child(script: str | Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run `python script --child SPEC_JSON --result-file FILE` in a fresh process (its own peak RSS, no warm caches)
+    and return `{**spec, **result}` (or `{**spec, "error": ...}` when the child fails). The script's `--child` mode
+    writes its result as JSON to FILE."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as handle:
+        result_file = handle.name
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, str(Path(script).resolve()), "--child", json.dumps(spec), "--result-file", result_file]
+    print(f"\n===== {spec}", flush=True)
+    completed = subprocess.run(command, env=env)
+    try:
+        if completed.returncode != 0:
+            return {**spec, "error": f"exit {completed.returncode}"}
+        with open(result_file, encoding="utf-8") as handle:
+            result = {**spec, **json.load(handle)}
+    finally:
+        os.unlink(result_file)
+    print(f"===== done: {json.dumps(result)}", flush=True)
+    return result
+
+
+def exit_if_failed(failed: list[str]) -> None:
+    """After a resumable study: list the runs that failed on stderr and exit non-zero, if any did."""
+    if failed:
+        print(
+            "failed runs (their output is above; the lines in --out say 'error'):", *failed, sep="\n  ", file=sys.stderr
+        )
+        raise SystemExit(1)
+
+
+# ------------------------------------------------------------------------------------------------------ RESULTS.md
+
+
+def update_results(name: str, title: str, command: str, body: str) -> None:
+    """Write a section with a title, the command that made it and its body (see `write_section`)."""
+    stamp = datetime.date.today().isoformat()
+    write_section(name, f"## {title}\n\nCommand ({stamp}):\n\n```bash\n{command}\n```\n\n{body}")
+
+
+def write_section(name: str, section: str) -> None:
+    """Replace (or append) the section `<!-- {name}:start -->` ... `<!-- {name}:end -->` of RESULTS.md, atomically
+    (other benchmarks update their own sections of the same file)."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    block = f"{start}\n{section.strip()}\n{end}"
+    text = RESULTS_MD.read_text(encoding="utf-8") if RESULTS_MD.exists() else "# Benchmark results\n"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        after = rest.split(end, 1)[1]
+        text = before + block + after
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    temporary = RESULTS_MD.with_suffix(f".md.{name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, RESULTS_MD)

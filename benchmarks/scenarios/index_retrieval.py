@@ -7,7 +7,7 @@ nDCG@10 on the 300 TEST claims; all-MiniLM-L6-v2 zero-shot (64.51 exact, MTEB's 
 
 Target: the calibrated IVF index loses at most 0.3 nDCG@10 against exact search.
 
-    python benchmarks/bench_corpus_scifact.py [--factory IVF64,Flat] [--threads 2] [--evaluate-retrieval]
+    python benchmarks/run.py index-retrieval [--factory IVF64,Flat] [--threads 2] [--evaluate-retrieval]
         [--no-write]
 """
 
@@ -27,10 +27,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from bench_common import DATA, versions  # noqa: E402
-from results_file import update_results  # noqa: E402
+from common import (  # noqa: E402
+    SCIFACT,
+    update_results,  # noqa: E402
+    versions,
+)
 
-SCIFACT = DATA / "retrieval" / "scifact"
 TARGET_LOSS = 0.3  # nDCG@10 points, calibrated IVF vs exact
 PUBLISHED = 64.51  # all-MiniLM-L6-v2 zero-shot SciFact nDCG@10 (MTEB)
 BEFORE = 63.11  # IVF64,Flat at the nprobe chosen on corpus rows, this benchmark's previous run (2026-11-24)
@@ -196,10 +198,10 @@ def main() -> None:
     body = "\n".join(lines)
     print("\n" + body)
     if not args.no_write:
-        command = "python benchmarks/bench_corpus_scifact.py " + shlex.join(sys.argv[1:])
+        command = "python benchmarks/run.py index-retrieval " + shlex.join(sys.argv[1:])
         update_results(
             "bench_corpus_scifact",
-            "SciFact through the index path (`benchmarks/bench_corpus_scifact.py`)",
+            "SciFact through the index path (`benchmarks/run.py index-retrieval`)",
             command,
             body,
         )

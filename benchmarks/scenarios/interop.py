@@ -12,7 +12,7 @@ Normalize), the same encoder rebuilt by sentence-transformers with CLS pooling, 
 Dense(384 -> 256, tanh) + Normalize + a prompt left out of the pooling. The first row of each pipeline also shows what
 `from_encoder` gave before it read the layout (the encoder with mean pooling, no Dense, no normalization, no prompt).
 
-    python benchmarks/bench_interop.py [--stsb-test PATH] [--no-results]
+    python benchmarks/run.py interop [--stsb-test PATH] [--no-results]
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from results_file import update_results  # noqa: E402
+from common import STSB, update_results  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
-DEFAULT_STSB = Path(__file__).resolve().parents[2] / "shared" / "data" / "stsb" / "sts-test.csv"
+DEFAULT_STSB = STSB / "sts-test.csv"
 
 
 def cosine_spearman(u: np.ndarray, v: np.ndarray, gold: np.ndarray) -> float:
@@ -150,8 +150,8 @@ def main() -> int:
     if not args.no_results:
         update_results(
             "bench_interop",
-            "Sentence-transformers interop: same embedding both ways (`benchmarks/bench_interop.py`)",
-            "python benchmarks/bench_interop.py",
+            "Sentence-transformers interop: same embedding both ways (`benchmarks/run.py interop`)",
+            "python benchmarks/run.py interop",
             body,
         )
     return 0

@@ -13,7 +13,7 @@ Parts:
   a child process per size: documents/s of the folder build and of the Milvus export, the child's peak RSS, and for the
   approximate dense index (IVF_FLAT) its recall@10 against exact search, as the export measured it.
 
-    python benchmarks/bench_milvus.py [--parts quality,latency,scale] [--workdir DIR] [--sizes 100000,1000000]
+    python benchmarks/run.py milvus [--parts quality,latency,scale] [--workdir DIR] [--sizes 100000,1000000]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -31,23 +30,14 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-
-SCIFACT = Path(os.environ.get("HF_SIAMESE_DATA", "/work/shared/data")) / "retrieval" / "scifact"
+from common import REPO, SCIFACT, cpu_flags, peak_rss_mib  # noqa: E402
 
 
 def cpu_header() -> str:
-    flags = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":")[1].split())
-                break
-    except OSError:
-        pass
-    wanted = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags]
+    """The results header: the CPU flags and the pymilvus version."""
     import pymilvus
 
-    return f"# CPU: {os.cpu_count()} cores, flags {' '.join(wanted)}; pymilvus {pymilvus.__version__}, Milvus Lite"
+    return f"# {cpu_flags()}; pymilvus {pymilvus.__version__}, Milvus Lite"
 
 
 def stores(workdir: Path) -> dict[str, object]:
@@ -198,7 +188,7 @@ print(json.dumps(result))
 
 
 def scale(workdir: Path, sizes: list[int]) -> None:
-    tests = Path(__file__).resolve().parent.parent / "tests"
+    tests = REPO / "tests"
     print(
         "| documents | folder build docs/s | folder peak RSS MiB | Milvus export docs/s | export peak RSS MiB | "
         "IVF_FLAT recall@10 |"
@@ -249,7 +239,7 @@ def main() -> None:
         latency(workdir)
     if "scale" in parts:
         scale(workdir, [int(s) for s in args.sizes.split(",")])
-    print(f"# peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(f"# peak RSS of this process: {peak_rss_mib():.0f} MiB")
 
 
 if __name__ == "__main__":

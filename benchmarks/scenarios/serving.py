@@ -9,7 +9,7 @@ then again) and the median round counts. Quality: STSb test Spearman x100 and Sc
 claims over 5,183 abstracts, `title + " " + text`), computed here from each row's embeddings by the same code for
 both libraries. Calibration: 300 STSb train sentences (seeded sample), the same texts for both libraries.
 
-    python benchmarks/bench_encode.py --serving [--rounds 3] [--phase all|exports|quality|speed] [--rows REGEX]
+    python benchmarks/run.py serving [--rounds 3] [--phase all|exports|quality|speed] [--rows REGEX]
 
 Results are cached in `--work` (exports, embeddings, per-row JSON), so the phases can run separately: the quality
 phase does not depend on a quiet machine, the speed phase does.
@@ -29,10 +29,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from bench_common import DATA, STSB
+from common import BENCHMARKS, SCIFACT, STSB, cpu_flags
 
 HERE = Path(__file__).resolve().parent
-SCIFACT = DATA / "retrieval" / "scifact"
 OURS = (
     "torch-fp32",
     "torch-bf16",
@@ -52,14 +51,6 @@ EXPORTS = {  # subfolder -> export_model arguments
     "openvino": {"format": "openvino"},
     "openvino-int8-static": {"format": "openvino", "quantize": "int8-static"},
 }
-
-
-def cpu_flags() -> str:
-    text = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("Flags")), [])
-    wanted = [f for f in flags if f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8")]
-    return f"{model}, {' '.join(wanted)}"
 
 
 def prepare_data(work: Path) -> dict:
@@ -180,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--phase", choices=("all", "exports", "quality", "speed"), default="all")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", default=".", help="regex over 'library/row' names (default: all)")
-    parser.add_argument("--work", type=Path, default=HERE / ".serving-work")
+    parser.add_argument("--work", type=Path, default=BENCHMARKS / ".serving-work")
     parser.add_argument("--no-write", action="store_true", help="print the table, leave RESULTS.md alone")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -219,10 +210,10 @@ def main(argv: list[str] | None = None) -> None:
     header = f"CPU: {cpu_flags()}; 2 threads, batch 64; median of {args.rounds} interleaved rounds."
     print(header, table, verdict, sep="\n\n")
     if not args.no_write:
-        from results_file import update_results
+        from common import update_results
 
-        update_results("bench_serving", "Serving backends (`benchmarks/bench_encode.py --serving`)",
-                       "python benchmarks/bench_encode.py --serving", f"{header}\n\n{table}\n\n{verdict}")  # fmt: skip
+        update_results("bench_serving", "Serving backends (`benchmarks/run.py serving`)",
+                       "python benchmarks/run.py serving", f"{header}\n\n{table}\n\n{verdict}")  # fmt: skip
     shutil.rmtree(args.work / "tmp", ignore_errors=True)
 
 

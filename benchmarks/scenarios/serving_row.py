@@ -1,8 +1,8 @@
 """One row of the serving benchmark for hf-siamese, in its own process (so its peak RSS is its own): time `encode`
-over a list of texts, or embed texts and save the embeddings for the driver to score (`bench_encode.py --serving`).
+over a list of texts, or embed texts and save the embeddings for the driver to score (`run.py serving`).
 
-    python benchmarks/serving_row.py --row onnx-int8-static --exports DIR --texts T.json --speed --out R.json
-    python benchmarks/serving_row.py --row torch-bf16 --exports DIR --texts T.json --save E.npy --out R.json
+    python benchmarks/scenarios/serving_row.py --row onnx-int8-static --exports DIR --texts T.json --speed --out R.json
+    python benchmarks/scenarios/serving_row.py --row torch-bf16 --exports DIR --texts T.json --save E.npy --out R.json
 
 Rows: torch-fp32, torch-bf16 (`SiameseBertModel.encode`), and `ExportedEncoder` over the exports in DIR:
 onnx-fp32, onnx-int8-dynamic, onnx-int8-static, openvino-fp32 (f32 hint), openvino-bf16, openvino-int8-static (bf16
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from common import peak_rss_mib  # noqa: E402
 
 # row -> (export subfolder, backend, file in the folder, OpenVINO precision)
 GRAPH_ROWS = {
@@ -96,7 +96,7 @@ def main() -> None:
         start = time.perf_counter()
         np.save(args.save, np.asarray(encode(texts), dtype=np.float32))
         result["embed_seconds"] = time.perf_counter() - start
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mib"] = peak_rss_mib()
     args.out.write_text(json.dumps(result), encoding="utf-8")
 
 

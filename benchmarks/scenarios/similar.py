@@ -6,8 +6,8 @@ Real text: the first `--sample` distinct sentences (premises and hypotheses, see
 search differs). The exact pairs above the threshold come from a blocked full matrix product (affordable at 20k), and
 each method's recall is measured against them.
 
-    python benchmarks/bench_similar.py [--sample 20000] [--threshold 0.85] [--top-k 10,50] [--threads 2]
-    python benchmarks/bench_similar.py --million 1000000 --threshold 0.9   # synthetic vectors, approximate index
+    python benchmarks/run.py similar [--sample 20000] [--threshold 0.85] [--top-k 10,50] [--threads 2]
+    python benchmarks/run.py similar --million 1000000 --threshold 0.9   # synthetic vectors, approximate index
 """
 
 from __future__ import annotations
@@ -15,20 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from bench_common import NLI_PAIRS, read_tsv, seeded_order, versions  # noqa: E402
-
-
-def cpu_flags() -> str:
-    flags = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    wanted = ("avx2", "avx512_bf16", "avx512_vnni", "amx_bf16")
-    return ", ".join(f for f in wanted if f" {f} " in flags.replace("\n", " ")) or "none of avx2/avx512"
+from common import NLI_PAIRS, cpu_flags, read_tsv, seeded_order, versions  # noqa: E402
 
 
 def sample_texts(size: int) -> list[str]:
@@ -71,7 +64,7 @@ def million(size: int, threshold: float, top_k: int, noise: float) -> None:
     import tempfile
     from pathlib import Path
 
-    from bench_ann import vectors as clustered
+    from ann import vectors as clustered
 
     from hf_siamese.retrieval.corpus_groups import neighbour_search
     from hf_siamese.retrieval.similar import neighbour_pairs

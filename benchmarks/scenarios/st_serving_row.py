@@ -1,11 +1,11 @@
 """One sentence-transformers serving row per process, and the interop check of our exported folders.
 
-Runs with the python of the ST benchmark venv (``benchmarks/st_venv.py``: sentence-transformers 5.x with
+Runs with the python of the ST benchmark venv (``benchmarks/scenarios/st_venv.py``: sentence-transformers 5.x with
 transformers < 5, optimum-onnx, optimum-intel), never with the project's .venv; it imports nothing of hf_siamese.
 
 Row mode: one backend of one model, timed on its own, so that the process's peak RSS is the row's own.
 
-    .bench-venv-st/bin/python benchmarks/st_serving_row.py --model DIR \\
+    .bench-venv-st/bin/python benchmarks/scenarios/st_serving_row.py --model DIR \\
         --backend torch|onnx|onnx-qint8|openvino|openvino-qint8 --texts TEXTS.json --out ROW.json \\
         [--batch-size 64] [--threads 2] [--repeats 3] [--work DIR] [--calibration CALIB.json] \\
         [--eval-stsb sts-test.csv] [--eval-scifact SCIFACT_DIR] [--ov-precision f32]
@@ -37,7 +37,7 @@ Row mode: one backend of one model, timed on its own, so that the process's peak
 
 Check mode: do the folders our exporter writes load in sentence-transformers with the same embeddings?
 
-    .bench-venv-st/bin/python benchmarks/st_serving_row.py --check-folder DIR --reference REF.npy \\
+    .bench-venv-st/bin/python benchmarks/scenarios/st_serving_row.py --check-folder DIR --reference REF.npy \\
         --texts TEXTS.json [--out CHECK.json] [--atol 1e-4] [--threads 2]
 
 loads DIR with backend torch, onnx (onnx/model.onnx) and openvino (openvino/openvino_model.xml, f32 inference
@@ -55,7 +55,6 @@ import hashlib
 import json
 import math
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -65,7 +64,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from st_venv import VERSIONS  # the packages the venv records (st_venv imports the standard library only)
+from common import peak_rss_mib  # common and st_venv import the standard library only
+from st_venv import VERSIONS  # the packages the venv records
 
 BACKENDS = ("torch", "onnx", "onnx-qint8", "openvino", "openvino-qint8")
 ONNX_FILE = "onnx/model.onnx"
@@ -85,11 +85,6 @@ CHECKED_FILES = (
 
 
 # ---------------------------------------------------------------- small helpers
-
-
-def peak_rss_mib() -> float:
-    """Peak resident set size of this process so far (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def digest(data: bytes, length: int = 10) -> str:

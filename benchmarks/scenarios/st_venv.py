@@ -22,7 +22,7 @@ int8) install and run. ``export_static_quantized_openvino_model`` needs ``datase
 does not bring.
 
 The venv folder is kept out of git through ``.git/info/exclude`` (added here when missing) and ``.gitignore``.
-Run ``python benchmarks/st_venv.py`` (prints the venv's python); the benchmark driver imports ``st_python()``.
+Run ``python benchmarks/scenarios/st_venv.py`` (prints the venv's python); the benchmark driver imports ``st_python()``.
 Once installed, a marker file in the venv (spec + versions) makes later calls return at once; ``--verify`` also
 imports every package first (about 10 s), ``--force`` reinstalls.
 """
@@ -36,7 +36,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from common import REPO
+
 VENV = REPO / ".bench-venv-st"
 EXCLUDE_LINE = ".bench-venv-st/"
 TORCH = "torch==2.13.0"
@@ -151,7 +152,7 @@ def st_python(create_if_missing: bool = True) -> Path:
     if create_if_missing:
         return create()
     if not venv_python().exists():
-        raise FileNotFoundError(f"no ST benchmark venv at {VENV}: run python benchmarks/st_venv.py")
+        raise FileNotFoundError(f"no ST benchmark venv at {VENV}: run python benchmarks/scenarios/st_venv.py")
     return venv_python()
 
 

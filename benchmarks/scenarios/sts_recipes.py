@@ -1,5 +1,5 @@
 """Recipe study on STS Benchmark: which loss, epochs, learning rate, schedule, batch size and pooling fine-tune
-all-MiniLM-L6-v2 best with hf-siamese (zero-shot: 82.03 STSb test; the 1-epoch cosine recipe of bench_training.py:
+all-MiniLM-L6-v2 best with hf-siamese (zero-shot: 82.03 STSb test; the 1-epoch cosine recipe of training.py:
 85.00).
 
 Protocol. Every (recipe, seed) trains from all-MiniLM-L6-v2 in a fresh child process on the STSb train pairs (all
@@ -16,11 +16,11 @@ with bench_scifact's evaluation (zero-shot all-MiniLM-L6-v2: 64.51).
 Each finished (recipe, seed) is one JSON line in `--out`; a rerun skips the pairs already there with the same
 settings (so an interrupted study resumes), `--force` runs them again (the newest line counts).
 
-    python benchmarks/bench_sts_recipes.py                                  # every recipe, seeds 42,43,44
-    python benchmarks/bench_sts_recipes.py --recipes cosent-4ep,cosent+angle-4ep --scifact cosent+angle-4ep
-    python benchmarks/bench_sts_recipes.py --recipes cosine-1ep --seeds 42 --max-train 32 --threads 1 \\
+    python benchmarks/run.py sts-recipes                                  # every recipe, seeds 42,43,44
+    python benchmarks/run.py sts-recipes --recipes cosent-4ep,cosent+angle-4ep --scifact cosent+angle-4ep
+    python benchmarks/run.py sts-recipes --recipes cosine-1ep --seeds 42 --max-train 32 --threads 1 \\
         --out /tmp/sts_recipes.jsonl --no-write                             # smoke test
-    python benchmarks/bench_sts_recipes.py --list                           # the recipes and their settings
+    python benchmarks/run.py sts-recipes --list                           # the recipes and their settings
 
 The table (all rows of `--out` whose recipe settings are still the ones below) is printed and written to
 benchmarks/RESULTS.md between `<!-- sts_recipes:start -->` and `<!-- sts_recipes:end -->`.
@@ -38,11 +38,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import versions
-from children import add_child_arguments, exit_if_failed, run_child, run_if_child
-from results_file import write_section
-from sts_runs import (
+from common import (
+    REPO,
     RESULTS_DIR,
+    add_child_arguments,
+    exit_if_failed,
+    peak_rss_mib,
+    run_child,
+    run_if_child,
+    versions,
+    write_section,
+)
+from sts_runs import (
     STSB_TRAIN_ROWS,
     append_row,
     finished,
@@ -59,7 +66,7 @@ from sts_runs import (
 # name -> the settings that differ from DEFAULT_SETTINGS (cosine loss, 1 epoch, lr 2e-5, linear schedule, 10% warmup,
 # batch 16, mean pooling, no NLI stage).
 RECIPE_CHANGES: dict[str, dict[str, Any]] = {
-    "cosine-1ep": {},  # bench_training.py's cosine recipe: 85.00 STSb test at seed 42
+    "cosine-1ep": {},  # training.py's cosine recipe: 85.00 STSb test at seed 42
     "cosine-4ep": {"epochs": 4},
     "cosent-4ep": {"loss": "cosent", "epochs": 4},
     "angle-4ep": {"loss": "angle", "epochs": 4},
@@ -124,8 +131,7 @@ RECIPE_CHANGES: dict[str, dict[str, Any]] = {
 RECIPES: dict[str, dict[str, Any]] = {name: recipe_settings(change) for name, change in RECIPE_CHANGES.items()}
 BASELINE = "cosine-1ep"
 DEFAULT_OUT = RESULTS_DIR / "sts_recipes.jsonl"
-SCRIPT = "python benchmarks/bench_sts_recipes.py"
-REPOSITORY = Path(__file__).resolve().parent.parent
+SCRIPT = "python benchmarks/run.py sts-recipes"
 
 
 def describe(settings: dict[str, Any]) -> str:
@@ -156,7 +162,6 @@ def describe(settings: dict[str, Any]) -> str:
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One (recipe, seed): train with dev selection, STSb test once on the selected model, SciFact if asked."""
-    import resource
 
     import torch
     from transformers import AutoTokenizer, set_seed
@@ -178,14 +183,14 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     )
     result["test_seconds"] = time.perf_counter() - start
     if spec.get("model_dir"):
-        from bench_scifact import evaluate_ours
+        from retrieval import evaluate_ours
 
         model.save_pretrained(spec["model_dir"], tokenizer=tokenizer)
         start = time.perf_counter()
         saved = SiameseBertModel.from_pretrained(spec["model_dir"])  # scored as a model folder, tokenizer included
         result.update({f"scifact_{k}": v for k, v in evaluate_ours(saved).items()})
         result["scifact_seconds"] = time.perf_counter() - start
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mib"] = peak_rss_mib()
     return result
 
 
@@ -343,11 +348,11 @@ def main() -> None:
     print(f"\n{elapsed:.0f} min; results in {args.out}")
     if not args.no_write:
         body = [
-            "## STSb recipe study (`benchmarks/bench_sts_recipes.py`)",
+            "## STSb recipe study (`benchmarks/run.py sts-recipes`)",
             "",
             f"Updated {datetime.datetime.now():%Y-%m-%d %H:%M}: {os.cpu_count()} CPU cores "
             f"({platform.processor() or platform.machine()}), torch threads {args.threads}; {versions()}. "
-            f"Rows from `{os.path.relpath(args.out, REPOSITORY)}`.",
+            f"Rows from `{os.path.relpath(args.out, REPO)}`.",
             "",
             "hf-siamese fine-tunes all-MiniLM-L6-v2 (zero-shot STSb test 82.03, SciFact nDCG@10 64.51) on the STSb "
             "train pairs shuffled with each seed. After every epoch the model is scored on STSb dev and the best "

@@ -1,4 +1,4 @@
-"""Shared pieces of the STS Benchmark studies (`bench_sts_recipes.py`, `bench_learning_curve.py`): training rows,
+"""Shared pieces of the STS Benchmark studies (`sts_recipes.py`; the retired learning curve): training rows,
 training an hf-siamese model with a recipe (optionally an NLI stage first, optionally picking the best epoch on STSb
 dev), training sentence-transformers with CosineSimilarityLoss, the STSb test score, and the resumable JSONL file
 every (run, seed) appends its result to.
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import (
+from common import (
     NLI_TRIPLETS,
     LoadSampler,
     encode_unique,
@@ -38,7 +38,6 @@ from bench_common import (
     stsb_split,
 )
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 STSB_TRAIN_ROWS = 5749
 STSB_DEV_ROWS = 1500
 DEFAULT_SETTINGS: dict[str, Any] = {

@@ -17,8 +17,8 @@ interleaved per recipe so that slow drift of the machine hits both. A zero-shot 
 and the metric against the public STSb test score of all-MiniLM-L6-v2 (82.03).
 
     pip install -r benchmarks/requirements.txt
-    python benchmarks/bench_training.py                           # all recipes, both libraries (~45 min, 2 cores)
-    python benchmarks/bench_training.py --recipes cosine --max-train 64 --no-write   # smoke test
+    python benchmarks/run.py training                           # all recipes, both libraries (~45 min, 2 cores)
+    python benchmarks/run.py training --recipes cosine --max-train 64 --no-write   # smoke test
 
 The table is printed and written to benchmarks/RESULTS.md, between the markers of this benchmark's section.
 """
@@ -31,20 +31,19 @@ import os
 import platform
 import shlex
 import sys
-from pathlib import Path
 from typing import Any
 
-from bench_common import (
+from common import (
+    RESULTS_MD,
     SEED,
     ZERO_SHOT_PUBLISHED,
+    add_child_arguments,
+    run_child,
+    run_if_child,
     versions,
+    write_section,
 )
-from children import add_child_arguments, run_child, run_if_child
-from results_file import write_section
 from training_child import RECIPES, SETTINGS, child
-
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "RESULTS.md"
 
 LIBRARIES = tuple(SETTINGS)
 LIBRARY_NAMES = {
@@ -219,7 +218,7 @@ def main() -> None:
     parser.add_argument("--nli-heldout", type=int, default=1000, help="NLI pairs held out for the softmax accuracy")
     parser.add_argument("--no-zero-shot", action="store_true", help="skip the zero-shot rows")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads in every run")
-    parser.add_argument("--no-write", action="store_true", help=f"do not update {RESULTS.name}")
+    parser.add_argument("--no-write", action="store_true", help=f"do not update {RESULTS_MD.name}")
     add_child_arguments(parser)
     args = parser.parse_args()
     if run_if_child(args, child):
@@ -259,7 +258,7 @@ def main() -> None:
                 }
             )
 
-    command = "python benchmarks/bench_training.py" + ("" if len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:]))
+    command = "python benchmarks/run.py training" + ("" if len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:]))
     started = datetime.datetime.now()
     results = []
     for i, spec in enumerate(runs):
@@ -279,7 +278,7 @@ def main() -> None:
     if not args.no_write:
         section = "\n".join(
             [
-                "## Training: hf-siamese vs sentence-transformers (`benchmarks/bench_training.py`)",
+                "## Training: hf-siamese vs sentence-transformers (`benchmarks/run.py training`)",
                 "",
                 f"Run {started:%Y-%m-%d %H:%M}, {elapsed:.0f} min, {os.cpu_count()} CPU cores "
                 f"({platform.processor() or platform.machine()}), torch threads {args.threads}; {versions()}.",
@@ -305,7 +304,7 @@ def main() -> None:
             ]
         )
         write_results(section)
-        print(f"updated {RESULTS}")
+        print(f"updated {RESULTS_MD}")
 
 
 if __name__ == "__main__":

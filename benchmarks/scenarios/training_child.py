@@ -1,4 +1,4 @@
-"""One run of `bench_training.py` (a fresh process per (library, recipe)): the recipes and settings it knows, the
+"""One run of `training.py` (a fresh process per (library, recipe)): the recipes and settings it knows, the
 training of either library on the same rows, and what it measures (quality, rows/s, padding, peak RSS)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench_common import LABEL2ID, SEED, LoadSampler, encode_unique, spearman_x100, stsb_split, train_rows
+from common import LABEL2ID, SEED, LoadSampler, encode_unique, peak_rss_mib, spearman_x100, stsb_split, train_rows
 from sts_runs import trainer_arguments
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -29,7 +29,6 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One (library, recipe) run: build the model, train (unless zero-shot), evaluate; returns the measurements."""
-    import resource
 
     import numpy as np
     import torch
@@ -156,7 +155,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         result["nli_accuracy"] = float((predicted == np.asarray(heldout["label"])).mean() * 100)
         result["nli_heldout"] = len(heldout["label"])
     result["eval_seconds"] = time.perf_counter() - start
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    result["peak_rss_mib"] = peak_rss_mib()
     return result
 
 

@@ -6,12 +6,13 @@ all-MiniLM-L6-v2 and (b) our best fine-tuned bi-encoder (bench_scifact's `mnr`) 
 Training rows: every (claim, abstract) pair of the 919 train pairs with hard negatives from the zero-shot
 bi-encoder's ranks 10-50 (positives skipped) and, where the recipe says so, random abstracts (scifact_stages.py).
 A recipe is one of RECIPES; `issue` is the issue's sentence-transformers recipe, `default` is what `hf-siamese
-train-reranker` does when given no options (chosen on train claims only: benchmarks/ce_scifact_trial.py).
+train-reranker` does when given no options (chosen on train claims only by benchmarks/ce_scifact_trial.py, retired in
+issue 54).
 Each (library, recipe) trains in its own process, saves its model, and scores the union of the two first stages'
 test pairs (each distinct pair once, bfloat16 where the CPU has it, 32 pairs a batch); nDCG@10 follows from those
 scores for both first stages.
 
-    python benchmarks/bench_cross_encoder_scifact.py [--runs ours:default,theirs:default,theirs:issue]
+    python benchmarks/run.py two-stage [--runs ours:default,theirs:default,theirs:issue]
         [--workdir /tmp/ce_scifact] [--no-write]
 """
 
@@ -38,7 +39,7 @@ DEV_SHARE = 0.2  # train-reranker's default --dev-share: held-out train claims c
 DEV_DEPTH = 100  # first-stage candidates per held-out claim
 FIRST_STAGES = ("zero_shot", "mnr")
 RECIPES = {
-    # train-reranker's default (chosen on train claims: ce_scifact_trial.py)
+    # train-reranker's default (chosen on train claims by the retired ce_scifact_trial.py)
     "default": {"loss": "plistmle", "hard": 5, "random": 2, "epochs": 1, "batch_size": 4, "lr": 1e-4},
     # the issue's sentence-transformers recipe: BCE pos_weight 5, 5 hard negatives, 1 epoch
     "issue": {"loss": "bce", "pos_weight": 5.0, "hard": 5, "random": 0, "epochs": 1, "batch_size": 16, "lr": 2e-5},
@@ -182,8 +183,7 @@ def chosen_weight(table: dict[str, float]) -> float:
 
 
 def render(results: dict, baseline: dict, args: argparse.Namespace) -> str:
-    from bench_common import versions
-    from bench_cross_encoder import cpu_flags
+    from common import cpu_flags, versions
 
     lines = [
         f"{datetime.date.today().isoformat()}; CPU flags: {cpu_flags()}; {os.cpu_count()} threads; {versions()}.",
@@ -258,9 +258,9 @@ def main() -> None:
     body = render(results, baseline, args)
     print(body)
     if not args.no_write:
-        from results_file import update_results
+        from common import update_results
 
-        command = "python benchmarks/bench_cross_encoder_scifact.py " + " ".join(sys.argv[1:])
+        command = "python benchmarks/run.py two-stage " + " ".join(sys.argv[1:])
         update_results(
             "bench_cross_encoder_scifact", "SciFact two stages: cross-encoders reranking a bi-encoder's top 100",
             command.strip(), body,
