@@ -11,7 +11,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from ..storage import move_files_into, staging_folder
 from .sentence_transformers_read import (
     _ACTIVATIONS,
     _MODULE_TYPES,
@@ -66,18 +66,18 @@ def save_pretrained(
     head_state = {k: v for k, v in state_dict.items() if not k.startswith("encoder.")}
     if tokenizer is None:
         tokenizer = _find_tokenizer(model)
-    with tempfile.TemporaryDirectory(dir=target, prefix=".staging-") as staging:
-        stage = Path(staging)
+    # Staged inside the folder (it may be a training run's output, shared with its checkpoints: not swapped whole);
+    # a killed save's staging folder is removed by the next save.
+    stage = staging_folder(target / _STAGE_NAME, "save")
+    try:
         super_save(stage, state_dict=encoder_state, **kwargs)
         (stage / TRANSFORMER_FOLDER).mkdir()
         encoder_index = _move_encoder_weights(stage, stage / TRANSFORMER_FOLDER)
         write_weights_index(stage, encoder_index, head_state)
         write_layout(model, stage, tokenizer)
-        _remove_stale_files(target)
-        for path in sorted(p for p in stage.rglob("*") if p.is_file()):
-            destination = target / path.relative_to(stage)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, destination)
+        move_files_into(stage, target, stale=_is_stale)  # the earlier save's leftovers go once the new files are in
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _find_tokenizer(model: Any) -> Any:
@@ -109,16 +109,13 @@ def _move_encoder_weights(stage: Path, transformer: Path) -> dict[str, str]:
 
 _STALE = re.compile(r"^(model(-\d+-of-\d+)?\.safetensors|model\.safetensors\.index\.json|siamese_head\.safetensors)$")
 _MODULE_FOLDER = re.compile(r"^\d+_(Transformer|Pooling|Dense|Normalize)$")
+_STAGE_NAME = "saved_model"  # staging folders are `.saved_model.save-PID-XXXXXXXX` inside the saved folder
 
 
-def _remove_stale_files(target: Path) -> None:
+def _is_stale(path: Path) -> bool:
     """Weight files and module folders of an earlier save that the new one does not overwrite would shadow it
     (a root `model.safetensors` wins over our index) or describe another pipeline."""
-    for path in target.iterdir():
-        if path.is_file() and _STALE.match(path.name):
-            path.unlink()
-        elif path.is_dir() and _MODULE_FOLDER.match(path.name):
-            shutil.rmtree(path)
+    return bool(_STALE.match(path.name)) if path.is_file() else path.is_dir() and bool(_MODULE_FOLDER.match(path.name))
 
 
 def write_layout(

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..storage import recover_output, replace_folder, write_text_atomic
+from ..storage import replace_folder, staging_folder, write_text_atomic
 
 SETTINGS_FILE = "settings.json"
 logger = logging.getLogger(__name__)
@@ -59,18 +59,19 @@ def read_jsonl(path: Path) -> Any:
 
 
 def save_final_model(trainer: Any, tokenizer: Any, folder: Path, data_source: str, eval_results: Any = None) -> Path:
-    """The trained model, its tokenizer and a model card saying where its rows came from, written to
-    `folder/.model.partial` and moved to `folder/model` whole; the run's checkpoints go after it."""
-    import shutil
-
-    out, staging = folder / "model", folder / ".model.partial"
-    shutil.rmtree(staging, ignore_errors=True)
-    trainer.args.output_dir = str(staging)
-    trainer.save_model(str(staging))
-    tokenizer.save_pretrained(str(staging))
-    trainer.create_model_card(data_source=data_source, eval_results=eval_results)
-    recover_output(out)
-    replace_folder(staging, out)
+    """The trained model, its tokenizer and a model card saying where its rows came from, written to a staging folder
+    beside `folder/model` and swapped into place whole (`storage.replace_folder`); the run's checkpoints go after it."""
+    out = folder / "model"
+    staging = staging_folder(out, "save")  # also mends what a killed earlier save left
+    try:
+        trainer.args.output_dir = str(staging)
+        trainer.save_model(str(staging))
+        tokenizer.save_pretrained(str(staging))
+        trainer.create_model_card(data_source=data_source, eval_results=eval_results)
+        replace_folder(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)
     return out
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..data.corpus_stream import open_corpus, resolve_corpus
+from ..storage import replace_folder, staging_folder
 from .corpus import DEFAULT_SHARD_SIZE, MANIFEST, encode_corpus
 from .corpus_groups import _texts_of, corpus_matrix
 from .corpus_search import Search, corpus_search, work_folder
@@ -138,15 +139,20 @@ def _fused_rankings(dense: list[list[tuple]], lexical: list[list[tuple]], keys: 
 
 
 def _keep_lexical(built: Path, folder: Path) -> Path:
-    """The lexical index built in a scratch folder, moved to `folder/lexical` (replacing an earlier run's)."""
+    """The lexical index built in a scratch folder, copied beside `folder/lexical` and swapped in whole
+    (`storage.replace_folder`: an earlier run's stays complete until then)."""
     target = folder / LEXICAL_DIR
-    if target.exists():
-        if not (target / SETTINGS_FILE).is_file():
-            raise ValueError(
-                f"{os.fspath(target)!r} is in the way of the corpus's lexical index and is not one; move it away"
-            )
-        shutil.rmtree(target)
-    shutil.move(os.fspath(built), os.fspath(target))
+    if target.exists() and not (target / SETTINGS_FILE).is_file():
+        raise ValueError(
+            f"{os.fspath(target)!r} is in the way of the corpus's lexical index and is not one; move it away"
+        )
+    staging = staging_folder(target, "mine")
+    try:
+        shutil.copytree(built, staging, dirs_exist_ok=True)
+        replace_folder(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return target
 
 

@@ -1,17 +1,19 @@
 """Writing files and folders so that a failed or killed run never leaves a half-written output nor blocks the next
 run: one atomic file write (`write_atomic`), the one writer of row files (`write_rows`: CSV / TSV / JSON lines),
-staging folders beside the output, one writer at a time (`exclusive_output`), an atomic folder swap, and the
-recovery of what a killed run left. The bottom layer: the formats (export), retrieval (index) and command layers use
-it, and it imports nothing of hf_siamese."""
+staging folders beside the output, one writer at a time (`exclusive_output`), the one atomic folder swap
+(`replace_folder`; `move_files_into` for a folder other outputs share), and the recovery of what a killed run left.
+The bottom layer: the formats (export), retrieval (index) and command layers use it, and it imports nothing of
+hf_siamese."""
 
 from .files import write_atomic, write_text_atomic
-from .folders import recover_output, replace_folder, staging_folder
+from .folders import move_files_into, recover_output, replace_folder, staging_folder
 from .locks import OutputBusyError, exclusive_output
 from .rows import row_file_kind, write_rows
 
 __all__ = [
     "OutputBusyError",
     "exclusive_output",
+    "move_files_into",
     "recover_output",
     "replace_folder",
     "row_file_kind",

@@ -8,6 +8,12 @@ at the start of every run that writes NAME) mends each state it can leave:
 - NAME missing, `.NAME.replaced` there (killed between the two renames): the old output is renamed back;
 - NAME there and `.NAME.replaced` there (killed before the old copy was deleted): the old copy is deleted;
 - `.NAME.PURPOSE-PID-...` of a process that no longer runs (killed while writing): deleted.
+
+`replace_folder` is the one folder swap: every output that replaces a folder (an index, its approximate or lexical
+part, a recipe's final model) stages it beside and swaps it in, so a kill leaves the old or the new folder complete,
+and the old content is removed only once the new is in place. A folder that other outputs share (a model saved into
+a training run's folder, beside its checkpoints) cannot be swapped whole: `move_files_into` moves a staged set of
+files into it instead, each by one atomic rename, and removes what the new set leaves stale only after.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -100,4 +107,34 @@ def replace_folder(staging: str | os.PathLike, output: str | os.PathLike) -> Non
         _remove(aside)
 
 
-__all__ = ["recover_output", "replace_folder", "staging_folder"]
+def move_files_into(
+    staging: str | os.PathLike, target: str | os.PathLike, stale: Callable[[Path], bool] | None = None
+) -> set[Path]:
+    """Move every file of the finished `staging` folder into `target` (a folder other outputs share), each by one
+    atomic rename, sub-folders made as needed; only then remove the entries of `target` that `stale(entry)` picks and
+    the new files did not replace (a stale sub-folder keeps the new files moved into it). `staging` goes last.
+    Returns the moved files' paths relative to `target`."""
+    staging, target = Path(staging), Path(target)
+    written: set[Path] = set()
+    for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+        relative = path.relative_to(staging)
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target / relative)
+        written.add(relative)
+    for entry in sorted(target.iterdir()) if stale is not None else ():
+        if entry == staging or not stale(entry):
+            continue
+        kept = {path for path in written if path.parts[0] == entry.name}
+        if not kept:
+            _remove(entry)
+            continue
+        for path in sorted(entry.rglob("*"), reverse=True):  # what the new files left of a stale sub-folder
+            if path.is_file() and path.relative_to(target) not in kept:
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+    _remove(staging)
+    return written
+
+
+__all__ = ["move_files_into", "recover_output", "replace_folder", "staging_folder"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_siamese.storage import recover_output, replace_folder, staging_folder
+from hf_siamese.storage import move_files_into, recover_output, replace_folder, staging_folder
 
 
 def _dead_pid() -> int:
@@ -70,3 +70,32 @@ def test_recover_mends_what_a_kill_leaves(tmp_path: Path) -> None:
 def test_bad_purpose(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="purpose='a b'"):
         staging_folder(tmp_path / "out", "a b")
+
+
+def test_move_files_into_a_shared_folder_removes_stale_entries_only_after(tmp_path: Path) -> None:
+    target = tmp_path / "run"
+    (target / "checkpoint-1").mkdir(parents=True)
+    (target / "checkpoint-1" / "state.json").write_text("kept: not ours")
+    (target / "1_Pooling").mkdir()
+    (target / "1_Pooling" / "old.json").write_text("stale")
+    (target / "2_Dense").mkdir()
+    (target / "2_Dense" / "config.json").write_text("stale module")
+    (target / "model.safetensors").write_text("stale weights")
+    staging = staging_folder(target / "saved_model", "save")
+    (staging / "1_Pooling").mkdir()
+    (staging / "1_Pooling" / "config.json").write_text("new")
+    (staging / "config.json").write_text("new root")
+    seen = []
+
+    def stale(entry: Path) -> bool:
+        seen.append((entry.name, (target / "config.json").is_file()))  # asked only once the new files are in
+        return entry.name in {"1_Pooling", "2_Dense", "model.safetensors"}
+
+    written = move_files_into(staging, target, stale=stale)
+    assert written == {Path("1_Pooling/config.json"), Path("config.json")} and all(new for _, new in seen)
+    assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file()) == [
+        "1_Pooling/config.json",
+        "checkpoint-1/state.json",
+        "config.json",
+    ]
+    assert not staging.exists() and not (target / "2_Dense").exists()
