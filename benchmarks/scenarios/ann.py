@@ -30,7 +30,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from common import add_child_arguments, cpu_flags, memory_mb, run_child, run_if_child  # noqa: E402
+from common import add_child_arguments, cpu_flags, memory_mb, run_child, run_if_child, timed  # noqa: E402
 
 DIM, TOPICS, SUBTOPICS, SUBTOPIC_SPREAD, CHUNK_ROWS, QUERIES = 384, 1000, 10, 0.5, 100_000, 1000
 TARGETS = {"recall": 0.95, "speedup": 10.0, "open_s": 2.0, "at": 1_000_000}
@@ -61,14 +61,11 @@ def write_data(folder: Path, n: int, noise: float) -> list[str]:
 
 def timed_batches(search: Any, queries: np.ndarray) -> tuple[float, float, np.ndarray]:
     """(first batch seconds, median of 3 later batches, ids of the last)."""
-    start = time.perf_counter()
-    ids = search(queries)
-    first = time.perf_counter() - start
+    ids, first = timed(lambda: search(queries))
     times = []
     for _ in range(3):
-        start = time.perf_counter()
-        ids = search(queries)
-        times.append(time.perf_counter() - start)
+        ids, seconds = timed(lambda: search(queries))
+        times.append(seconds)
     return first, statistics.median(times), ids
 
 
@@ -86,9 +83,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         seconds = time.perf_counter() - start
         return {"build_s": seconds, "info": index.info, "peak_mb": memory_mb("VmHWM") - base_rss, "base_mb": base_rss}
     if spec["step"] == "open":
-        start = time.perf_counter()
-        index = load_ann_index(out)
-        open_s = time.perf_counter() - start
+        index, open_s = timed(lambda: load_ann_index(out))
         open_rss, open_peak = memory_mb("VmRSS") - base_rss, memory_mb("VmHWM") - base_rss
         first, batch, ids = timed_batches(lambda q: index.search(q, 10)[1], queries)
         np.save(spec["ids_out"], ids)

@@ -15,14 +15,13 @@ import json
 import os
 import random
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 SCENARIOS = Path(__file__).resolve().parent
 BENCHMARKS = SCENARIOS.parent
@@ -34,6 +33,7 @@ STSB = DATA / "stsb"
 SCIFACT = DATA / "retrieval" / "scifact"
 NLI_PAIRS = DATA / "nli" / "derived" / "nli_pairs_labelled.tsv"
 NLI_TRIPLETS = DATA / "nli" / "derived" / "nli_triplets.tsv"
+T = TypeVar("T")
 
 SEED = 42
 LABEL2ID = {"entailment": 0, "neutral": 1, "contradiction": 2}
@@ -62,9 +62,9 @@ def seeded_order(n: int, seed: int = SEED) -> list[int]:
 
 
 def read_tsv(path: Path) -> list[dict[str, str]]:
-    """The rows of a tab-separated file with a header line."""
+    """The rows of a tab-separated file with a header line (a clear error when the file is absent)."""
     # The derived NLI files are written with csv.QUOTE_MINIMAL: default quoting reads them back exactly.
-    with open(path, encoding="utf-8", newline="") as handle:
+    with open(require(path), encoding="utf-8", newline="") as handle:
         return list(csv.DictReader(handle, delimiter="\t"))
 
 
@@ -73,6 +73,13 @@ def stsb_split(split: str) -> dict[str, list]:
 
     dataset = read_sts_benchmark(require(STSB / f"sts-{split}.csv", "STS Benchmark"))
     return {name: list(dataset[name]) for name in ("sentence1", "sentence2", "score")}
+
+
+def read_scifact(split: str) -> Any:
+    """BEIR SciFact's corpus, queries and qrels of `split` (a clear error when the folder is absent)."""
+    from hf_siamese.data import read_beir
+
+    return read_beir(require(SCIFACT, "BEIR SciFact"), split=split)
 
 
 def stsb_rows(split: str, size: int, seed: int = SEED) -> dict[str, list]:
@@ -88,11 +95,11 @@ def train_rows(recipe: str, max_train: int, nli_heldout: int) -> tuple[dict[str,
     if recipe == "cosine":
         return stsb_rows("train", max_train), None
     if recipe == "mnr":
-        rows = read_tsv(require(NLI_TRIPLETS, "NLI triplets"))
+        rows = read_tsv(NLI_TRIPLETS)
         order = seeded_order(len(rows))[:max_train]
         return {k: [rows[i][k] for i in order] for k in ("anchor", "positive", "negative")}, None
     if recipe == "softmax":
-        rows = read_tsv(require(NLI_PAIRS, "NLI pairs"))
+        rows = read_tsv(NLI_PAIRS)
         order = seeded_order(len(rows))
         heldout, pool = order[len(order) - nli_heldout :], order[: len(order) - nli_heldout]
         if max_train > len(pool):
@@ -202,26 +209,26 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def interleaved(rows: Sequence[Any], rounds: int) -> Iterator[tuple[int, Any]]:
-    """(round, row) over `rounds` rounds, the order reversed on odd rounds, so no row always runs first or last."""
-    for round_ in range(rounds):
-        for row in rows if round_ % 2 == 0 else reversed(rows):
-            yield round_, row
+def round_order(rows: Sequence[T], round_: int) -> list[T]:
+    """The rows in the order of round `round_` of interleaved rounds: as given on even rounds, reversed on odd ones,
+    so that no row always runs first or last (machine warm-up and drift fall on every row alike)."""
+    return list(rows) if round_ % 2 == 0 else list(rows)[::-1]
 
 
-def median_seconds(call: Callable[[], Any], repeats: int) -> float:
-    """The median wall time of `repeats` calls of `call()`."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def timed(call: Callable[[], T]) -> tuple[T, float]:
+    """`call()`'s result and its wall time in seconds."""
+    start = time.perf_counter()
+    result = call()
+    return result, time.perf_counter() - start
 
 
-def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A markdown table: a header of `columns`, then one line per row (cells written with str())."""
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> str:
+    """A markdown table: a header of `columns`, then one line per row (cells written with str()). `align` has one
+    letter per column, `l` or `r` (numbers read best right-aligned); columns it does not cover are left-aligned."""
+    if set(align) - {"l", "r"} or len(align) > len(columns):
+        raise ValueError(f"align {align!r}: one letter l or r per column, at most {len(columns)}")
+    rule = ["---:" if side == "r" else "---" for side in align.ljust(len(columns), "l")]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(rule) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 

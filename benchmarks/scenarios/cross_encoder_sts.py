@@ -27,6 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from common import (  # noqa: E402
     cpu_flags,  # noqa: E402
+    markdown_table,
     stsb_rows,
     stsb_split,
     update_results,  # noqa: E402
@@ -152,14 +153,22 @@ def main() -> None:
         f"{', bf16' if args.bf16 else ', float32'}{head}; start: all-MiniLM-L6-v2's encoder + a new 1-output head. "
         "Spearman x100 of the sigmoid scores.",
         "",
-        "| library | STSb dev | STSb test | train s | rows/s | final loss |",
-        "|---|---:|---:|---:|---:|---:|",
+        markdown_table(
+            ("library", "STSb dev", "STSb test", "train s", "rows/s", "final loss"),
+            [
+                (
+                    name,
+                    f"{row['dev']:.2f}",
+                    f"{row['test']:.2f}",
+                    f"{row['seconds']:.0f}",
+                    f"{row['rows_per_s']:.1f}",
+                    f"{row['loss']:.4f}",
+                )
+                for name, row in (("sentence-transformers", theirs), ("hf-siamese", ours))
+            ],
+            align="lrrrrr",
+        ),
     ]
-    for name, row in (("sentence-transformers", theirs), ("hf-siamese", ours)):
-        lines.append(
-            f"| {name} | {row['dev']:.2f} | {row['test']:.2f} | {row['seconds']:.0f} | {row['rows_per_s']:.1f} | "
-            f"{row['loss']:.4f} |"
-        )
     lines += [
         "",
         f"- Target: test Spearman >= sentence-transformers' same recipe: "

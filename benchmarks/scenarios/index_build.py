@@ -48,6 +48,7 @@ from common import (  # noqa: E402
     RESULTS_DIR,
     LoadSampler,  # noqa: E402
     cpu_flags,
+    round_order,
     update_results,
 )
 
@@ -269,7 +270,7 @@ def trace_child(spec: dict[str, Any]) -> None:
     from transformers import AutoTokenizer
 
     from hf_siamese import SiameseBertModel, build_index
-    from hf_siamese.retrieval import ann_build, vector_index
+    from hf_siamese.retrieval import ann_build, index_build
 
     def status(field: str) -> float:
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -304,7 +305,7 @@ def trace_child(spec: dict[str, Any]) -> None:
     tokenizer = AutoTokenizer.from_pretrained(spec["model"])
     event("model loaded")
     for name in ("encode_corpus", "corpus_matrix", "neighbour_search"):
-        wrap(vector_index, name)
+        wrap(index_build, name)
     for name in ("_reservoir_sample", "_add_pass", "_measure_recall"):
         wrap(ann_build, name)
     build_index(model, spec["texts"], spec["out"], tokenizer=tokenizer, show_progress_bar=False, overwrite=True)
@@ -405,7 +406,7 @@ def search_rows(work: Path, args: argparse.Namespace, n: int) -> dict[str, Any]:
         with LoadSampler() as sampler:
             for round_ in range(args.rounds):
                 turn = order[round_ % len(order) :] + order[: round_ % len(order)]
-                for key in turn[::-1] if round_ % 2 else turn:
+                for key in round_order(turn, round_):
                     workers[key].stdin.write("round\n")
                     workers[key].stdin.flush()
                     rates[key].append(json.loads(workers[key].stdout.readline())["qps"])

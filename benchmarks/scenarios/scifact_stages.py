@@ -13,15 +13,14 @@ import json
 import random
 from pathlib import Path
 
-from common import SCIFACT
+from common import read_scifact
 
 DEPTH = 100
 
 
 def load_splits():
-    from hf_siamese import read_beir
 
-    return read_beir(SCIFACT, split="train"), read_beir(SCIFACT, split="test")
+    return read_scifact(split="train"), read_scifact(split="test")
 
 
 def first_stage(workdir: Path, name: str, model_path: str) -> dict:

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from common import BENCHMARKS, SCIFACT, STSB, cpu_flags
+from common import BENCHMARKS, STSB, cpu_flags, read_scifact, require
 
 HERE = Path(__file__).resolve().parent
 OURS = (
@@ -55,15 +55,15 @@ EXPORTS = {  # subfolder -> export_model arguments
 
 def prepare_data(work: Path) -> dict:
     """Texts for speed and quality, written once as JSON for the rows of both libraries."""
-    from hf_siamese.data import read_beir, read_sts_benchmark
+    from hf_siamese.data import read_sts_benchmark
 
     files = {name: work / f"{name}.json" for name in ("stsb", "queries", "corpus", "calibration")}
     if all(path.exists() for path in files.values()):
         return files
-    test = read_sts_benchmark(STSB / "sts-test.csv")
+    test = read_sts_benchmark(require(STSB / "sts-test.csv"))
     texts = list(dict.fromkeys(list(test["sentence1"]) + list(test["sentence2"])))
-    scifact = read_beir(SCIFACT, split="test")
-    train = read_sts_benchmark(STSB / "sts-train.csv")
+    scifact = read_scifact(split="test")
+    train = read_sts_benchmark(require(STSB / "sts-train.csv"))
     pool = sorted(set(train["sentence1"]) | set(train["sentence2"]))
     calibration = random.Random(42).sample(pool, 300)
     for name, value in (
@@ -129,7 +129,7 @@ def quality(library: str, row: str, work: Path, files: dict, st_python: Path | N
         return json.loads(cache.read_text())
     from scipy.stats import spearmanr
 
-    from hf_siamese.data import read_beir, read_sts_benchmark
+    from hf_siamese.data import read_sts_benchmark
     from hf_siamese.metrics import retrieval_metrics_from_embeddings
 
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -141,14 +141,14 @@ def quality(library: str, row: str, work: Path, files: dict, st_python: Path | N
             if "error" in result:
                 return result
         embeddings[name] = np.load(target)
-    test = read_sts_benchmark(STSB / "sts-test.csv")
+    test = read_sts_benchmark(require(STSB / "sts-test.csv"))
     texts = json.loads(files["stsb"].read_text())
     position = {text: i for i, text in enumerate(texts)}
     vectors = embeddings["stsb"] / np.linalg.norm(embeddings["stsb"], axis=1, keepdims=True)
     u = vectors[[position[t] for t in test["sentence1"]]]
     v = vectors[[position[t] for t in test["sentence2"]]]
     spearman = 100 * spearmanr((u * v).sum(1), test["score"]).statistic
-    scifact = read_beir(SCIFACT, split="test")
+    scifact = read_scifact(split="test")
     metrics = retrieval_metrics_from_embeddings(
         _normalized(embeddings["queries"]), _normalized(embeddings["corpus"]), list(scifact.queries),
         list(scifact.corpus), scifact.qrels, k_values=[10],

@@ -1,373 +1,179 @@
-"""The vector index: embed a corpus of any size once with `build_index`, then search it as often as needed. One
-format at every size: the corpus is streamed, never held, and a small corpus is the same folder searched exactly.
-
-An index folder holds:
-
-    index.json     format and version, the model (name, fingerprint, embedding config), the settings the corpus was
-                   embedded with, count, dim, id type, backend ("exact" or "approximate") and, when approximate, what
-                   the build measured (nprobe, recall@10, on which queries)
-    texts.arrow    ids and texts (Arrow IPC stream, memory-mapped by `datasets.Dataset.from_file`); row i <-> vector i
-    embeddings/    the `encode_corpus` folder: corpus.json and the stacked vectors.npy (float32, as `model.encode`
-                   returns them; ids in vectors.ids.npy), memory-mapped for exact search and for re-scoring. The
-                   Parquet shards the build wrote go once stacked (`keep_one_copy`): one copy of the vectors on disk.
-                   An index of the earlier layout (shards and vectors.npy) opens as before
-    embeddings/ann the approximate index (`ann_build.build_ann_index`), from `ann.EXACT_BELOW` documents on when faiss
-                   is installed and the similarity is one faiss serves
-    lexical/       the BM25 index of the same texts (`lexical.py`, bm25s's format), built in the same pass when bm25s
-                   is installed (`lexical=None`), or added later without re-encoding (`add_lexical`); searched alone
-                   or fused with the vectors (`search(first_stage="hybrid")`, `hybrid.py`)
-
-The build runs in `.NAME.building` beside the output (a fixed name: a stopped build resumes its finished shards when
-called again; one made with another model or other settings is started afresh) and is swapped into place at the end
-(`hf_siamese.storage`: a kill during the swap is mended by the next run). Memory: one shard, the approximate index's
-training sample and one part of its lists, whatever the corpus size. Searching checks the model against the recorded
-fingerprint, so queries are never embedded by a model other than the one that embedded the corpus.
-"""
+"""Opening and searching an index folder that `vector_index.build_index` wrote (its layout: vector_index.py): the
+vectors exactly or through the approximate index, the lexical part, and the first stages dense, lexical and hybrid."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
-import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
-import pyarrow as pa
-import torch
 
-from ..storage import exclusive_output, recover_output, replace_folder
-from .corpus import encode_corpus
-from .corpus_groups import corpus_matrix, keep_one_copy, neighbour_search
-from .fingerprint import model_fingerprint, recorded_name
-from .index_parts import (
-    FAISS_METRICS,
-    check_ids,
-    check_texts,
-    faiss_available,
-    resolve_dtype,
-)
-from .index_search import (
-    EMBEDDINGS_DIR,
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    INDEX_FILE,
-    TEXTS_FILE,
-    VectorIndex,
-    load_index,
-)
-from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, require_lexical
+from .corpus_groups import corpus_matrix
+from .exact import exact_search, unit_length_rows
+from .index_parts import faiss_available
+from .lexical import LEXICAL_DIR, LexicalIndex
 from .store import SearchIndex, is_engine_location
 
 logger = logging.getLogger(__name__)
 
-
-def check_output(output: Path, overwrite: bool) -> None:
-    """Refuse to build into a file or a non-empty folder unless `overwrite`, naming what is there."""
-    if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
-        what = "an existing index" if _is_index(output) else "not empty and not an index"
-        raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True (--overwrite) to replace it")
+FORMAT_NAME = "hf-siamese-vector-index"
+FORMAT_VERSION = 2
+INDEX_FILE, TEXTS_FILE, EMBEDDINGS_DIR = "index.json", "texts.arrow", "embeddings"
 
 
-def _is_index(path: Path) -> bool:
-    try:
-        return json.loads((path / INDEX_FILE).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
-    except (OSError, ValueError, AttributeError):
-        return False
+def _open_failure(path: Path) -> str:
+    """Why `path` is not an index folder of this version, in one line that says what to do."""
+    where = os.fspath(path)
+    if not path.exists():
+        return f"vector index not found: {where!r}; build one with build_index() or 'hf-siamese index'"
+    if not (path / INDEX_FILE).is_file():
+        if (path / "corpus.json").is_file():
+            return (
+                f"{where!r} holds corpus embeddings (encode_corpus / 'hf-siamese embed': vectors and ids, not the "
+                f"texts), not an index; 'hf-siamese search --corpus FILE --embeddings-dir {where}' searches them with "
+                "the texts of FILE, 'hf-siamese index FILE -o DIR' makes an index"
+            )
+        if (path / "ann.json").is_file():
+            return f"{where!r} is an ANN index (vectors only), opened by hf_siamese.retrieval.ann.load_ann_index"
+        return f"{where!r} is not a vector index (no {INDEX_FILE}); build one with build_index() or 'hf-siamese index'"
+    return ""
 
 
-def _link_folder(source: Path, target: Path) -> None:
-    """`target` made anew with hard links to the files of `source` (copies where the file system refuses links)."""
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir()
-    for file in source.iterdir():
-        if file.is_file() and not file.name.endswith(".tmp"):
-            try:
-                os.link(file, target / file.name)
-            except OSError:
-                shutil.copy2(file, target / file.name)
+class VectorIndex(SearchIndex):
+    """A loaded index folder (see the module docstring); make one with `build_index` or `VectorIndex.load`. Searched
+    through `store.SearchIndex` (the same search as an engine's)."""
 
+    def __init__(self, path: Path, info: dict[str, Any], corpus: Any, vectors: np.ndarray, ann: Any) -> None:
+        self.path, self.info, self.corpus, self.ann = path, info, corpus, ann
+        self.location = os.fspath(path)
+        self.backend = "approximate" if ann is not None else "exact"
+        self.dim, self.settings, self.model_name = info["dim"], info["settings"], info["model"]["name_or_path"]
+        self.similarity = info["settings"]["similarity"]
+        self.embeddings = vectors  # (count, dim) float32, memory-mapped
+        self._unit: bool | None = None  # whether its rows have unit length (cosine through faiss' flat kernel)
+        self._lexical: LexicalIndex | None = None
 
-class _TextTable:
-    """Writes the ids and texts of each shard, as `encode_corpus` reads them, to an Arrow stream file (and gives the
-    texts to the lexical index's builder, when there is one)."""
-
-    def __init__(self, path: Path, lexical: LexicalBuilder | None = None) -> None:
-        self.path, self.writer, self.rows, self.lexical = path, None, 0, lexical
-        self.worded = 0  # texts that are not blank
-
-    def __call__(self, shard: int, ids: list, texts: list[str]) -> None:
-        if self.lexical is not None:
-            self.lexical.add(texts)
-        id_type = pa.string() if isinstance(ids[0], str) else pa.int64()
-        table = pa.table({"id": pa.array(ids, id_type), "text": pa.array(texts, pa.string())})
-        self.writer = self.writer or pa.ipc.new_stream(str(self.path), table.schema)
-        self.writer.write_table(table)
-        self.rows += len(ids)
-        self.worded += sum(1 for text in texts if text and not text.isspace())
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        if self.lexical is not None:
-            self.lexical.close()
-
-
-def _wants_lexical(lexical: bool | None, settings: LexicalSettings | None) -> bool:
-    """Whether to build the lexical part: `lexical=None` builds it when bm25s (and PyStemmer) are installed; settings
-    given with `lexical=False` are refused (they would set nothing)."""
-    if lexical is False and settings is not None:
-        raise ValueError(
-            "lexical_settings (--language, --no-stemmer, --no-stopwords, --k1, --b) set the BM25 part, which "
-            "lexical=False (--no-lexical) leaves out: give one or the other"
-        )
-    if lexical is None:
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> VectorIndex:
+        """Open an index folder: texts and vectors memory-mapped, the approximate index (if any) too; without faiss
+        an approximate index is searched exactly (a warning)."""
+        path = Path(path)
+        where = os.fspath(path)
+        problem = _open_failure(path)
+        if problem:
+            raise FileNotFoundError(2, problem, where)
         try:
-            require_lexical((settings or LexicalSettings()).stemmer)
-        except ImportError:
-            return False
-        return True
-    if lexical:
-        require_lexical((settings or LexicalSettings()).stemmer)
-    return bool(lexical)
-
-
-def _source(corpus: Any, ids: Any, text_column: str, id_column: str | None) -> tuple[Any, str, str | None]:
-    """(source for `encode_corpus`, text column, id column): a list with `ids` becomes a two-column table; a BEIR
-    folder, its corpus (`_id`, title and text, as `read_beir` reads it: the documents a retrieval evaluation ranks)."""
-    from ..data.beir import is_beir_folder, read_corpus
-
-    if isinstance(corpus, str | os.PathLike) and os.path.isdir(corpus) and is_beir_folder(corpus):
-        if ids is not None or text_column != "text" or id_column is not None:
+            info = json.loads((path / INDEX_FILE).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise ValueError(f"corrupt vector index {where!r}: {INDEX_FILE} is not valid JSON ({err})") from None
+        found = info.get("format") if isinstance(info, dict) else type(info).__name__
+        if found != FORMAT_NAME:
+            raise ValueError(f"{where!r}: {INDEX_FILE} has format {found!r}, expected {FORMAT_NAME!r}")
+        if info.get("format_version") != FORMAT_VERSION:
             raise ValueError(
-                f"{os.fspath(corpus)!r} is a BEIR folder: its ids and texts are its own; give no ids or columns"
+                f"vector index {where!r} has format version {info.get('format_version')!r} (an older hf-siamese); "
+                f"this one reads version {FORMAT_VERSION}: rebuild it with 'hf-siamese index CORPUS -o {where} "
+                "--overwrite' (or build_index(..., overwrite=True))"
             )
-        documents = read_corpus(corpus)
-        return datasets.Dataset.from_dict({"id": list(documents), "text": list(documents.values())}), "text", "id"
-    if ids is None:
-        return corpus, text_column, id_column
-    if not isinstance(corpus, list | tuple):
-        raise ValueError(
-            f"ids= applies to a list of texts; the corpus is a {type(corpus).__name__}: name its id column with "
-            "id_column= (--id-column)"
-        )
-    texts = check_texts(corpus)
-    return datasets.Dataset.from_dict({"id": check_ids(ids, len(texts)), "text": texts}), "text", "id"
-
-
-def _embed_queries(model: Any, queries: Iterable[str] | None, tokenizer: Any, batch_size: int) -> np.ndarray | None:
-    """The calibration queries embedded as queries are (the model's query prompt, if it has one)."""
-    if queries is None:
-        return None
-    from .evaluation import QUERY_PROMPT_NAMES, side_prompt
-
-    texts = [queries] if isinstance(queries, str) else list(queries)
-    if not texts or not all(isinstance(text, str) and text.strip() for text in texts):
-        raise ValueError("calibration_queries: expected a non-empty list of non-empty query strings")
-    prompt = side_prompt(model, None, QUERY_PROMPT_NAMES)
-    return model.encode(texts, tokenizer=tokenizer, batch_size=batch_size, prompt=prompt, convert_to_numpy=True)
-
-
-def build_index(
-    model: Any,
-    corpus: Any,
-    output_dir: str | os.PathLike,
-    *,
-    ids: Sequence[str | int] | None = None,
-    text_column: str = "text",
-    id_column: str | None = None,
-    tokenizer: Any = None,
-    batch_size: int = 64,
-    shard_size: int | None = None,
-    dtype: str | torch.dtype | None = None,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
-    approximate: bool | None = None,
-    calibration_queries: Iterable[str] | None = None,
-    embeddings_dir: str | os.PathLike | None = None,
-    show_progress_bar: bool = True,
-    overwrite: bool = False,
-    lexical: bool | None = None,
-    lexical_settings: LexicalSettings | None = None,
-    engine_options: dict[str, Any] | None = None,
-) -> SearchIndex:
-    """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
-
-    `output_dir` may also be a search engine's collection (`milvus://HOST:PORT/COLLECTION`,
-    `milvus-lite:FILE.db#COLLECTION`): the corpus is embedded into a local folder index as below, then exported to it
-    (`milvus_export.build_engine_index`; `engine_options`: `engine_lexical` "ours" / "milvus", `dense_index`,
-    `dense_params`, `work_dir`), and the `MilvusIndex` returned searches like the folder.
-
-    Args:
-        model: a `SiameseBertModel`; its `config.similarity` decides how the index is searched.
-        corpus: any corpus `encode_corpus` reads: a list of str, a path or glob of .txt / .jsonl / .csv / .tsv /
-            .parquet files, a `datasets.Dataset` or `IterableDataset` (with `text_column`, optional `id_column`).
-        output_dir: the index folder (see the module docstring). An existing non-empty folder is replaced only with
-            `overwrite=True`, and only once the new index is complete.
-        ids: for a list of texts, one unique `str` or `int` per text (default: the positions 0..n-1).
-        tokenizer, batch_size, prompt_name, prompt: as in `model.encode` (the prompt is recorded in index.json).
-        shard_size: rows embedded and written at a time (what memory holds of the corpus; default 10,000, or what
-            a stopped build of the same output used, so that it resumes).
-        dtype: `"bfloat16"` / `"float16"` (or the torch dtype) to embed under autocast; vectors are stored in float32.
-        approximate: None builds an approximate index from `ann.EXACT_BELOW` documents on (faiss installed and a
-            similarity it serves: cosine, dot, euclidean), True always (an error where it cannot), False never.
-        calibration_queries: texts like the queries the index will serve. The approximate index's nprobe is chosen
-            by the recall@10 measured on them (embedded with the model's query prompt); without them, on held-out
-            documents, which overstates the recall of queries unlike the documents (index.json says which).
-        embeddings_dir: an embeddings folder of this corpus to reuse (what `encode_corpus` / 'hf-siamese embed'
-            wrote, e.g. on N GPUs): embedded into or resumed as `encode_corpus` does (another model or setting is
-            refused), then hard-linked into the index (copied where links cannot be made).
-        lexical: build the BM25 index of the texts beside the vectors, in the same pass (None: when bm25s and
-            PyStemmer are installed, `pip install 'hf-siamese[lexical]'`; True: an ImportError naming that install
-            where they are not). `lexical_settings`: its language, stemmer, stopwords, k1 and b.
-    """
-    if is_engine_location(output_dir):
-        from .milvus_export import build_engine_index
-
-        if calibration_queries is not None:
+        approximate = info.get("backend") == "approximate"
+        wanted = [path / TEXTS_FILE, path / EMBEDDINGS_DIR / "corpus.json"]
+        wanted += [path / EMBEDDINGS_DIR / "ann" / "ann.json"] if approximate else []
+        missing = [os.fspath(p.relative_to(path)) for p in wanted if not p.is_file()]
+        missing += [key for key in ("model", "settings", "count", "dim", "backend") if key not in info]
+        if missing:
+            raise ValueError(f"corrupt vector index {where!r}: {', '.join(missing)} missing; rebuild the index")
+        try:
+            corpus = datasets.Dataset.from_file(str(path / TEXTS_FILE))
+            _, vectors = corpus_matrix(path / EMBEDDINGS_DIR)
+        except Exception as err:
+            raise ValueError(f"corrupt vector index {where!r}: {type(err).__name__}: {err}") from None
+        expected = (info["count"], info["dim"])
+        if len(corpus) != info["count"] or vectors.shape != expected or corpus.column_names != ["id", "text"]:
             raise ValueError(
-                "calibration_queries (--calibration-queries): an engine's approximate index measures its recall on "
-                "held-out documents; give none"
+                f"corrupt vector index {where!r}: {INDEX_FILE} says {expected[0]} x {expected[1]}, the texts have "
+                f"{len(corpus)} rows ({corpus.column_names}), the embeddings are {vectors.shape}"
             )
+        ann = None
+        if approximate and faiss_available():
+            from .ann import load_ann_index
 
-        return build_engine_index(
-            model, corpus, str(output_dir), build_index, ids=ids, text_column=text_column, id_column=id_column,
-            tokenizer=tokenizer,
-            batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
-            approximate=approximate, embeddings_dir=embeddings_dir, show_progress_bar=show_progress_bar,
-            overwrite=overwrite, lexical=lexical, lexical_settings=lexical_settings, **(engine_options or {}),
-        )  # fmt: skip
-    if engine_options:
-        raise ValueError(f"engine_options apply to a search engine's location, not to the folder {output_dir!r}")
-    output = Path(output_dir)
-    with exclusive_output(output, "a build of this index"):  # a second build at once is refused, not interleaved
-        return _build_index(
-            model, corpus, output, ids=ids, text_column=text_column, id_column=id_column, tokenizer=tokenizer,
-            batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
-            approximate=approximate, calibration_queries=calibration_queries, embeddings_dir=embeddings_dir,
-            show_progress_bar=show_progress_bar, overwrite=overwrite, lexical=lexical,
-            lexical_settings=lexical_settings,
-        )  # fmt: skip
+            ann = load_ann_index(path / EMBEDDINGS_DIR / "ann")
+        elif approximate:
+            logger.warning("faiss is not installed: searching %s exactly (pip install 'hf-siamese[index]')", where)
+        return cls(path, info, corpus, vectors, ann)
 
-
-def _build_index(
-    model: Any, corpus: Any, output: Path, *, ids: Any, text_column: str, id_column: str | None, tokenizer: Any,
-    batch_size: int, shard_size: int | None, dtype: Any, prompt_name: str | None, prompt: str | None,
-    approximate: bool | None, calibration_queries: Any, embeddings_dir: Any, show_progress_bar: bool,
-    overwrite: bool, lexical: bool | None, lexical_settings: LexicalSettings | None,
-) -> VectorIndex:  # fmt: skip
-    """`build_index` under the output's lock."""
-    recover_output(output)  # first: a half-swapped old index is an existing index
-    check_output(output, overwrite)
-    source, text_column, id_column = _source(corpus, ids, text_column, id_column)
-    similarity = model.config.similarity
-    if approximate and similarity not in FAISS_METRICS:
-        raise ValueError(
-            f"approximate=True: the {similarity!r} similarity has no faiss index; faiss serves "
-            f"{', '.join(FAISS_METRICS)} (approximate=None searches {similarity} exactly)"
+    def __repr__(self) -> str:
+        return (
+            f"VectorIndex({os.fspath(self.path)!r}, count={len(self)}, dim={self.dim}, "
+            f"similarity={self.similarity!r}, backend={self.backend!r})"
         )
-    if approximate and not faiss_available():
-        raise ImportError("approximate=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
-    if approximate is None and not (similarity in FAISS_METRICS and faiss_available()):
-        approximate = False
-    with_lexical = _wants_lexical(lexical, lexical_settings)
-    if with_lexical:
-        TermTokenizer(
-            lexical_settings or LexicalSettings()
-        )  # a language it has no stemmer for: refused before any work
-    calibration = _embed_queries(model, calibration_queries, tokenizer, batch_size)
-    staging = output.with_name(f".{output.name}.building")  # a fixed name: a stopped build resumes its shards
-    if staging.exists() and not (staging / EMBEDDINGS_DIR).is_dir():
-        shutil.rmtree(staging) if staging.is_dir() else staging.unlink()
-    staging.mkdir(parents=True, exist_ok=True)
-    embeddings = staging / EMBEDDINGS_DIR
-    builder = LexicalBuilder(staging / LEXICAL_DIR, lexical_settings) if with_lexical else None
-    texts = _TextTable(staging / f"{TEXTS_FILE}.tmp", builder)
-    try:
-        encode_corpus(
-            model, source, embeddings if embeddings_dir is None else embeddings_dir, tokenizer=tokenizer,
-            text_column=text_column, id_column=id_column, batch_size=batch_size, shard_size=shard_size, dtype=dtype,
-            prompt_name=prompt_name, prompt=prompt, show_progress_bar=show_progress_bar, on_shard=texts,
-            restart_if_different=embeddings_dir is None,
-        )  # fmt: skip
-        if embeddings_dir is not None:
-            _link_folder(Path(embeddings_dir), embeddings)
-    except BaseException:
-        if not any(embeddings.glob("shard-*.parquet")):  # nothing worth resuming
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
-    finally:
-        texts.close()
-    row_ids, vectors = corpus_matrix(embeddings)
-    if texts.rows != len(vectors):
-        raise ValueError(f"the corpus gave {texts.rows} texts for {len(vectors)} vectors: it must not change")
-    if texts.rows and not texts.worded:
-        logger.warning(
-            "%s: every one of the %d texts of the corpus is empty or blank: nothing to search by (the vectors are all "
-            "the same, and BM25 finds nothing); check the text column (--text-column)", output, texts.rows,
-        )  # fmt: skip
-    os.replace(staging / f"{TEXTS_FILE}.tmp", staging / TEXTS_FILE)
-    if builder is not None:
-        builder.finish()
-    elif (staging / LEXICAL_DIR).exists():  # left by a stopped build that had one
-        shutil.rmtree(staging / LEXICAL_DIR)
-    search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
-    if calibration is not None and search is None:
-        logger.info("%s: exact search (%d documents): the calibration queries are not needed", output, len(vectors))
-    info = index_record(
-        model, model_fingerprint(model), model.resolve_prompt(prompt_name, prompt),
-        resolve_dtype(dtype, model.device)[0], vectors.shape, row_ids, "exact" if search is None else "approximate",
-    )  # fmt: skip
-    if search is not None:
-        ann = json.loads((embeddings / "ann" / "ann.json").read_text(encoding="utf-8"))
-        info["ann"] = {"factory": ann["factory"], "nprobe": ann["nprobe"], "recall": ann["recall"]}
-        logger.info(
-            "%s: approximate index %s, nprobe %s, recall@10 %s measured on %s", output, ann["factory"],
-            ann["nprobe"], ann["recall"]["value"], ann["recall"]["measured_on"],
-        )  # fmt: skip
-    if builder is not None:
-        info["lexical"] = LexicalIndex.record_of(staging / LEXICAL_DIR)
-    del vectors, search
-    (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-    replace_folder(staging, output)
-    keep_one_copy(output / EMBEDDINGS_DIR)  # after the swap: a kill before it leaves a complete index either way
-    return VectorIndex.load(output)
+
+    @property
+    def has_lexical(self) -> bool:
+        """Whether this index has its lexical (BM25) part."""
+        return bool(self.info.get("lexical")) and (self.path / LEXICAL_DIR).is_dir()
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        """The lexical part, opened on first use; a `ValueError` naming the command that adds it where there is none."""
+        if self._lexical is None:
+            if not self.has_lexical:
+                raise ValueError(self.missing_lexical_part())
+            self._lexical = LexicalIndex.load(self.path / LEXICAL_DIR)
+        return self._lexical
+
+    def missing_lexical_part(self) -> str:
+        where = os.fspath(self.path)
+        return (
+            f"the index {where!r} has no lexical part, which lexical and hybrid search need: add it with "
+            f"'hf-siamese index --add-lexical {where}' (or add_lexical(); the vectors are kept, nothing is re-encoded)"
+        )
+
+    def lexical_rows(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.lexical.search(list(queries), k)
+
+    def dense_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, row indices), each (n, k), best first; ties -> lower row first (as exact search)."""
+        if self.ann is not None:
+            return self.ann.search(queries, k)
+        if self._unit is None:  # once per opened index: one pass over the vectors
+            self._unit = unit_length_rows(self.embeddings)
+        return exact_search(queries, self.embeddings, k, similarity=self.similarity, unit_corpus=self._unit)
+
+    def save_info(self, info: dict[str, Any]) -> None:
+        """`write_info` under the index's lock (one change of an index at a time)."""
+        from ..storage import exclusive_output
+
+        with exclusive_output(self.path, "a change of this index"):
+            self.write_info(info)
+
+    def write_info(self, info: dict[str, Any]) -> None:
+        """index.json replaced whole, and the folder's README.md card with it; the caller holds the lock."""
+        from ..storage import write_text_atomic
+        from .pipeline import folder_card
+
+        write_text_atomic(self.path / INDEX_FILE, json.dumps(info, indent=2) + "\n")
+        write_text_atomic(self.path / "README.md", folder_card(self.path, info))
+        self.info = info
+
+    def rows_of(self, rows: list[int]) -> dict[int, tuple[Any, str]]:
+        found = self.corpus[rows]
+        return {i: (doc_id, text) for i, doc_id, text in zip(rows, found["id"], found["text"], strict=True)}
 
 
-def index_record(
-    model: Any,
-    fingerprint: dict[str, Any],
-    document_prompt: str,
-    dtype_name: str,
-    shape: tuple[int, ...],
-    ids: Sequence[Any],
-    backend: str,
-) -> dict[str, Any]:
-    """The `index.json` of an index of `shape` (rows, dim) vectors with `ids`, made by `model`."""
-    config = model.config
-    return {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "model": {"name_or_path": recorded_name(config.name_or_path), **fingerprint},
-        "settings": {
-            "pooling": config.pooling,
-            "normalize": config.normalize,
-            "similarity": config.similarity,
-            "max_seq_length": config.effective_max_seq_length,
-            "truncate_dim": config.truncate_dim,
-            "document_prompt": document_prompt,
-            "dtype": dtype_name,
-        },
-        "count": int(shape[0]),
-        "dim": int(shape[1]),
-        "id_type": type(ids[0]).__name__,
-        "backend": backend,
-        "ann": None,
-        "lexical": None,
-    }
+def load_index(location: str | os.PathLike) -> SearchIndex:
+    """Open an index: a folder written by `build_index` (a `VectorIndex`), or an engine's collection
+    (`milvus://HOST:PORT/COLLECTION`, `milvus-lite:FILE.db#COLLECTION`: a `MilvusIndex`); both search alike."""
+    if is_engine_location(location):
+        from .milvus import MilvusIndex
+
+        return MilvusIndex.open(str(location))
+    return VectorIndex.load(location)
 
 
-__all__ = ["VectorIndex", "build_index", "check_output", "index_record", "load_index"]
+__all__ = ["EMBEDDINGS_DIR", "FORMAT_NAME", "FORMAT_VERSION", "INDEX_FILE", "TEXTS_FILE", "VectorIndex", "load_index"]
