@@ -70,7 +70,8 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
             for classes or 0/1 labels), a `RerankingDataset` (reranking `ndcg@10`, `mrr@10`, the first stage's
             `first_stage_ndcg@10`, ... and `ndcg@10_delta`; no loss), or a dict of them (names in the metric keys).
             With `load_best_model_at_end=True, metric_for_best_model="ndcg@10"` the best reranking checkpoint is kept.
-        Other arguments are the Trainer's.
+
+    Other arguments are the Trainer's.
 
     Every row of a map-style `train_dataset` is checked before training (texts, labels, and labels the loss cannot
     take, such as BCE labels outside [0, 1] or class ids past `num_labels`), so an error names the dataset row; a

@@ -1,5 +1,5 @@
-"""The model: `SiameseBertConfig`, `SiameseBertModel` (encoder + pooling [+ projections] [+ normalize] [+ softmax
-head]), `encode`, packed (padding-free) execution, short-text attention, int8 quantization and encoding across
+"""The model: `SiameseBertConfig`, `SiameseBertModel` (encoder + pooling (+ projections) (+ normalize) (+ softmax
+head)), `encode`, packed (padding-free) execution, short-text attention, int8 quantization and encoding across
 processes.
 
 configuration_siamese, modeling_siamese, pooling, checkpoints, weight_files, encoding, batching, devices, packing and

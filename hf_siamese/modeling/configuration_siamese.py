@@ -27,7 +27,7 @@ class SiameseBertConfig(PreTrainedConfig):
 
     Everything that decides the sentence embedding lives here, so a saved `config.json` alone reproduces it.
 
-    Args:
+    Attributes:
         encoder_config (`dict` or `PreTrainedConfig`, *optional*):
             Config of the encoder, any type `AutoModel` can build (bert, distilbert, roberta, xlm-roberta, mpnet,
             electra, ...). A dict needs a `model_type`; defaults to a `BertConfig()`.

@@ -84,7 +84,7 @@ class SiameseBertPreTrainedModel(PreTrainedModel):
 
 
 class SiameseBertModel(SiameseEncodingMixin, SiameseCheckpointMixin, SiameseBertPreTrainedModel):
-    """Encoder + pooling [+ L2 normalization] [+ softmax classifier head over pair features].
+    """Encoder + pooling (+ L2 normalization) (+ softmax classifier head over pair features).
 
     Call it on `(batch, seq_len)` inputs to embed texts, or on `(batch, num_texts, seq_len)` inputs (a pair, a
     triplet, ... per row) to embed all of them; for pairs the output also holds their similarity and, with a head,
@@ -154,12 +154,15 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseCheckpointMixin, SiameseBert
         Args:
             input_ids: `(batch, seq_len)`, or `(batch, num_texts, seq_len)` for grouped texts (pairs, triplets).
             attention_mask: same shape as `input_ids`; defaults to all ones.
-            token_type_ids, position_ids: same shape as `input_ids`; passed to encoders that accept them.
+            token_type_ids: same shape as `input_ids`; passed to encoders that accept it.
+            position_ids: same shape as `input_ids`; passed to encoders that accept it.
             inputs_embeds: `(batch, [num_texts,] seq_len, hidden)` instead of `input_ids`.
             prompt_length: number of leading prompt tokens in each text: an int, or a `(batch,)` /
                 `(batch, num_texts)` tensor. Left out of the pooling when `config.include_prompt` is False.
-            text_lengths (keyword): real tokens per text of a right-padded grouped batch, computed on the host: packing
-                then reads nothing back from the device (packing.py).
+
+        Keyword Args:
+            text_lengths (torch.Tensor): real tokens per text of a right-padded grouped batch, computed on the host:
+                packing then reads nothing back from the device (packing.py).
         """
         reference = input_ids if input_ids is not None else inputs_embeds
         if reference is None:

@@ -228,10 +228,15 @@ def encode_corpus(
             `id_column` the ids are the positions 0, 1, ... of the rows over all files.
         shard_size: rows per shard (default: the one `output_dir` was started with, so that it resumes, else
             10,000).
-        tokenizer, batch_size, prompt_name, prompt: as in `model.encode` (the resolved prompt is recorded).
+        tokenizer: as in `model.encode`.
+        batch_size: as in `model.encode`.
+        prompt_name: as in `model.encode` (the resolved prompt is recorded).
+        prompt: as in `model.encode` (recorded).
         dtype: compute dtype (`"bfloat16"`, `"float16"` or the torch dtype); vectors are stored in float32.
-        process_index, num_processes: this process's share (default: the torch.distributed rank and world size,
-            else the RANK / WORLD_SIZE environment variables, else 0 of 1); every process reads the whole stream.
+        process_index: this process's share (default: the torch.distributed rank, else the RANK environment
+            variable, else 0); every process reads the whole stream.
+        num_processes: the number of shares (default: the torch.distributed world size, else the WORLD_SIZE
+            environment variable, else 1).
         show_progress_bar: a tqdm bar over the texts, with the encoding speed.
         on_shard: called with (shard number, ids, texts) for every shard in order, computed or reused: what a
             caller needs of the texts (e.g. the text table of an index) without reading the source again.

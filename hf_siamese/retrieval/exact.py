@@ -330,11 +330,15 @@ def retrieval_metrics_from_embeddings(
     Args:
         query_embeddings: array-like (N, D); row i is the query `query_ids[i]`.
         corpus_embeddings: array-like (M, D); row j is the document `corpus_ids[j]`.
-        query_ids / corpus_ids: unique ids, one per row.
+        query_ids: unique ids, one per row of `query_embeddings`.
+        corpus_ids: unique ids, one per row of `corpus_embeddings`.
         qrels: query id -> {document id: relevance}; every id must be in `query_ids` / `corpus_ids`. Queries of
             `query_ids` without judgements are not evaluated (nor searched).
-        k_values, percent: as in `retrieval_metrics`; the search keeps the top max(k_values).
-        similarity, corpus_chunk_size, query_chunk_size: as in `exact_search`.
+        k_values: as in `retrieval_metrics`; the search keeps the top max(k_values).
+        percent: as in `retrieval_metrics`.
+        similarity: as in `exact_search`.
+        corpus_chunk_size: as in `exact_search`.
+        query_chunk_size: as in `exact_search`.
 
     Raises:
         ValueError: as `exact_search` and `retrieval_metrics`, plus ids whose count differs from the rows,

@@ -208,7 +208,10 @@ def build_index(
         output_dir: the index folder (see the module docstring). An existing non-empty folder is replaced only with
             `overwrite=True`, and only once the new index is complete.
         ids: for a list of texts, one unique `str` or `int` per text (default: the positions 0..n-1).
-        tokenizer, batch_size, prompt_name, prompt: as in `model.encode` (the prompt is recorded in index.json).
+        tokenizer: as in `model.encode`.
+        batch_size: as in `model.encode`.
+        prompt_name: as in `model.encode` (the prompt is recorded in index.json).
+        prompt: as in `model.encode` (recorded in index.json).
         shard_size: rows embedded and written at a time (what memory holds of the corpus; default 10,000, or what
             a stopped build of the same output used, so that it resumes).
         dtype: `"bfloat16"` / `"float16"` (or the torch dtype) to embed under autocast; vectors are stored in float32.

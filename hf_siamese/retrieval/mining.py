@@ -90,13 +90,14 @@ def mine_hard_negatives(
             or glob of .txt / .jsonl / .csv / .tsv / .parquet files, a `datasets.Dataset` or `IterableDataset`, a
             Hub dataset id), read three times, so not a one-shot iterator; defaults to the dataset's distinct
             positives. The positives are always scored, in or out of the corpus.
-        anchor_prompt / corpus_prompt: prompts for the two sides (default: the model's `query` and `document` /
-            `passage` prompts when it has them).
+        anchor_prompt: the anchors' prompt (default: the model's `query` prompt when it has one).
+        corpus_prompt: the corpus's prompt (default: the model's `document` / `passage` prompt when it has one).
         embeddings_dir: the folder of the embedded corpus, kept and reused (as `encode_corpus` / `hf-siamese embed
             -o` write it; refused if another model or setting made it); default: a temporary folder.
-        text_column, id_column: the corpus columns, as in `open_corpus`.
-        shard_size, dtype: as in `encode_corpus` (`shard_size` defaults to the one `embeddings_dir` was started
-            with, else 10,000).
+        text_column: the corpus's text column, as in `open_corpus`.
+        id_column: the corpus's id column, as in `open_corpus`.
+        shard_size: as in `encode_corpus` (defaults to the one `embeddings_dir` was started with, else 10,000).
+        dtype: as in `encode_corpus`.
         corpus_dir: deprecated name of `embeddings_dir` (a FutureWarning).
         negatives_from: the first stage that ranks the candidates: "dense" (default), "lexical" or "hybrid".
         lexical_settings: how BM25 tokenizes and weighs ("lexical" / "hybrid"; default `LexicalSettings()`:

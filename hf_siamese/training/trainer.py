@@ -59,7 +59,8 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         pretokenize: tokenize a map-style `datasets.Dataset` train set once before training (batched, cached by its
             fingerprint; training/pretokenize.py), so a step only pads token ids; False tokenizes every batch in the
             collator, between steps. Streams are always tokenized batch by batch.
-        Other arguments are the Trainer's.
+
+    Other arguments are the Trainer's.
 
     Streams: `train_dataset` may be a `datasets.IterableDataset` (`load_dataset(..., streaming=True)`) with every
     loss; `TrainingArguments(max_steps=...)` is then required. Its first `STREAM_CHECK_ROWS` rows are checked before
@@ -298,8 +299,10 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
 
         Args:
             repo_id: defaults to `args.hub_model_id`, else the name of `args.output_dir`.
-            commit_message, revision, private, create_pr: as in `hf_siamese.formats.hub.push_to_hub`; `revision` and
-                `private` default to `args.hub_revision` and `args.hub_private_repo`.
+            commit_message: as in `hf_siamese.formats.hub.push_to_hub`.
+            revision: as in `hf_siamese.formats.hub.push_to_hub`; defaults to `args.hub_revision`.
+            private: as in `hf_siamese.formats.hub.push_to_hub`; defaults to `args.hub_private_repo`.
+            create_pr: as in `hf_siamese.formats.hub.push_to_hub`.
             blocking: False returns a `Future` of the commit; the files are staged before it returns.
             token: defaults to `args.hub_token`, then the logged-in token.
             model_card: markdown to upload instead of the generated card.
