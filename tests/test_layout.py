@@ -12,7 +12,7 @@ import hf_siamese
 
 PACKAGE = Path(hf_siamese.__file__).parent
 
-# What each part may import of hf_siamese besides itself (README, "Package layout").
+# What each part may import of hf_siamese besides itself (docs/layout.md, "Package layout").
 ALLOWED = {
     "modeling": set(),
     "storage": set(),
