@@ -21,6 +21,12 @@ WINDOW_BATCHES = 8
 QUEUE_DEPTH = 16
 
 
+def longest_first(lengths: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The positions of `lengths` longest first, equal lengths in input order: the one order of length-sorted
+    batching (encode's batches, a cross-encoder's pairs), so that each batch pads only to texts of like length."""
+    return np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+
+
 def tokenize_sorted(
     texts: Sequence[str], tokenizer: Any, max_length: int, batch_size: int
 ) -> tuple[list[dict[str, torch.Tensor]], torch.Tensor, set[str]]:
@@ -31,7 +37,7 @@ def tokenize_sorted(
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False)
     truncated = truncated_texts(encoded, texts, tokenizer, max_length)
     lengths = np.fromiter((len(ids) for ids in encoded["input_ids"]), dtype=np.int64, count=len(texts))
-    order = np.argsort(-lengths, kind="stable")
+    order = longest_first(lengths)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     left = getattr(tokenizer, "padding_side", "right") == "left"  # decoder embedders pool the last token
     keys = [k for k in ("input_ids", "token_type_ids") if k in encoded]
@@ -99,7 +105,7 @@ class StreamedBatches:
         self.texts, self.tokenizer, self.max_length, self.batch_size = texts, tokenizer, max_length, batch_size
         self.pin_memory = pin_memory
         characters = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
-        self.order = np.argsort(-characters, kind="stable")
+        self.order = longest_first(characters)
         self.truncated: set[str] = set()
 
     def __len__(self) -> int:

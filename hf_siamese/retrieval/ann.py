@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .exact import unit_rows
+from .exact import best_first, unit_rows
 from .index_parts import check_top_k
 
 logger = logging.getLogger(__name__)
@@ -270,8 +270,7 @@ class AnnIndex:
         else:
             scores = np.einsum("qkd,qd->qk", candidates, queries)
         scores = np.where(valid, scores, -np.inf).astype(np.float32)
-        order = np.argsort(-scores, axis=1, kind="stable")
-        return np.take_along_axis(scores, order, 1), np.take_along_axis(positions, order, 1)
+        return best_first(scores, positions)  # exact search's order: equal scores by the lower row, no hit last
 
     def _ids_of(self, positions: np.ndarray) -> np.ndarray:
         if self.ids is None:

@@ -107,6 +107,63 @@ def build_ann_index(
             so a failed build leaves what was there intact.
     """
     faiss = _import_faiss()
+    _check_build(similarity, train_size, nprobe, count, part_bytes, recall_target)
+    calibration, held_out = _recall_setup(recall_queries, similarity)
+    source, output, start = _passes(chunks), Path(output_dir), time.perf_counter()
+    if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
+        what = "an existing ANN index" if _read_info(output) else "not empty and not an ANN index"
+        raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True to replace it")
+    positions, sample, count, dim, factory, training_rows = _draw_sample(
+        source, factory, compress, count, dim, train_size, held_out, seed, similarity
+    )
+    queries, own_rows, k_eval = _recall_queries(calibration, sample, positions, held_out, count, dim)
+    if _ivf_lists(factory) and nprobe is None and not (k_eval and len(queries)):
+        raise ValueError("nprobe=None picks nprobe by measured recall: give recall_queries >= 1 (and 2+ vectors)")
+    training = sample[len(sample) - training_rows :]  # the shuffled sample's end: disjoint from the queries if N allows
+    index, ivf = _new_index(faiss, dim, factory, similarity, seed)
+    trained = not index.is_trained
+    if trained:
+        logger.info("%s: %d x %d vectors, training %s on %d", output, count, dim, factory, len(training))
+        index.train(np.ascontiguousarray(training))
+    if nprobe is not None and ivf is None:
+        logger.warning("nprobe=%d ignored: %s has no inverted lists", nprobe, factory)
+        nprobe = None
+    del sample, training, positions
+
+    staging = staging_folder(output, "ann")
+    try:
+        parts, ids, best, search = _fill_index(
+            faiss, index, ivf, staging, source, count, dim, similarity, part_bytes, queries, k_eval
+        )
+        nprobe, recall, curve = _measure_recall(
+            search, ivf, queries, own_rows, best, k_eval, nprobe, recall_target, output
+        )
+        measured = "calibration queries" if calibration is not None else "held-out corpus rows"
+        recall_record = {
+            "at": k_eval, "value": recall, "target": recall_target, "queries": len(queries), "measured_on": measured,
+            "by_nprobe": curve,
+        }  # fmt: skip
+        info = _record(
+            faiss, factory, similarity, count, dim, ids, nprobe if ivf is not None else None, recall_record,
+            training_rows if trained else 0, seed, parts, time.perf_counter() - start,
+        )  # fmt: skip
+        (staging / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        del search  # nothing of the staging folder stays open while it is moved
+        replace_folder(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info(
+        "%s: built in %.1f s, nprobe %s, recall@%d %s on %d %s",
+        output, info["build_seconds"], nprobe, k_eval, recall, len(queries), measured,
+    )  # fmt: skip
+    return load_ann_index(output)
+
+
+def _check_build(
+    similarity: str, train_size: Any, nprobe: Any, count: Any, part_bytes: Any, recall_target: Any
+) -> None:
+    """`build_ann_index`'s numbers and similarity checked before any pass over the chunks."""
     if similarity not in FAISS_METRICS:
         raise ValueError(f"similarity={similarity!r}: the ANN index serves {', '.join(FAISS_METRICS)}")
     for name, value, low in (("train_size", train_size, 1), ("nprobe", nprobe, 1), ("count", count, 1)):
@@ -115,11 +172,15 @@ def build_ann_index(
     _check_int("part_bytes", part_bytes, 1)
     if not 0 < recall_target <= 1:
         raise ValueError(f"recall_target={recall_target!r}: expected a number in (0, 1]")
-    calibration, held_out = _recall_setup(recall_queries, similarity)
-    source, output, start = _passes(chunks), Path(output_dir), time.perf_counter()
-    if output.exists() and not overwrite and (output.is_file() or any(output.iterdir())):
-        what = "an existing ANN index" if _read_info(output) else "not empty and not an ANN index"
-        raise ValueError(f"output_dir {os.fspath(output)!r} is {what}; pass overwrite=True to replace it")
+
+
+def _draw_sample(
+    source: Any, factory: str | None, compress: str | None, count: int | None, dim: int | None,
+    train_size: int | None, held_out: int, seed: int, similarity: str,
+) -> tuple[np.ndarray, np.ndarray, int, int, str, int]:  # fmt: skip
+    """(positions, shuffled sample, row count, dim, factory, training rows) from the first pass: the reservoir is
+    sized for the factory (the largest default one while the count is unknown), and drawn again where the factory
+    chosen for the real count wants more."""
 
     def wanted_training(lists: int | None, rows: int) -> int:
         return min(rows, train_size or TRAIN_PER_CENTROID * (lists or 256))
@@ -139,18 +200,24 @@ def build_ann_index(
         positions, sample, _, _ = _reservoir_sample(
             source, training_rows + held_out, seed=seed, dim=dim, similarity=similarity
         )
+    return positions, sample, count, dim, factory, training_rows
+
+
+def _recall_queries(
+    calibration: np.ndarray | None, sample: np.ndarray, positions: np.ndarray, held_out: int, count: int, dim: int
+) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """(queries, their own corpus rows or None, k) the recall is measured with: the calibration queries, else the
+    sample's first `held_out` rows (each must not find itself)."""
     if calibration is not None:
         if calibration.shape[1] != dim:
             raise ValueError(f"recall_queries have dim {calibration.shape[1]}; the vectors have dim {dim}")
-        queries, own_rows, k_eval = calibration, None, min(RECALL_AT, count)
-    else:
-        n_held = min(held_out, len(sample))
-        queries, own_rows, k_eval = sample[:n_held].copy(), positions[:n_held], min(RECALL_AT, count - 1)
-    n_queries = len(queries)
-    lists = _ivf_lists(factory)
-    if lists and nprobe is None and not (k_eval and n_queries):
-        raise ValueError("nprobe=None picks nprobe by measured recall: give recall_queries >= 1 (and 2+ vectors)")
-    training = sample[len(sample) - training_rows :]  # the shuffled sample's end: disjoint from the queries if N allows
+        return calibration, None, min(RECALL_AT, count)
+    n_held = min(held_out, len(sample))
+    return sample[:n_held].copy(), positions[:n_held], min(RECALL_AT, count - 1)
+
+
+def _new_index(faiss: Any, dim: int, factory: str, similarity: str, seed: int) -> tuple[Any, Any]:
+    """(the untrained faiss index of `factory`, its IVF part or None), k-means seeded."""
     metric = faiss.METRIC_INNER_PRODUCT if FAISS_METRICS[similarity] == "inner_product" else faiss.METRIC_L2
     try:
         index = faiss.index_factory(dim, factory, metric)
@@ -159,77 +226,58 @@ def build_ann_index(
     ivf = _extract_ivf(faiss, index)
     if ivf is not None:
         ivf.cp.seed = seed
-    trained = not index.is_trained
-    if trained:
-        logger.info("%s: %d x %d vectors, training %s on %d", output, count, dim, factory, len(training))
-        index.train(np.ascontiguousarray(training))
-    if nprobe is not None and ivf is None:
-        logger.warning("nprobe=%d ignored: %s has no inverted lists", nprobe, factory)
-        nprobe = None
-    del sample, training, positions
+    return index, ivf
 
-    staging = staging_folder(output, "ann")
-    try:
-        if ivf is not None:
-            adder = _PartWriter(faiss, index, ivf, staging, part_bytes)
-        add = adder.add if ivf is not None else index.add
-        ids, best, added = _add_pass(source, dim, similarity, add, queries, k_eval)
-        if added != count:
-            raise ValueError(
-                f"the chunks gave {count} rows in the first pass and {added} in the second; they must not change"
-            )
-        if ivf is not None:
-            parts = adder.finish()
-            faiss.write_index(index, str(staging / INDEX_FILE))  # the trained shell: the parts hold the lists
-            search = _part_search(faiss, index, ivf, [staging / part_name(n) for n in range(parts)])
-        else:
-            parts = 0
-            faiss.write_index(index, str(staging / INDEX_FILE))
 
-            def search(queries: np.ndarray, k: int, probes: int | None) -> np.ndarray:
-                return index.search(queries, k, params=_search_params(faiss, index, probes, None)[0])[1]
-
-        if ids is not None:
-            np.save(staging / IDS_FILE, ids)
-        nprobe, recall, curve = _measure_recall(
-            search, ivf, queries, own_rows, best, k_eval, nprobe, recall_target, output
+def _fill_index(
+    faiss: Any, index: Any, ivf: Any, staging: Path, source: Any, count: int, dim: int, similarity: str,
+    part_bytes: int, queries: np.ndarray, k_eval: int,
+) -> tuple[int, np.ndarray | None, Any, Callable[..., np.ndarray]]:  # fmt: skip
+    """The second pass: every row added (an IVF index's lists in parts), the index and ids written to `staging`.
+    Returns (parts, ids or None, the queries' exact best rows, `search(queries, k, nprobe) -> rows`)."""
+    if ivf is not None:
+        adder = _PartWriter(faiss, index, ivf, staging, part_bytes)
+    add = adder.add if ivf is not None else index.add
+    ids, best, added = _add_pass(source, dim, similarity, add, queries, k_eval)
+    if added != count:
+        raise ValueError(
+            f"the chunks gave {count} rows in the first pass and {added} in the second; they must not change"
         )
-        info = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "faiss_version": faiss.__version__,
-            "factory": factory,
-            "similarity": similarity,
-            "metric": FAISS_METRICS[similarity],
-            "count": count,
-            "dim": dim,
-            "ids": "positions" if ids is None else "str" if ids.dtype.kind == "U" else "int",
-            "nprobe": nprobe if ivf is not None else None,
-            "recall": {
-                "at": k_eval,
-                "value": recall,
-                "target": recall_target,
-                "queries": n_queries,
-                "measured_on": "calibration queries" if calibration is not None else "held-out corpus rows",
-                "by_nprobe": curve,
-            },
-            "train_size": training_rows if trained else 0,
-            "seed": seed,
-            "parts": parts,
-            "build_seconds": round(time.perf_counter() - start, 3),
-        }
-        (staging / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        del search  # nothing of the staging folder stays open while it is moved
-        replace_folder(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    measured = info["recall"]["measured_on"]
-    logger.info(
-        "%s: built in %.1f s, nprobe %s, recall@%d %s on %d %s",
-        output, info["build_seconds"], nprobe, k_eval, recall, n_queries, measured,
-    )  # fmt: skip
-    return load_ann_index(output)
+    parts = adder.finish() if ivf is not None else 0
+    faiss.write_index(index, str(staging / INDEX_FILE))  # an IVF index's trained shell: the parts hold the lists
+    if ids is not None:
+        np.save(staging / IDS_FILE, ids)
+    if ivf is not None:
+        return parts, ids, best, _part_search(faiss, index, ivf, [staging / part_name(n) for n in range(parts)])
+
+    def search(queries: np.ndarray, k: int, probes: int | None) -> np.ndarray:
+        return index.search(queries, k, params=_search_params(faiss, index, probes, None)[0])[1]
+
+    return 0, ids, best, search
+
+
+def _record(
+    faiss: Any, factory: str, similarity: str, count: int, dim: int, ids: np.ndarray | None, nprobe: int | None,
+    recall: dict[str, Any], train_size: int, seed: int, parts: int, seconds: float,
+) -> dict[str, Any]:  # fmt: skip
+    """The `ann.json` of a built index."""
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "faiss_version": faiss.__version__,
+        "factory": factory,
+        "similarity": similarity,
+        "metric": FAISS_METRICS[similarity],
+        "count": count,
+        "dim": dim,
+        "ids": "positions" if ids is None else "str" if ids.dtype.kind == "U" else "int",
+        "nprobe": nprobe,
+        "recall": recall,
+        "train_size": train_size,
+        "seed": seed,
+        "parts": parts,
+        "build_seconds": round(seconds, 3),
+    }
 
 
 class _PartWriter:
