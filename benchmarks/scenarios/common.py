@@ -15,6 +15,7 @@ import json
 import os
 import random
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -281,6 +282,20 @@ def exit_if_failed(failed: list[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------ RESULTS.md
+
+
+def suite_command(scenario: str, arguments: Sequence[str] | None = None) -> str:
+    """The command that reproduces a run: `python benchmarks/run.py SCENARIO` and the run's arguments (by default
+    this process's own)."""
+    return shlex.join(["python", "benchmarks/run.py", scenario, *(sys.argv[1:] if arguments is None else arguments)])
+
+
+def publish(section: str, title: str, scenario: str, body: str, write: bool = True, command: str = "") -> None:
+    """Print a scenario's `body`; when `write`, also make it the RESULTS.md section `section`, its heading `title`
+    and the scenario's name, with `command` (by default `suite_command(scenario)`) above the body."""
+    print("\n" + body)
+    if write:
+        update_results(section, f"{title} (`benchmarks/run.py {scenario}`)", command or suite_command(scenario), body)
 
 
 def update_results(name: str, title: str, command: str, body: str) -> None:

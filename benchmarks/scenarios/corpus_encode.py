@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import shlex
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -44,6 +42,7 @@ from common import (  # noqa: E402
     round_order,
     run_child,
     run_if_child,
+    suite_command,
     update_results,
     versions,
 )
@@ -318,8 +317,12 @@ def main() -> None:
     if failed:  # their output is above; RESULTS.md keeps its last complete section
         exit_if_failed(failed)
     if not args.no_write:
-        command = "python benchmarks/run.py corpus-encode " + shlex.join(sys.argv[1:])
-        update_results("bench_corpus_encode", "Corpus encoding (`benchmarks/run.py corpus-encode`)", command, body)
+        update_results(
+            "bench_corpus_encode",
+            "Corpus encoding (`benchmarks/run.py corpus-encode`)",
+            suite_command("corpus-encode"),
+            body,
+        )
 
 
 if __name__ == "__main__":

@@ -21,9 +21,7 @@ import argparse
 import datetime
 import os
 import random
-import shlex
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
@@ -34,10 +32,10 @@ import torch  # noqa: E402
 from common import (  # noqa: E402
     cpu_flags,
     markdown_table,
+    publish,
     read_scifact,
     round_order,
     timed,
-    update_results,  # noqa: E402
     versions,
 )
 
@@ -115,13 +113,9 @@ def main() -> None:
             lines.append(f"- Target: reranking pairs/s >= {TARGET}x theirs ({dtype}): **{verdict}** ({ratio:.2f}x).")
     if not bf16:
         lines.append("- No bfloat16 rows: this CPU has no native bfloat16 matrix instructions.")
-    body = "\n".join(lines)
-    print("\n" + body)
-    if not args.no_write:
-        command = "python benchmarks/run.py cross-encoder " + shlex.join(sys.argv[1:])
-        update_results(
-            "bench_cross_encoder", "Cross-encoder reranking speed (`benchmarks/run.py cross-encoder`)", command, body
-        )
+    publish(
+        "bench_cross_encoder", "Cross-encoder reranking speed", "cross-encoder", "\n".join(lines), not args.no_write
+    )
 
 
 if __name__ == "__main__":

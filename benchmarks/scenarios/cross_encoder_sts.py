@@ -17,7 +17,6 @@ import argparse
 import datetime
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,9 +27,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from common import (  # noqa: E402
     cpu_flags,  # noqa: E402
     markdown_table,
+    publish,
     stsb_rows,
     stsb_split,
-    update_results,  # noqa: E402
     versions,
 )
 
@@ -178,13 +177,9 @@ def main() -> None:
         f"- Target: training rows/s >= 1.5x sentence-transformers': **{'met' if speed >= 1.5 else 'NOT met'}** "
         f"({speed:.2f}x).",
     ]
-    body = "\n".join(lines)
-    print("\n" + body)
-    if not args.no_write:
-        command = "python benchmarks/run.py cross-encoder-sts " + shlex.join(sys.argv[1:])
-        update_results(
-            "bench_cross_encoder_sts", "Cross-encoder on STSb (`benchmarks/run.py cross-encoder-sts`)", command, body
-        )
+    publish(
+        "bench_cross_encoder_sts", "Cross-encoder on STSb", "cross-encoder-sts", "\n".join(lines), not args.no_write
+    )
 
 
 if __name__ == "__main__":

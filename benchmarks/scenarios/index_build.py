@@ -49,6 +49,7 @@ from common import (  # noqa: E402
     LoadSampler,  # noqa: E402
     cpu_flags,
     round_order,
+    suite_command,
     update_results,
 )
 
@@ -675,7 +676,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     results_path = work / "results.json"
     rows: dict[str, dict[str, Any]] = json.loads(results_path.read_text()) if results_path.exists() else {}
-    command = "python benchmarks/run.py index " + shlex.join(sys.argv[1:])
+    command = suite_command("index")
 
     def keep(name: str, row: dict[str, Any]) -> None:
         rows[name] = {**row, "command": command}

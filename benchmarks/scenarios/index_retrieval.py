@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import shlex
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,8 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from common import (  # noqa: E402
+    publish,
     read_scifact,
-    update_results,  # noqa: E402
     versions,
 )
 
@@ -196,16 +194,9 @@ def main() -> None:
         "|---:|---:|---:|---:|",
         *(f"| {p} | {r:.3f} | {exact_train - tr:.2f} | {exact_ndcg - te:.2f} |" for p, r, tr, te in ladder),
     ]
-    body = "\n".join(lines)
-    print("\n" + body)
-    if not args.no_write:
-        command = "python benchmarks/run.py index-retrieval " + shlex.join(sys.argv[1:])
-        update_results(
-            "bench_corpus_scifact",
-            "SciFact through the index path (`benchmarks/run.py index-retrieval`)",
-            command,
-            body,
-        )
+    publish(
+        "bench_corpus_scifact", "SciFact through the index path", "index-retrieval", "\n".join(lines), not args.no_write
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from common import STSB, require, update_results  # noqa: E402
+from common import STSB, publish, require  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 DEFAULT_STSB = STSB / "sts-test.csv"
@@ -143,14 +143,8 @@ def main() -> int:
         "The 'before' rows are `from_encoder` with the defaults it used before it read the layout.\n\n"
         + "\n".join(table)
     )
-    print("\n" + body)
-    if not args.no_results:
-        update_results(
-            "bench_interop",
-            "Sentence-transformers interop: same embedding both ways (`benchmarks/run.py interop`)",
-            "python benchmarks/run.py interop",
-            body,
-        )
+    title = "Sentence-transformers interop: same embedding both ways"
+    publish("bench_interop", title, "interop", body, not args.no_results, command="python benchmarks/run.py interop")
     return 0
 
 

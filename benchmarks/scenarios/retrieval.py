@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import tempfile
 import time
 from typing import Any
@@ -32,11 +31,11 @@ from common import (
     LoadSampler,
     add_child_arguments,
     peak_rss_mib,
+    publish,
     read_scifact,
     require,
     run_child,
     run_if_child,
-    update_results,
     versions,
 )
 
@@ -204,10 +203,9 @@ def main() -> None:
         f"{versions()}; 2 CPU cores, torch threads {args.threads}; {round((time.time() - started) / 60)} min. "
         "Published zero-shot nDCG@10 of all-MiniLM-L6-v2 on SciFact (MTEB): 64.51.\n\n" + "\n".join(lines)
     )
-    print("\n" + body)
-    if not args.no_write:
-        command = "python benchmarks/run.py retrieval " + " ".join(sys.argv[1:])
-        update_results("bench_scifact", "SciFact retrieval: hf-siamese vs sentence-transformers", command.strip(), body)
+    publish(
+        "bench_scifact", "SciFact retrieval: hf-siamese vs sentence-transformers", "retrieval", body, not args.no_write
+    )
 
 
 if __name__ == "__main__":

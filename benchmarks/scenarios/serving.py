@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from common import BENCHMARKS, STSB, cpu_flags, read_scifact, require
+from common import BENCHMARKS, STSB, cpu_flags, publish, read_scifact, require
 
 HERE = Path(__file__).resolve().parent
 OURS = (
@@ -208,12 +208,7 @@ def main(argv: list[str] | None = None) -> None:
         scores.setdefault(key, quality(*key, args.work, files, python))
     table, verdict = render(rows, speeds, facts, scores, args.rounds)
     header = f"CPU: {cpu_flags()}; 2 threads, batch 64; median of {args.rounds} interleaved rounds."
-    print(header, table, verdict, sep="\n\n")
-    if not args.no_write:
-        from common import update_results
-
-        update_results("bench_serving", "Serving backends (`benchmarks/run.py serving`)",
-                       "python benchmarks/run.py serving", f"{header}\n\n{table}\n\n{verdict}")  # fmt: skip
+    publish("bench_serving", "Serving backends", "serving", f"{header}\n\n{table}\n\n{verdict}", not args.no_write)
     shutil.rmtree(args.work / "tmp", ignore_errors=True)
 
 

@@ -29,8 +29,6 @@ import argparse
 import datetime
 import os
 import platform
-import shlex
-import sys
 from typing import Any
 
 from common import (
@@ -40,6 +38,7 @@ from common import (
     add_child_arguments,
     run_child,
     run_if_child,
+    suite_command,
     versions,
     write_section,
 )
@@ -258,7 +257,7 @@ def main() -> None:
                 }
             )
 
-    command = "python benchmarks/run.py training" + ("" if len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:]))
+    command = suite_command("training")
     started = datetime.datetime.now()
     results = []
     for i, spec in enumerate(runs):

@@ -258,9 +258,9 @@ def main() -> None:
     body = render(results, baseline, args)
     print(body)
     if not args.no_write:
-        from common import update_results
+        from common import suite_command, update_results
 
-        command = "python benchmarks/run.py two-stage " + " ".join(sys.argv[1:])
+        command = suite_command("two-stage")
         update_results(
             "bench_cross_encoder_scifact", "SciFact two stages: cross-encoders reranking a bi-encoder's top 100",
             command.strip(), body,
