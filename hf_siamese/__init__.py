@@ -67,7 +67,8 @@ register_reranker_loader(_load_reranker)
 # retrieval modules faiss / pyarrow when present.
 _LAZY = {
     **dict.fromkeys(("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings"), "metrics"),
-    **dict.fromkeys(("VectorIndex", "build_index"), "retrieval.vector_index"),
+    "VectorIndex": "retrieval.vector_index",
+    "build_index": "retrieval.index_build",
     "add_lexical": "retrieval.index_additions",
     "load_index": "retrieval.vector_index",
     "attach_reranker": "retrieval.index_additions",

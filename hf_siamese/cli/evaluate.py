@@ -110,7 +110,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     reranker, rerank_top = rerank_options(args)
     stage, fusion, dense_weight = args.first_stage, args.fusion, args.dense_weight
     if args.index is not None:
-        from ..retrieval.index_search import load_index
+        from ..retrieval.vector_index import load_index
 
         index = load_index(args.index)  # a folder or an engine's collection of this set's corpus
         if reranker is None and index.pipeline is not None:  # the pipeline the index keeps, measured as it searches

@@ -51,8 +51,8 @@ def run_index(args: argparse.Namespace) -> int:
     """Embed the corpus with the model and write the index folder (with its lexical part), or add the lexical part
     to an index (--add-lexical)."""
     from ..retrieval.index_additions import add_lexical, attach_reranker
+    from ..retrieval.index_build import build_index
     from ..retrieval.pipeline import describe_pipeline
-    from ..retrieval.vector_index import build_index
 
     settings = lexical_settings(args)
     pipeline = {

@@ -1,5 +1,5 @@
 """`hf-siamese similar` and `hf-siamese cluster`: near-duplicate pairs and groups of a whole corpus, written as
-CSV / TSV / JSONL with ids and texts (`hf_siamese.retrieval.corpus_groups`)."""
+CSV / TSV / JSONL with ids and texts (`hf_siamese.retrieval.similar`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def _embeddings_dir(args: argparse.Namespace) -> str:
 
 def run_similar(args: argparse.Namespace) -> int:
     """Write every pair above --threshold among each text's --top-k neighbours."""
-    from ..retrieval.corpus_groups import find_similar
+    from ..retrieval.similar import find_similar
     from ..storage import row_file_kind, write_rows
 
     row_file_kind(args.output)
@@ -34,7 +34,7 @@ def run_similar(args: argparse.Namespace) -> int:
 
 def run_cluster(args: argparse.Namespace) -> int:
     """Write the groups (communities above --threshold, or --k k-means clusters), one row per member."""
-    from ..retrieval.corpus_groups import find_clusters
+    from ..retrieval.similar import find_clusters
     from ..storage import row_file_kind, write_rows
 
     row_file_kind(args.output)

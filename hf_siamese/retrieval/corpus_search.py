@@ -1,24 +1,20 @@
 """Search a corpus that has no index (`hf-siamese search --corpus` is one call of `search_corpus`): the corpus is
 embedded into shards by `encode_corpus` (kept and reused in `embeddings_dir`, else a temporary folder), its vectors are
 searched memory-mapped (`exact.exact_search`, or the approximate index kept beside them), the hits' texts are read back
-from the source, and a reranker re-scores them. Mining's first stage searches through `corpus_search` too."""
+from the source, and a reranker re-scores them. Mining embeds its corpus in a `work_folder` too."""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .corpus import encode_corpus
-from .corpus_groups import _texts_of, corpus_matrix, neighbour_search
+from .corpus_matrix import corpus_matrix, matrix_search, texts_of
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
-
-Search = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 
 @contextmanager
@@ -29,21 +25,6 @@ def work_folder(embeddings_dir: str | os.PathLike | None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="hf-siamese-corpus-") as temporary:
         yield Path(temporary) / "corpus"
-
-
-def corpus_search(vectors: Any, folder: Path, similarity: str, approximate: bool | None) -> Search:
-    """`search(queries, k) -> (scores, rows)` over the corpus matrix: `neighbour_search`'s approximate index (at
-    `ann.EXACT_BELOW` vectors and above, or as `approximate` says), else `exact_search`. A similarity faiss does not
-    serve (manhattan) is searched exactly unless `approximate=True` asks otherwise (an error)."""
-    from .exact import exact_search
-    from .index_parts import FAISS_METRICS
-
-    if approximate is None and similarity not in FAISS_METRICS:
-        approximate = False
-    found = neighbour_search(vectors, folder, similarity, approximate)
-    if found is not None:
-        return found
-    return lambda queries, k: exact_search(queries, vectors, top_k=k, similarity=similarity)
 
 
 def search_corpus(
@@ -79,14 +60,14 @@ def search_corpus(
             batch_size=batch_size, show_progress_bar=show_progress_bar, **encode_options,
         )  # fmt: skip
         ids, vectors = corpus_matrix(folder)
-        search = corpus_search(vectors, folder, model.config.similarity, approximate)
+        search = matrix_search(vectors, folder, model.config.similarity, approximate)
         query_vectors = model.encode(
             list(queries), tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, convert_to_numpy=True
         )
         depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(vectors))
         scores, rows = search(query_vectors, min(depth, len(vectors)))
         del vectors, search
-    texts = _texts_of(source, {row for row in rows.ravel().tolist() if row >= 0}, text_column, id_column)
+    texts = texts_of(source, {row for row in rows.ravel().tolist() if row >= 0}, text_column, id_column)
     results = []
     for found_scores, found_rows in zip(scores.tolist(), rows.tolist(), strict=True):
         hits = [(score, row) for score, row in zip(found_scores, found_rows, strict=True) if row >= 0]  # -1: no hit
@@ -101,4 +82,4 @@ def search_corpus(
     return rerank_hits(rerank, queries, results, top_k, batch_size, show_progress_bar=show_progress_bar)
 
 
-__all__ = ["corpus_search", "search_corpus", "work_folder"]
+__all__ = ["search_corpus", "work_folder"]

@@ -9,10 +9,10 @@ import shutil
 from typing import Any
 
 from ..storage import exclusive_output, recover_output, replace_folder
-from .index_search import VectorIndex, load_index
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings
 from .pipeline import load_reranker, pipeline_record
 from .rerank import RERANK_TOP
+from .vector_index import VectorIndex, load_index
 
 
 def add_lexical(

@@ -1,4 +1,5 @@
-"""The vector index: embed a corpus of any size once with `build_index`, then search it as often as needed. One
+"""Building the vector index: embed a corpus of any size once with `build_index`, then search it as often as needed
+(`vector_index.VectorIndex`). One
 format at every size: the corpus is streamed, never held, and a small corpus is the same folder searched exactly.
 
 An index folder holds:
@@ -41,7 +42,7 @@ import torch
 
 from ..storage import exclusive_output, recover_output, replace_folder
 from .corpus import encode_corpus
-from .corpus_groups import corpus_matrix, keep_one_copy, neighbour_search
+from .corpus_matrix import corpus_matrix, keep_one_copy, neighbour_search
 from .fingerprint import model_fingerprint, recorded_name
 from .index_parts import (
     FAISS_METRICS,
@@ -50,17 +51,16 @@ from .index_parts import (
     faiss_available,
     resolve_dtype,
 )
-from .index_search import (
+from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, require_lexical
+from .store import SearchIndex, is_engine_location
+from .vector_index import (
     EMBEDDINGS_DIR,
     FORMAT_NAME,
     FORMAT_VERSION,
     INDEX_FILE,
     TEXTS_FILE,
     VectorIndex,
-    load_index,
 )
-from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, require_lexical
-from .store import SearchIndex, is_engine_location
 
 logger = logging.getLogger(__name__)
 
@@ -373,4 +373,4 @@ def index_record(
     }
 
 
-__all__ = ["VectorIndex", "build_index", "check_output", "index_record", "load_index"]
+__all__ = ["build_index", "check_output", "index_record"]

@@ -337,7 +337,7 @@ def build_engine_index(
     work_dir: str | os.PathLike | None = None,
     **build_kwargs: Any,
 ) -> MilvusIndex:
-    """Embed `corpus` with `model` into a local folder index by `build_folder` (`vector_index.build_index`), in
+    """Embed `corpus` with `model` into a local folder index by `build_folder` (`index_build.build_index`), in
     `work_dir` (default `work_folder(location)`; resumed when a stopped run left it), export it to the collection at
     `location`, then remove the default work folder. `approximate` picks the dense index as the folder's rule does
     (None: by size; True: IVF_FLAT; False: FLAT) unless `dense_index` names one."""
@@ -347,7 +347,7 @@ def build_engine_index(
         from .lexical import LexicalSettings
 
         analyzer_of(lexical_settings or LexicalSettings())  # what Milvus's analyzer cannot do: refused before work
-    from .index_search import VectorIndex
+    from .vector_index import VectorIndex
 
     MilvusLocation.parse(location).connect().close()  # an unreachable engine fails before any embedding
     folder = Path(work_dir) if work_dir is not None else work_folder(location)

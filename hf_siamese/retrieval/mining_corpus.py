@@ -36,8 +36,8 @@ import numpy as np
 from ..data.corpus_stream import open_corpus, resolve_corpus
 from ..storage import replace_folder, staging_folder
 from .corpus import DEFAULT_SHARD_SIZE, MANIFEST, encode_corpus
-from .corpus_groups import _texts_of, corpus_matrix
-from .corpus_search import Search, corpus_search, work_folder
+from .corpus_matrix import Search, corpus_matrix, matrix_search, texts_of
+from .corpus_search import work_folder
 from .lexical import LEXICAL_DIR, SETTINGS_FILE, LexicalBuilder, LexicalIndex, LexicalSettings
 
 ROW_CHUNK = 2048  # dataset rows whose anchors are searched at a time: bounds the (anchors, k) result arrays
@@ -235,7 +235,7 @@ def mine_corpus(
                         f"the corpus gave {len(keys)} rows, then {len(vectors)} embedded: it must not change"
                     )
             if dense_search:
-                search = corpus_search(vectors, folder, similarity, approximate)
+                search = matrix_search(vectors, folder, similarity, approximate)
             if lexical:
                 index = LexicalIndex.load(_keep_lexical(built, folder) if embeddings_dir is not None else built)
             anchor_row = {text: i for i, text in enumerate(unique_anchors)}
@@ -279,7 +279,7 @@ def mine_corpus(
                         kept.append(row)
                         chosen.append(picked)
             del vectors, search, index
-    texts = _texts_of(source, {r for rows in chosen for r in rows}, text_column, id_column)
+    texts = texts_of(source, {r for rows in chosen for r in rows}, text_column, id_column)
     return kept, [[texts[r] for r in rows] for rows in chosen], distinct
 
 

@@ -4,7 +4,10 @@
 function such as an approximate index's) and keeps the pairs at or above a similarity threshold, each pair once.
 `cluster` groups the same graph into communities: greedily, from the vector with the most neighbours above the
 threshold (as sentence-transformers' `community_detection` does on a full matrix), or as connected components.
-`kmeans` is faiss' k-means, for a user who asks for k topics.
+`kmeans` is faiss' k-means, for a user who asks for k topics. `find_similar` / `find_clusters` do it for a whole
+corpus end to end (`hf-siamese similar` / `cluster`): embed it with `encode_corpus` (resumable shards), stack the
+shards once into a memory-mapped matrix (`corpus_matrix`), find the pairs / groups, and give them back with their ids
+and texts (read again from the source, only for the rows in the result).
 
 Memory: the pairs are kept as numpy arrays (16 bytes each), at most N x top_k of them; the vectors are read a chunk of
 queries at a time, so `vectors` may be a `np.memmap`.
@@ -12,11 +15,15 @@ queries at a time, so `vectors` may be a `np.memmap`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..data.corpus_stream import resolve_corpus
+from .corpus import encode_corpus
+from .corpus_matrix import corpus_matrix, neighbour_search, texts_of
 from .exact import exact_search
 
 # The range a similarity's scores can take (distances are negated: a larger score is always more similar).
@@ -197,11 +204,102 @@ def kmeans(
     return labels[:, 0].astype(np.int64)
 
 
+# ---------------------------------------------------------------- a whole corpus, end to end
+
+
+def find_similar(
+    model: Any,
+    source: Any,
+    embeddings_dir: str | os.PathLike,
+    *,
+    threshold: float,
+    top_k: int = 10,
+    text_column: str = "text",
+    id_column: str | None = None,
+    search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    approximate: bool | None = None,
+    **encode: Any,
+) -> list[dict[str, Any]]:
+    """Every pair of texts of `source` scoring at least `threshold` (the model's similarity) among each text's `top_k`
+    neighbours: rows `{id_1, id_2, score, text_1, text_2}`, best first.
+
+    `source` is any `open_corpus` source (a Hub dataset id is opened once). It is embedded into `embeddings_dir` with
+    `encode_corpus` (resumed if it was started; `encode` takes its keywords: tokenizer, batch_size, dtype, prompt_name,
+    ..., and shard_size, default the folder's recorded one, else 10,000). The neighbours come from exact search below
+    `ann.EXACT_BELOW` texts and from an approximate faiss index above (`approximate` forces either; see
+    `neighbour_search`)."""
+    similarity = model.config.similarity
+    check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
+    source = resolve_corpus(source)
+    ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
+    search = search or neighbour_search(vectors, embeddings_dir, similarity, approximate)
+    pairs = similar_pairs(vectors, threshold=threshold, top_k=top_k, similarity=similarity, search=search)
+    texts = texts_of(source, {row for a, b, _ in pairs for row in (a, b)}, text_column, id_column)
+    return [
+        {"id_1": ids[a], "id_2": ids[b], "score": round(score, 6), "text_1": texts[a], "text_2": texts[b]}
+        for a, b, score in pairs
+    ]
+
+
+def find_clusters(
+    model: Any,
+    source: Any,
+    embeddings_dir: str | os.PathLike,
+    *,
+    threshold: float | None = None,
+    k: int | None = None,
+    top_k: int = 10,
+    min_size: int = 2,
+    method: str = "community",
+    text_column: str = "text",
+    id_column: str | None = None,
+    search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None = None,
+    seed: int = 0,
+    approximate: bool | None = None,
+    **encode: Any,
+) -> list[dict[str, Any]]:
+    """Groups of near-duplicates or topics of `source`: rows `{cluster, size, id, text}`, largest group first.
+
+    With `threshold`: communities (or connected components, `method="components"`) of the pairs at or above it, as
+    `similar.cluster`. With `k`: k-means into `k` groups (faiss), every text in one. Exactly one of the two. The
+    corpus is read and embedded as in `find_similar`."""
+    if (threshold is None) == (k is None):
+        raise ValueError("give either threshold= (groups above a similarity) or k= (k-means into k groups), not both")
+    similarity = model.config.similarity
+    if threshold is not None:
+        check_threshold(threshold, top_k, similarity)  # before the (long) embedding, not after
+    source = resolve_corpus(source)
+    ids, vectors = _embed(model, source, embeddings_dir, text_column=text_column, id_column=id_column, **encode)
+    if k is not None:
+        labels = kmeans(np.asarray(vectors), k, seed=seed, similarity=similarity)
+        groups = [np.flatnonzero(labels == label).tolist() for label in range(k)]
+        groups = sorted((g for g in groups if len(g) >= min_size), key=lambda g: (-len(g), g[0]))
+    else:
+        search = search or neighbour_search(vectors, embeddings_dir, similarity, approximate)
+        groups = cluster(
+            vectors, threshold=threshold, top_k=top_k, min_size=min_size, method=method, similarity=similarity,
+            search=search,
+        )  # fmt: skip
+    texts = texts_of(source, {row for group in groups for row in group}, text_column, id_column)
+    return [
+        {"cluster": number, "size": len(group), "id": ids[row], "text": texts[row]}
+        for number, group in enumerate(groups)
+        for row in group
+    ]
+
+
+def _embed(model: Any, source: Any, embeddings_dir: str | os.PathLike, **encode: Any) -> tuple[list[Any], np.ndarray]:
+    encode_corpus(model, source, embeddings_dir, **encode)
+    return corpus_matrix(embeddings_dir)
+
+
 __all__ = [
     "CLUSTER_METHODS",
     "SCORE_RANGES",
     "check_threshold",
     "cluster",
+    "find_clusters",
+    "find_similar",
     "kmeans",
     "neighbour_pairs",
     "similar_pairs",

@@ -1,4 +1,4 @@
-"""The one seam between the commands and where an index lives: the folder (`index_search.VectorIndex`, the embedded
+"""The one seam between the commands and where an index lives: the folder (`vector_index.VectorIndex`, the embedded
 default) and search engines (`milvus.MilvusIndex`, a server, a cluster or Milvus Lite) are both a `SearchIndex`.
 
 What a store implements is small: how many documents it holds, what built it (`info`: the model's fingerprint, the
@@ -8,7 +8,7 @@ lives here, once: which settings apply to which first stage (`hybrid.check_first
 checks, the fusion of the two lists (`hybrid.fuse`, so equal scores are ordered by our rule), the hits and the
 reranker's candidates (`rerank.rerank_hits`). A second engine is a new subclass, not a change to the commands.
 
-`index_search.load_index(location)` opens either kind from the one string users give `--index` (a folder,
+`vector_index.load_index(location)` opens either kind from the one string users give `--index` (a folder,
 `milvus://...` or `milvus-lite:...`); `is_engine_location` tells them apart.
 """
 

@@ -1,5 +1,6 @@
-"""Opening and searching an index folder that `vector_index.build_index` wrote (its layout: vector_index.py): the
-vectors exactly or through the approximate index, the lexical part, and the first stages dense, lexical and hybrid."""
+"""The vector index (`VectorIndex`): opening and searching an index folder that `index_build.build_index` wrote (its
+layout: index_build.py): the vectors exactly or through the approximate index, the lexical part, and the first
+stages dense, lexical and hybrid."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import datasets
 import numpy as np
 
-from .corpus_groups import corpus_matrix
+from .corpus_matrix import corpus_matrix
 from .exact import exact_search, unit_length_rows
 from .index_parts import faiss_available
 from .lexical import LEXICAL_DIR, LexicalIndex

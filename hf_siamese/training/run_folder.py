@@ -160,7 +160,7 @@ def _decide(path: Path, settings: dict[str, Any], overwrite: bool, replace_runs:
 def _foreign(path: Path, names: list[str]) -> tuple[str | None, bool]:
     """What an unrecorded folder holds, in words (None: only empty checkpoint folders), and whether --overwrite may
     delete it."""
-    from ..retrieval.index_search import FORMAT_NAME, INDEX_FILE
+    from ..retrieval.vector_index import FORMAT_NAME, INDEX_FILE
 
     if (_read_json(path / INDEX_FILE) or {}).get("format") == FORMAT_NAME:
         return f"a vector index ({INDEX_FILE})", True

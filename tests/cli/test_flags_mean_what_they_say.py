@@ -22,7 +22,8 @@ from conftest import WORDS, make_tiny_model
 
 from hf_siamese.cli import main
 from hf_siamese.retrieval.hybrid import fuse
-from hf_siamese.retrieval.vector_index import build_index, load_index
+from hf_siamese.retrieval.index_build import build_index
+from hf_siamese.retrieval.vector_index import load_index
 from hf_siamese.storage import exclusive_output
 
 

@@ -11,7 +11,8 @@ from conftest import SENTENCES, make_tiny_model
 from datasets import Dataset
 
 from hf_siamese.cli import main
-from hf_siamese.retrieval.corpus_groups import corpus_matrix, find_clusters, find_similar
+from hf_siamese.retrieval.corpus_matrix import corpus_matrix
+from hf_siamese.retrieval.similar import find_clusters, find_similar
 from hf_siamese.storage import write_rows
 
 # Exact repeats score 1.0 whatever the (random) model: the pairs above 0.9999 are known by hand.

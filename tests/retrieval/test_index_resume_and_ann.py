@@ -13,9 +13,9 @@ import pytest
 from conftest import WORDS, make_tiny_model
 
 import hf_siamese
-from hf_siamese.retrieval import vector_index
+from hf_siamese.retrieval import index_build
 from hf_siamese.retrieval.corpus import encode_corpus
-from hf_siamese.retrieval.vector_index import build_index
+from hf_siamese.retrieval.index_build import build_index
 
 load_index = hf_siamese.load_index
 
@@ -46,14 +46,14 @@ def test_approximate_index_and_ids(tmp_path: Path, tiny_tokenizer) -> None:
     renamed = [[(rank, f"d{doc}", text, score) for rank, doc, text, score in hits] for hits in expected]
     assert _hits(load_index(tmp_path / "idx"), model, tiny_tokenizer) == renamed
     # without faiss the approximate index is searched exactly, with a warning
-    from hf_siamese.retrieval import index_search
+    from hf_siamese.retrieval import vector_index
 
-    original = index_search.faiss_available
-    index_search.faiss_available = lambda: False
+    original = vector_index.faiss_available
+    vector_index.faiss_available = lambda: False
     try:
         assert load_index(tmp_path / "idx").backend == "exact"
     finally:
-        index_search.faiss_available = original
+        vector_index.faiss_available = original
 
 
 def test_ivf_parts_give_the_hits_of_one_index(tmp_path: Path) -> None:
@@ -85,13 +85,13 @@ def test_ivf_parts_give_the_hits_of_one_index(tmp_path: Path) -> None:
 
 def _shards_before_stacking(patch: pytest.MonkeyPatch, what) -> list:
     """`what` of each shard of the index's embeddings when the build stacks them (and then deletes them)."""
-    seen, stack = [], vector_index.keep_one_copy
+    seen, stack = [], index_build.keep_one_copy
 
     def record(folder: Path) -> None:
         seen.extend(what(path) for path in sorted(folder.glob("shard-*.parquet")))
         stack(folder)
 
-    patch.setattr(vector_index, "keep_one_copy", record)
+    patch.setattr(index_build, "keep_one_copy", record)
     return seen
 
 
@@ -101,7 +101,7 @@ def test_stopped_build_resumes_its_shards(tmp_path: Path, tiny_tokenizer, monkey
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(vector_index, "corpus_matrix", stopped)
+    monkeypatch.setattr(index_build, "corpus_matrix", stopped)
     with pytest.raises(KeyboardInterrupt):
         build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, shard_size=8)
     monkeypatch.undo()
@@ -166,7 +166,7 @@ def test_an_index_keeps_one_copy_of_its_vectors(tmp_path: Path, tiny_tokenizer, 
     shards = list(read_corpus_shards(embeddings))
     assert [len(ids) for ids, _ in shards] == [8, 8, 8, len(CORPUS) - 24]
     np.testing.assert_array_equal(np.concatenate([v for _, v in shards]), stacked)
-    monkeypatch.setattr(vector_index, "keep_one_copy", lambda folder: None)  # the earlier layout
+    monkeypatch.setattr(index_build, "keep_one_copy", lambda folder: None)  # the earlier layout
     old = build_index(model, CORPUS, tmp_path / "old", tokenizer=tiny_tokenizer, shard_size=8)
     assert len(list((tmp_path / "old" / "embeddings").glob("shard-*.parquet"))) == 4
     assert _hits(load_index(tmp_path / "old"), model, tiny_tokenizer) == _hits(index, model, tiny_tokenizer)

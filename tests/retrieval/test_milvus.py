@@ -19,9 +19,10 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
 from hf_siamese.cli import main  # noqa: E402
+from hf_siamese.retrieval.index_build import build_index  # noqa: E402
 from hf_siamese.retrieval.milvus import MilvusIndex, MilvusLocation  # noqa: E402
 from hf_siamese.retrieval.milvus_export import analyzer_of, export_index  # noqa: E402
-from hf_siamese.retrieval.vector_index import build_index, load_index  # noqa: E402
+from hf_siamese.retrieval.vector_index import load_index  # noqa: E402
 
 
 def _sentence(rng: random.Random) -> str:

@@ -17,7 +17,8 @@ from transformers import BertConfig, BertForSequenceClassification
 from hf_siamese.cli import main
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.retrieval.index_additions import attach_reranker
-from hf_siamese.retrieval.vector_index import build_index, load_index
+from hf_siamese.retrieval.index_build import build_index
+from hf_siamese.retrieval.vector_index import load_index
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
 

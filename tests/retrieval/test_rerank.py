@@ -20,8 +20,8 @@ from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.data import RetrievalDataset
 from hf_siamese.retrieval import exact_search
 from hf_siamese.retrieval.evaluation import embed_retrieval_set, evaluate_retrieval
+from hf_siamese.retrieval.index_build import build_index
 from hf_siamese.retrieval.rerank import rerank_hits
-from hf_siamese.retrieval.vector_index import build_index
 
 _rng = random.Random(3)
 CORPUS = list(dict.fromkeys(" ".join(_rng.choice(WORDS[:60]) for _ in range(_rng.randint(3, 9))) for _ in range(30)))

@@ -16,8 +16,9 @@ from conftest import WORDS, make_tiny_model
 
 import hf_siamese
 from hf_siamese.cli import main
-from hf_siamese.retrieval import exact_search, index_search, vector_index
-from hf_siamese.retrieval.vector_index import VectorIndex, build_index, load_index
+from hf_siamese.retrieval import exact_search, index_build, vector_index
+from hf_siamese.retrieval.index_build import build_index
+from hf_siamese.retrieval.vector_index import VectorIndex, load_index
 
 _rng = random.Random(0)
 CORPUS = [" ".join(_rng.choice(WORDS[:60]) for _ in range(_rng.randint(3, 9))) for _ in range(30)]
@@ -158,8 +159,8 @@ def test_faiss_index_opens_without_faiss(tmp_path: Path, tiny_tokenizer, monkeyp
     model = make_tiny_model()
     built = build_index(model, CORPUS, tmp_path / "idx", tokenizer=tiny_tokenizer, approximate=True)
     hits = built.search(model, QUERIES, first_stage="dense", top_k=4, tokenizer=tiny_tokenizer)
-    monkeypatch.setattr(index_search, "faiss_available", lambda: False)
     monkeypatch.setattr(vector_index, "faiss_available", lambda: False)
+    monkeypatch.setattr(index_build, "faiss_available", lambda: False)
     fallback = load_index(tmp_path / "idx")
     assert fallback.backend == "exact" and "faiss is not installed" in caplog.text
     again = fallback.search(model, QUERIES, first_stage="dense", top_k=4, tokenizer=tiny_tokenizer)
@@ -249,7 +250,7 @@ def test_output_folder_rules_and_failed_builds(tmp_path: Path, tiny_tokenizer, m
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(vector_index, "replace_folder", broken)
+    monkeypatch.setattr(index_build, "replace_folder", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         build_index(model, CORPUS[:5], tmp_path / "empty", tokenizer=tiny_tokenizer, overwrite=True)
     # no half-written folder: the staging folder is kept, and the next build resumes from it
