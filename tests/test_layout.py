@@ -34,6 +34,7 @@ ALLOWED = {
         "cross_encoder",
         "storage",
     },
+    "serving": {"modeling", "retrieval", "formats", "cross_encoder", "storage"},
     "plots": {"storage"},
     "model_cards": set(),  # the model card template (package data)
     "cli": {
@@ -46,6 +47,7 @@ ALLOWED = {
         "training",
         "cross_encoder",
         "recipes",
+        "serving",
         "plots",
         "storage",
     },

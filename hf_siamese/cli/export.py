@@ -6,43 +6,43 @@ from __future__ import annotations
 
 import argparse
 import itertools
+from typing import Any
 
 from .common import load_inference_model
 
-# formats.export.FORMATS / QUANTIZATION, repeated so building the parser imports no export code (a test keeps them
+# serving.names.FORMATS / QUANTIZATION, repeated so building the parser imports no export code (a test keeps them
 # equal).
 EXPORT_FORMATS = ("sentence-transformers", "onnx", "openvino")
 EXPORT_QUANTIZATION = ("none", "int8-dynamic", "int8-static")
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """Read the calibration texts (when given), load the model, call `export_model` once."""
-    from ..cross_encoder.export import is_cross_encoder
-    from ..formats.export import DEFAULT_CALIBRATION_SIZE, export_model
+    """Read the calibration items (texts, or pairs for a cross-encoder), load the model of either kind, call
+    `hf_siamese.serving.export_model` once."""
+    from ..serving import export_model
 
     if args.calibration and args.quantize != "int8-static":
         raise ValueError(
             f"--calibration is used only with --quantize int8-static (here --quantize {args.quantize}): drop "
             "--calibration, or give --quantize int8-static"
         )
+    cross_encoder = _is_cross_encoder(args.model)
     calibration = None
-    if args.calibration and is_cross_encoder(args.model):
+    if args.calibration and cross_encoder:
         calibration = _calibration_pairs(args.calibration)
     elif args.calibration:
-        from ..data.corpus_stream import open_corpus
-
-        # Reading stops well past the sample size: a calibration file may be a whole corpus.
-        limit = max(args.calibration_size, DEFAULT_CALIBRATION_SIZE) * 20
-        rows = open_corpus(args.calibration, args.calibration_column, None)
-        calibration = [text for _, text in itertools.islice(rows, limit)]
+        calibration = _calibration_texts(args.calibration, args.calibration_column, args.calibration_size)
     elif args.quantize == "int8-static":
         raise ValueError(
             "--quantize int8-static calibrates on texts like the ones you will serve: give --calibration FILE (one "
             "text per line, or .jsonl / .csv / .parquet with --calibration-column)"
         )
-    if is_cross_encoder(args.model):
-        return _export_cross_encoder(args, calibration)
-    model, tokenizer = load_inference_model(args.model, args.pooling, args.normalize, args.max_seq_length, device="cpu")
+    if cross_encoder:
+        model, tokenizer = _load_cross_encoder(args), None
+    else:
+        model, tokenizer = load_inference_model(
+            args.model, args.pooling, args.normalize, args.max_seq_length, device="cpu"
+        )
     output = export_model(
         model,
         args.output,
@@ -53,8 +53,26 @@ def run_export(args: argparse.Namespace) -> int:
         tokenizer=tokenizer,
         overwrite=args.overwrite,
     )
-    print(f"wrote {args.format} export (quantize: {args.quantize}) of {args.model or 'the default model'} to {output}")
+    what = f"the cross-encoder {args.model}" if cross_encoder else args.model or "the default model"
+    print(f"wrote {args.format} export (quantize: {args.quantize}) of {what} to {output}")
     return 0
+
+
+def _is_cross_encoder(model: str | None) -> bool:
+    """Whether `--model` is a local cross-encoder folder (a `...ForSequenceClassification`)."""
+    from ..cross_encoder.source import model_kind
+
+    return model is not None and model_kind(model) == "cross-encoder"
+
+
+def _calibration_texts(source: str, column: str | None, size: int) -> list[str]:
+    """The texts of a calibration file (one per line, or a column of .jsonl / .csv / .parquet)."""
+    from ..data.corpus_stream import open_corpus
+    from ..serving import DEFAULT_CALIBRATION_SIZE
+
+    # Reading stops well past the sample size: a calibration file may be a whole corpus.
+    limit = max(size, DEFAULT_CALIBRATION_SIZE) * 20
+    return [text for _, text in itertools.islice(open_corpus(source, column, None), limit)]
 
 
 def _calibration_pairs(source: str) -> list[tuple[str, str]]:
@@ -73,9 +91,8 @@ def _calibration_pairs(source: str) -> list[tuple[str, str]]:
     return list(zip(dataset[first], dataset[second], strict=True))
 
 
-def _export_cross_encoder(args: argparse.Namespace, calibration: list[tuple[str, str]] | None) -> int:
-    """`hf-siamese export` of a cross-encoder folder: its save_pretrained layout (TEI's /rerank), plus the graph."""
-    from ..cross_encoder.export import export_cross_encoder
+def _load_cross_encoder(args: argparse.Namespace) -> Any:
+    """The cross-encoder folder `--model` on the CPU, `--max-seq-length` applied; bi-encoder options refused."""
     from .common import load_cross_encoder
 
     bi_encoder_only = [
@@ -91,14 +108,4 @@ def _export_cross_encoder(args: argparse.Namespace, calibration: list[tuple[str,
     model = load_cross_encoder(args.model, device="cpu", option="--model")
     if args.max_seq_length is not None:
         model.max_length = args.max_seq_length
-    output = export_cross_encoder(
-        model,
-        args.output,
-        format=args.format,
-        quantize=args.quantize,
-        calibration_pairs=calibration,
-        calibration_size=args.calibration_size,
-        overwrite=args.overwrite,
-    )
-    print(f"wrote {args.format} export (quantize: {args.quantize}) of the cross-encoder {args.model} to {output}")
-    return 0
+    return model

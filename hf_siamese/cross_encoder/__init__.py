@@ -8,8 +8,6 @@ from .augment import neighbour_pairs, silver_pairs
 from .collator import CrossEncoderCollator
 from .data import reranker_training_rows
 from .evaluation import RerankingDataset, evaluate_classification, evaluate_scores
-from .export import export_cross_encoder
-from .exported import ExportedCrossEncoder
 from .fusion_weights import choose_first_stage_weight, choose_fusion, evaluate_reranking
 from .model import CrossEncoder
 from .source import model_kind
@@ -21,14 +19,12 @@ __all__ = [
     "CrossEncoder",
     "CrossEncoderCollator",
     "CrossEncoderTrainer",
-    "ExportedCrossEncoder",
     "RerankingDataset",
     "choose_first_stage_weight",
     "choose_fusion",
     "evaluate_classification",
     "evaluate_reranking",
     "evaluate_scores",
-    "export_cross_encoder",
     "losses",
     "model_kind",
     "neighbour_pairs",

@@ -180,12 +180,6 @@ class CrossEncoder:
             logger.warning("%s: no tokenizer.json (a slow tokenizer): TEI needs one to serve it", folder)
         self._write_sentence_transformers_files(folder)
 
-    def export_hooks(self) -> Any:
-        """What `hf_siamese.formats.export.export_model` needs to export this model (cross_encoder/export.py)."""
-        from .export_graph import cross_encoder_hooks
-
-        return cross_encoder_hooks(self)
-
     def _write_sentence_transformers_files(self, folder: Path) -> None:
         import transformers
 

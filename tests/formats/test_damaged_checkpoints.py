@@ -17,9 +17,9 @@ from helpers import BLOCKED_IMPORT, minilm_path, run_isolated
 from transformers import AutoModel
 
 from hf_siamese import SiameseBertModel
-from hf_siamese.formats.export import export_model
 from hf_siamese.formats.loading import load_model
 from hf_siamese.formats.sentence_transformers_read import SentenceTransformersFormatError
+from hf_siamese.serving import export_model
 
 DENSE = [{"in_features": 32, "out_features": 24, "bias": True, "activation": "tanh"}]
 

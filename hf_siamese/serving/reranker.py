@@ -1,10 +1,10 @@
-"""`ExportedCrossEncoder`: `predict` / `rank` over a cross-encoder's exported graph (`export_cross_encoder`,
-`hf-siamese export --format onnx | openvino`), on ONNX Runtime or OpenVINO instead of torch.
+"""`ExportedCrossEncoder`: `predict` / `rank` over a cross-encoder's exported graph (`export_model` of a
+`CrossEncoder`, `hf-siamese export --format onnx | openvino`), on ONNX Runtime or OpenVINO instead of torch.
 
-Everything around the graph is `CrossEncoder.predict`'s (scoring.py): each distinct pair once, tokenized with the
-document cut before the query, length-sorted batches, several batches at once on the CPU, logits in float32, then
-the activation sentence-transformers recorded in the folder. Sessions and compiled models come from
-`hf_siamese.formats.runtime` (the bi-encoder's `ExportedEncoder` uses the same).
+Everything around the graph is `CrossEncoder.predict`'s (cross_encoder/scoring.py): each distinct pair once,
+tokenized with the document cut before the query, length-sorted batches, several batches at once on the CPU, logits
+in float32, then the activation sentence-transformers recorded in the folder. The graph itself is opened and checked
+by `runtime.ExportedGraph`, as `ExportedEncoder`'s is.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..formats.export_names import ONNX_FILES, OPENVINO_FILES
-from ..formats.runtime import ExportedGraphError, check_settings, checked_signature, find_graph, open_graph
-from .scoring import (
+from ..cross_encoder.scoring import (
     activation_name,
     checked_pairs,
     chosen_activation,
@@ -29,17 +27,18 @@ from .scoring import (
     score_pairs,
     shaped,
 )
-from .source import model_kind
+from ..cross_encoder.source import model_kind
+from .names import CROSS_ENCODER_OUTPUT
+from .runtime import ExportedGraph, check_settings
 
 OWNER = "ExportedCrossEncoder"
-OUTPUT_NAME = "logits"
 
 
-class ExportedCrossEncoder:
+class ExportedCrossEncoder(ExportedGraph):
     """Scores (query, document) pairs with a cross-encoder's exported graph.
 
     Args:
-        folder: a folder written by `export_cross_encoder` (the `CrossEncoder.save_pretrained` files plus `onnx/` or
+        folder: a folder written by `export_model` of a `CrossEncoder` (its `save_pretrained` files plus `onnx/` or
             `openvino/`).
         backend: `"onnx"` (ONNX Runtime) or `"openvino"`.
         file_name: the graph inside `folder`; defaults to the float32 one (`onnx/model.onnx`,
@@ -51,6 +50,11 @@ class ExportedCrossEncoder:
         threads: CPU threads in all (default: torch's thread count).
         workers: batches run at once, each on `threads // workers` threads (default: `threads`).
     """
+
+    output_name = CROSS_ENCODER_OUTPUT
+    owner = OWNER
+    width_name = "num_labels"
+    output_hint = " (a bi-encoder's graph?)"
 
     def __init__(
         self,
@@ -75,7 +79,6 @@ class ExportedCrossEncoder:
                 f"{OWNER}: {str(folder)!r} is {what.get(kind, 'not a model folder')}, not an exported cross-encoder "
                 "(a config.json naming a ...ForSequenceClassification, written by hf-siamese export)."
             )
-        self.folder, self.backend = folder, backend
         self.config = AutoConfig.from_pretrained(folder)
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         if max_length is None and (folder / "sentence_bert_config.json").is_file():
@@ -86,15 +89,11 @@ class ExportedCrossEncoder:
         if activation is None:
             activation = recorded_activation(folder, self.config)
         self.activation = activation_name(activation, self.num_labels)
-        self.file_name = file_name or (ONNX_FILES if backend == "onnx" else OPENVINO_FILES)["none"]
-        self.threads = threads or torch.get_num_threads()
-        self.workers = max(1, min(workers or self.threads, self.threads))
-        path = find_graph(folder, backend, self.file_name, OWNER)
-        self._runner = open_graph(path, backend, precision, self.threads, self.workers, OUTPUT_NAME, OWNER)
-        self._check_graph(path)
+        self._open_graph(folder, backend, file_name, precision, threads, workers, self.num_labels)
 
     @property
     def num_labels(self) -> int:
+        """Scores per pair (the classifier's outputs)."""
         return int(self.config.num_labels)
 
     @property
@@ -108,17 +107,6 @@ class ExportedCrossEncoder:
         from ..retrieval.rerank import check_stage_weights
 
         return check_stage_weights(getattr(self.config, "stage_weights", None))
-
-    def _check_graph(self, path: Path) -> None:
-        """The graph's inputs are ones the tokenizer makes, and it returns `num_labels` logits per pair."""
-        hint = " (a bi-encoder's graph?)"
-        inputs, width = checked_signature(self._runner, self.tokenizer, self.folder, path, OUTPUT_NAME, OWNER, hint)
-        if width is not None and width != self.num_labels:
-            raise ExportedGraphError(
-                f"{OWNER}: {path} returns {width} logits per pair, but {self.folder}/config.json says "
-                f"num_labels={self.num_labels} (the graph belongs to another model)."
-            )
-        self.input_names = inputs
 
     def predict(
         self,
@@ -140,11 +128,7 @@ class ExportedCrossEncoder:
         scoring = chosen_activation(self, activation)
 
         def logits_of(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-            inputs = {}
-            for name in self.input_names:
-                value = batch.get(name)
-                inputs[name] = (torch.zeros_like(batch["input_ids"]) if value is None else value).numpy()
-            return torch.from_numpy(np.asarray(self._runner.run(inputs), dtype=np.float32))
+            return torch.from_numpy(np.asarray(self._run(batch), dtype=np.float32))
 
         scores = score_pairs(self, rows, max_length, scoring, batch_size, logits_of, self.workers, show_progress_bar)
         return shaped(scores, self.num_labels, single, convert_to_numpy)

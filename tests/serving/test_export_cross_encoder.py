@@ -15,8 +15,8 @@ from helpers import SCORED_PAIRS
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
 from hf_siamese.cli import main
-from hf_siamese.cross_encoder import CrossEncoder, ExportedCrossEncoder, export_cross_encoder
-from hf_siamese.formats.export import ONNX_FILES, OPENVINO_FILES, export_model
+from hf_siamese.cross_encoder import CrossEncoder
+from hf_siamese.serving import ONNX_FILES, OPENVINO_FILES, ExportedCrossEncoder, export_cross_encoder, export_model
 
 pytest.importorskip("onnx", reason="pip install 'hf-siamese[onnx]' for the export tests")
 pytest.importorskip("onnxruntime", reason="pip install 'hf-siamese[onnx]' for the export tests")
@@ -178,7 +178,7 @@ def test_bad_input_is_named(ce, fast_tokenizer, onnx_export, tmp_path) -> None:
 
 
 def test_a_float_graph_that_differs_from_torch_is_refused(ce, tmp_path, monkeypatch) -> None:
-    from hf_siamese.formats import export_graphs
+    from hf_siamese.serving import graphs as export_graphs
 
     real = export_graphs._compare
 

@@ -16,9 +16,9 @@ from conftest import SENTENCES, make_tiny_model
 from safetensors import safe_open
 from transformers import AutoTokenizer
 
+from hf_siamese import serving as export_module
 from hf_siamese.cli import main
-from hf_siamese.formats import export as export_module
-from hf_siamese.formats.export import (
+from hf_siamese.serving import (
     FORMATS,
     ONNX_FILES,
     OPENVINO_FILES,
@@ -30,7 +30,7 @@ from hf_siamese.formats.export import (
 
 onnx = pytest.importorskip("onnx", reason="pip install 'hf-siamese[onnx]' for the export tests")
 pytest.importorskip("onnxruntime", reason="pip install 'hf-siamese[onnx]' for the export tests")
-from hf_siamese.formats.runtime import ExportedEncoder, ExportedGraphError  # noqa: E402
+from hf_siamese.serving import ExportedEncoder, ExportedGraphError  # noqa: E402
 
 TOLERANCE = 1e-4
 TEXTS = [*SENTENCES, "", "a man plays the guitar . a man plays the guitar . a man plays the guitar", SENTENCES[0]]
@@ -175,7 +175,7 @@ def test_openvino_export_float_and_int8(tmp_path, model, fast_tokenizer):
 
 def test_the_classifier_head_is_dropped_with_a_warning(tmp_path, fast_tokenizer, caplog):
     model = make_tiny_model(num_labels=3, cosine_affine=True)
-    with caplog.at_level(logging.WARNING, logger="hf_siamese.formats.export"):
+    with caplog.at_level(logging.WARNING, logger="hf_siamese.serving.export"):
         out = export_model(model, tmp_path / "out", tokenizer=fast_tokenizer)
     assert "classifier head is not written" in caplog.text and "cosine_affine" in caplog.text
     with safe_open(str(out / "model.safetensors"), "pt") as weights:
@@ -225,7 +225,7 @@ def test_an_existing_folder_is_kept_unless_overwrite(tmp_path, model, fast_token
 def test_a_failed_export_leaves_the_earlier_folder_and_no_staging(tmp_path, model, fast_tokenizer, monkeypatch):
     out = export_model(model, tmp_path / "out", tokenizer=fast_tokenizer)
     before = sorted(p.name for p in out.iterdir())
-    from hf_siamese.formats import export_graphs
+    from hf_siamese.serving import graphs as export_graphs
 
     def broken(*args, **kwargs):
         raise RuntimeError("the graph broke")
@@ -238,7 +238,7 @@ def test_a_failed_export_leaves_the_earlier_folder_and_no_staging(tmp_path, mode
 
 
 def test_a_float_graph_that_differs_from_torch_is_refused(tmp_path, model, fast_tokenizer, monkeypatch):
-    from hf_siamese.formats import export_graphs
+    from hf_siamese.serving import graphs as export_graphs
 
     real = export_graphs._compare
 
@@ -334,11 +334,11 @@ def test_cli_export(tmp_path, model, fast_tokenizer, capsys):
 
 def test_openvino_bf16_on_a_cpu_without_it_runs_float32_and_says_so_once(tmp_path, model, fast_tokenizer, caplog):
     pytest.importorskip("openvino", reason="pip install 'hf-siamese[openvino]'")
-    from hf_siamese.formats import runtime
+    from hf_siamese.serving import runtime
 
     out = export_model(model, tmp_path / "out", format="openvino", tokenizer=fast_tokenizer)
     runtime._WARNED.discard("bf16")
-    with pytest.MonkeyPatch.context() as patch, caplog.at_level(logging.WARNING, logger="hf_siamese.formats.runtime"):
+    with pytest.MonkeyPatch.context() as patch, caplog.at_level(logging.WARNING, logger="hf_siamese.serving.runtime"):
         patch.setattr(runtime, "native_low_precision", lambda dtype: False)
         first = ExportedEncoder(out, "openvino", precision="bf16")
         ExportedEncoder(out, "openvino", precision="bf16")

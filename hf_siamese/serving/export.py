@@ -1,13 +1,14 @@
-"""Export a trained model for serving: a plain sentence-transformers folder (the encoder's own `config.json` and
-weights at the root, the pipeline files beside them), optionally with an ONNX or OpenVINO graph of the encoder, in
-float32 or int8.
+"""Export a trained model for serving, either kind through one function, `export_model`: a bi-encoder
+(`SiameseBertModel`) as a plain sentence-transformers folder (the encoder's own `config.json` and weights at the
+root, the pipeline files beside them), a cross-encoder (`CrossEncoder`) in its `save_pretrained` layout; either
+optionally with an ONNX or OpenVINO graph, in float32 or int8.
 
 What reads the result: text-embeddings-inference (TEI: the root `config.json` with a model type it knows,
 `1_Pooling/config.json`, `modules.json`, `tokenizer.json`, `model.safetensors`, `onnx/model.onnx` for its ONNX
-backend), `SentenceTransformer(folder)` with `backend="torch" | "onnx" | "openvino"`, MTEB, and `ExportedEncoder`
-(formats/runtime.py). The graphs hold the encoder only (inputs `input_ids`, `attention_mask`[, `token_type_ids`],
-output `last_hidden_state`): pooling, Dense layers and normalization run after the graph, as TEI and
-sentence-transformers apply them from the pipeline files.
+backend; `/rerank` for a cross-encoder), `SentenceTransformer(folder)` / `CrossEncoder(folder)` with
+`backend="torch" | "onnx" | "openvino"`, MTEB, and `ExportedEncoder` / `ExportedCrossEncoder` (encoder.py,
+reranker.py). What differs by kind (the layout, the graph, the calibration items) is in hooks.py; the graphs are
+written and checked in graphs.py.
 """
 
 from __future__ import annotations
@@ -16,32 +17,34 @@ import json
 import logging
 import numbers
 import os
-import random
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from ..cross_encoder.model import CrossEncoder
 from ..modeling.configuration_siamese import is_cross_encoder_config
 from ..storage import recover_output, replace_folder, staging_folder
-from .export_names import (
+from .hooks import (
+    ExportHooks,
+    check_calibration,
+    check_calibration_pairs,
+    check_calibration_size,
+    cross_encoder_graph_spec,
+    encoder_graph_spec,
+    write_plain_layout,
+)
+from .names import (
     DEFAULT_CALIBRATION_SIZE,
-    EXTRAS,
     FORMATS,
-    ONNX_FILES,
     ONNX_OPSETS,
-    OPENVINO_FILES,
     QUANTIZATION,
     TEI_MODEL_TYPES,
     TEI_POOLING,
-    MissingExtraError,
     require,
 )
-from .sentence_transformers_save import write_layout
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 def export_model(
@@ -50,15 +53,15 @@ def export_model(
     *,
     format: str = "sentence-transformers",
     quantize: str = "none",
-    calibration_texts: Iterable[str] | None = None,
+    calibration_texts: Iterable[Any] | None = None,
     calibration_size: int = DEFAULT_CALIBRATION_SIZE,
     tokenizer: Any = None,
     overwrite: bool = False,
     opset: int = 17,
 ) -> Path:
-    """Write `model` (a `SiameseBertModel`, a path / Hub id `load_model` reads, or a model with `export_hooks()`:
-    a `hf_siamese.cross_encoder.CrossEncoder`, whose graph returns `logits` and whose calibration items are (query,
-    document) pairs) to `output_dir` for serving.
+    """Write `model` to `output_dir` for serving: a `SiameseBertModel` (or a path / Hub id `load_model` reads), or a
+    `hf_siamese.cross_encoder.CrossEncoder`, whose graph returns `logits` and whose calibration items are (query,
+    document) pairs.
 
     Args:
         format: `"sentence-transformers"` (the plain layout only), `"onnx"` (plus `onnx/model.onnx`) or `"openvino"`
@@ -67,38 +70,30 @@ def export_model(
             dynamic quantization, OpenVINO weight compression) or `"int8-static"` (weights and activations int8,
             activation ranges calibrated on `calibration_texts`). The int8 graph is written beside the float32 one
             (`ONNX_FILES` / `OPENVINO_FILES`), which stays the reference and what TEI loads.
-        calibration_texts: texts like those the model will serve (for `int8-static`); `calibration_size` of them,
-            drawn at random (seed 0) when there are more, are embedded to measure activation ranges.
-        tokenizer: defaults to `model.tokenizer` or the one saved with the model; a folder for serving needs one.
+        calibration_texts: texts like those the model will serve (for `int8-static`; (query, document) pairs for a
+            cross-encoder); `calibration_size` of them, drawn at random (seed 0) when there are more, are run to
+            measure activation ranges.
+        tokenizer: (bi-encoders) defaults to `model.tokenizer` or the one saved with the model; a folder for serving
+            needs one. A cross-encoder is exported with its own.
         overwrite: replace an existing `output_dir` (it is swapped in whole once the export succeeded).
         opset: the ONNX opset of the graph, one of `ONNX_OPSETS` (14 to the highest torch's exporter writes).
 
     Nothing is written to `output_dir` until everything succeeded: the export runs in a staging folder beside it
     (`.NAME.export-PID-XXXXXXXX`), swapped in by `hf_siamese.storage.replace_folder`; what a killed export left there
     (its staging folder, or the old output renamed aside mid-swap) is mended at the start of the next export.
-    The float32 graph is checked against the torch model on a few texts (max abs difference of the embeddings <=
-    1e-4) before the folder is moved into place. Returns the output folder.
+    The float32 graph is checked against the torch model on a few texts or pairs (max abs difference of the
+    embeddings or logits <= 1e-4) before the folder is moved into place. Returns the output folder.
     """
     target = check_export_options(
         output_dir, format, quantize, opset, overwrite, calibration_texts, "calibration_texts"
     )
-    if hasattr(model, "export_hooks"):  # a model that says how it is exported (a CrossEncoder)
-        if tokenizer is not None:
-            raise ValueError(
-                f"export: tokenizer= is for bi-encoders; a {type(model).__name__} is exported with its own tokenizer."
-            )
-        hooks = model.export_hooks()
-    else:
-        check_calibration_size(calibration_size)
-        model, tokenizer = _model_and_tokenizer(model, tokenizer)
-        check_representable(model)
-        hooks = bi_encoder_hooks(model, tokenizer)
+    hooks = export_hooks(model, tokenizer, calibration_size)
     calibration = hooks.calibration(calibration_texts, calibration_size) if quantize == "int8-static" else None
 
     def write(stage: Path) -> None:
         hooks.write_plain(stage)
         if format != "sentence-transformers":
-            from .export_graphs import write_graphs
+            from .graphs import write_graphs
 
             write_graphs(hooks.graph_spec(), stage, format, quantize, calibration, int(opset))
 
@@ -107,25 +102,59 @@ def export_model(
     return target
 
 
-@dataclass
-class ExportHooks:
-    """What `export_model` does that depends on the kind of model: write its plain layout into a folder, describe its
-    graph (`export_graphs.GraphSpec`), and check and draw its `int8-static` calibration items."""
+def export_hooks(model: Any, tokenizer: Any, calibration_size: object) -> ExportHooks:
+    """The `ExportHooks` of `model`'s kind. A `CrossEncoder`: its `save_pretrained` files, its logits graph,
+    (query, document) pairs to calibrate on. Else a bi-encoder (loaded first when `model` is a path, its tokenizer
+    found, what the plain layout drops warned about): the sentence-transformers layout, its encoder's graph, texts."""
+    if isinstance(model, CrossEncoder):
+        if tokenizer is not None:
+            raise ValueError(
+                f"export: tokenizer= is for bi-encoders; a {type(model).__name__} is exported with its own tokenizer."
+            )
+        return ExportHooks(model.write_files, lambda: cross_encoder_graph_spec(model), check_calibration_pairs)
+    check_calibration_size(calibration_size)
+    model, tokenizer = _model_and_tokenizer(model, tokenizer)
+    check_representable(model)
+    return ExportHooks(
+        lambda folder: write_plain_layout(model, folder, tokenizer),
+        lambda: encoder_graph_spec(model, tokenizer),
+        check_calibration,
+    )
 
-    write_plain: Callable[[Path], None]
-    graph_spec: Callable[[], Any]
-    calibration: Callable[[Any, int], list[Any]]
 
-
-def bi_encoder_hooks(model: Any, tokenizer: Any) -> ExportHooks:
-    """The `ExportHooks` of a `SiameseBertModel`: the sentence-transformers layout, its encoder's graph, texts."""
-
-    def graph_spec() -> Any:
-        from .export_graphs import encoder_graph_spec
-
-        return encoder_graph_spec(model, tokenizer)
-
-    return ExportHooks(lambda folder: write_plain_layout(model, folder, tokenizer), graph_spec, check_calibration)
+def export_cross_encoder(
+    model: CrossEncoder | str | os.PathLike,
+    output_dir: str | os.PathLike,
+    *,
+    format: str = "sentence-transformers",
+    quantize: str = "none",
+    calibration_pairs: Iterable[tuple[str, str]] | None = None,
+    calibration_size: int = DEFAULT_CALIBRATION_SIZE,
+    overwrite: bool = False,
+    opset: int = 17,
+    max_length: int | None = None,
+) -> Path:
+    """`export_model` of a cross-encoder given as a `CrossEncoder` or as a folder / Hub id
+    `CrossEncoder.from_pretrained` reads (with `max_length` tokens per pair); `export_model`'s options (`format`,
+    `quantize`, `overwrite`, `opset`), with (query, document) `calibration_pairs` for `quantize="int8-static"`. The
+    float32 graph's logits must equal torch's within 1e-4 on sample pairs, or nothing is written. Returns the output
+    folder."""
+    if isinstance(model, (str, os.PathLike)):
+        model = CrossEncoder.from_pretrained(model, max_length=max_length, device="cpu")
+    elif not isinstance(model, CrossEncoder):
+        raise TypeError(f"export_cross_encoder: model is a {type(model).__name__}; give a CrossEncoder or a path.")
+    elif max_length is not None:
+        raise ValueError(f"export_cross_encoder: max_length={max_length!r} applies to a path; set model.max_length.")
+    return export_model(
+        model,
+        output_dir,
+        format=format,
+        quantize=quantize,
+        calibration_texts=calibration_pairs,
+        calibration_size=calibration_size,
+        overwrite=overwrite,
+        opset=opset,
+    )
 
 
 def check_export_options(
@@ -198,40 +227,6 @@ def check_opset(opset: object) -> None:
         )
 
 
-def check_calibration(texts: Iterable[str] | None, size: int) -> list[str]:
-    """The calibration texts to use: `size` of `texts` (all when fewer; a seeded random sample when more)."""
-    check_calibration_size(size)
-    if texts is None:
-        raise ValueError(
-            "export: quantize='int8-static' calibrates activation ranges on texts like the ones you will serve; pass "
-            "calibration_texts=[...] (CLI: --calibration FILE, one text per line, or a .jsonl/.csv/.parquet with "
-            "--calibration-column)."
-        )
-    if isinstance(texts, str):
-        raise TypeError("export: calibration_texts is one string; pass a list of texts.")
-    texts = list(texts)
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"export: calibration_texts[{index}] is {type(text).__name__} ({text!r}); expected str.")
-    texts = [text for text in texts if text.strip()]
-    if not texts:
-        raise ValueError("export: calibration_texts holds no non-empty text; give texts like the ones you will serve.")
-    return draw_calibration(texts, size)
-
-
-def check_calibration_size(size: object) -> None:
-    """Raise unless `size` (how many calibration items are drawn) is a positive int."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(
-            f"export: calibration_size={size!r} must be a positive int (default {DEFAULT_CALIBRATION_SIZE})."
-        )
-
-
-def draw_calibration(items: list[T], size: int) -> list[T]:
-    """`size` of `items`: all when fewer, else a random sample drawn with seed 0 (the same export twice is the same)."""
-    return random.Random(0).sample(items, size) if len(items) > size else items
-
-
 def check_representable(model: Any) -> None:
     """Warn about what the plain layout drops or what TEI will not serve; nothing here changes the embedding."""
     config = model.config
@@ -264,35 +259,15 @@ def check_representable(model: Any) -> None:
         )
 
 
-def write_plain_layout(model: Any, folder: Path, tokenizer: Any) -> None:
-    """The plain sentence-transformers layout: the encoder's config, weights and tokenizer at the root."""
-    encoder = model.encoder
-    state = {k: v.detach().to("cpu").contiguous() for k, v in encoder.state_dict().items()}
-    encoder.save_pretrained(folder, state_dict=state)
-    tokenizer.save_pretrained(folder)
-    write_layout(model, folder, tokenizer=None, transformer_path="")
-    if not (folder / "tokenizer.json").is_file():
-        logger.warning(
-            "export: the tokenizer is a slow (Python) one and wrote no tokenizer.json; text-embeddings-inference "
-            "needs tokenizer.json: export from a model whose tokenizer has a fast version."
-        )
-    from .model_card import write_model_card
-
-    try:
-        write_model_card(model, folder)
-    except Exception as error:  # noqa: BLE001 - the card is documentation; the export is complete without it
-        logger.warning("export: no model card written (%s)", error)
-
-
 def _model_and_tokenizer(model: Any, tokenizer: Any) -> tuple[Any, Any]:
     if isinstance(model, (str, os.PathLike)):
-        from .loading import load_model
+        from ..formats.loading import load_model
 
         if _is_cross_encoder_folder(Path(model)):
             raise ValueError(
                 f"export: {os.fspath(model)!r} is a cross-encoder (config.json names a ...ForSequenceClassification): "
                 "export the loaded model, export_model(CrossEncoder.from_pretrained(path), ...), or use "
-                "hf_siamese.cross_encoder.export_cross_encoder or hf-siamese export."
+                "hf_siamese.export_cross_encoder or hf-siamese export."
             )
 
         model, loaded = load_model(str(model), device="cpu")
@@ -319,25 +294,11 @@ def _is_cross_encoder_folder(folder: Path) -> bool:
 
 
 __all__ = [
-    "DEFAULT_CALIBRATION_SIZE",
-    "EXTRAS",
-    "ExportHooks",
-    "TEI_POOLING",
-    "FORMATS",
-    "MissingExtraError",
-    "ONNX_FILES",
-    "ONNX_OPSETS",
-    "OPENVINO_FILES",
-    "QUANTIZATION",
-    "TEI_MODEL_TYPES",
-    "bi_encoder_hooks",
-    "check_calibration",
-    "check_calibration_size",
     "check_export_options",
     "check_opset",
-    "draw_calibration",
+    "check_representable",
+    "export_cross_encoder",
+    "export_hooks",
     "export_model",
-    "require",
     "write_export",
-    "write_plain_layout",
 ]

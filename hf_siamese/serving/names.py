@@ -1,11 +1,14 @@
 """The names an export is written under and read back by (formats, quantization modes, graph files, what TEI
-builds) and the optional-dependency check: shared by `export`, `export_graphs` and `runtime`, which import it and
-never each other's module tops."""
+builds) and the optional-dependency check: shared by every module of `hf_siamese.serving`."""
 
 from __future__ import annotations
 
 FORMATS = ("sentence-transformers", "onnx", "openvino")
 QUANTIZATION = ("none", "int8-dynamic", "int8-static")
+# What each kind's graph returns: a bi-encoder's encoder its token states (pooled after the graph), a cross-encoder
+# its logits `(batch, num_labels)`.
+ENCODER_OUTPUT = "last_hidden_state"
+CROSS_ENCODER_OUTPUT = "logits"
 DEFAULT_CALIBRATION_SIZE = 300  # sentence-transformers' default for its static int8 export
 ONNX_FILES = {
     "none": "onnx/model.onnx",

@@ -1,16 +1,18 @@
-"""The graph half of `export_model`: the encoder as an ONNX graph (`torch.onnx.export`), int8 versions of it (ONNX
-Runtime's quantization tools), and its OpenVINO conversion (`openvino.convert_model`, int8 through `nncf`).
+"""The graph half of `export_model`, for either kind of model: the model as an ONNX graph (`torch.onnx.export` of
+one `GraphModule`), int8 versions of it (ONNX Runtime's quantization tools, quantize.py), and its OpenVINO conversion
+(`openvino.convert_model`, int8 through `nncf`).
 
-Each graph takes the tokenizer's `input_ids`, `attention_mask` (and `token_type_ids` when the encoder uses them),
-batch and sequence dimensions dynamic, and returns `last_hidden_state`, the input of the pooling (a cross-encoder's
-graph, described by its own `GraphSpec`, returns `logits`). The float32 graph is checked against the torch model
-before anything is kept.
+Each graph takes the tokenizer's `input_ids`, `attention_mask` (and `token_type_ids` when the model uses them), batch
+and sequence dimensions dynamic, and returns one output: a bi-encoder's `last_hidden_state`, the input of the pooling,
+or a cross-encoder's `logits` (what differs by kind is in a `GraphSpec`, made in hooks.py). The float32 graph is
+checked against the torch model before anything is kept.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import shutil
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,43 +22,35 @@ from typing import Any
 import numpy as np
 import torch
 
-from .export_names import ONNX_FILES, OPENVINO_FILES
+from .names import ONNX_FILES, OPENVINO_FILES
 
 logger = logging.getLogger(__name__)
 
-OUTPUT_NAME = "last_hidden_state"
-# Embeddings of the float32 graph may differ from torch's by at most this much (max abs, per dimension).
+# Embeddings / logits of the float32 graph may differ from torch's by at most this much (max abs).
 FLOAT_TOLERANCE = 1e-4
 CALIBRATION_BATCH = 32
-# Texts of several lengths the float32 graph is checked on (with up to 16 calibration texts, when given).
-CHECK_TEXTS = (
-    "A man is playing a guitar.",
-    "hello",
-    "The quick brown fox jumps over the lazy dog while the farmer watches from the porch of the old red barn.",
-    "Exports are checked against the torch model before they are kept.",
-    "",
-    "Numbers 1, 2 and 3; symbols #, @ and %.",
-)
 
 
-class _EncoderGraph(torch.nn.Module):
-    """The encoder with positional inputs in `names` order, returning the last hidden states only."""
+class GraphModule(torch.nn.Module):
+    """The module traced for either kind: `model` called with positional inputs in `names` order, returning only its
+    output `output` (`last_hidden_state` of a bi-encoder's encoder, `logits` of a cross-encoder's classifier)."""
 
-    def __init__(self, encoder: torch.nn.Module, names: list[str]) -> None:
+    def __init__(self, model: torch.nn.Module, names: list[str], output: str) -> None:
         super().__init__()
-        self.encoder, self.names = encoder, names
+        self.model, self.names, self.output = model, names, output
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        return self.encoder(**dict(zip(self.names, inputs, strict=True)), return_dict=True).last_hidden_state
+        """The one output of `model` on these inputs."""
+        return getattr(self.model(**dict(zip(self.names, inputs, strict=True)), return_dict=True), self.output)
 
 
 @dataclass
 class GraphSpec:
-    """What `write_graphs` exports and how it checks the result; one per kind of model (bi-encoders here,
-    cross-encoders in `hf_siamese.cross_encoder.export`).
+    """What `write_graphs` exports and how it checks the result; one per kind of model (hooks.py).
 
     Attributes:
-        module: the float32 CPU module traced: positional inputs in `names` order, one tensor out.
+        model: the float32 CPU module traced (in a `GraphModule`): called with the inputs by name, its output
+            `output_name` is the graph's.
         names: the graph's input names (what the tokenizer makes and the model accepts).
         output_name: the graph's output name.
         output_axes: the output's dynamic axes (`{0: "batch_size", ...}`).
@@ -65,10 +59,10 @@ class GraphSpec:
         check_items: what the float32 graph is checked on (texts, or pairs), calibration items added.
         calibration_batches: calibration items -> padded numpy input batches for static int8.
         agreement: `(torch results, int8 graph results) -> (value, log text)` for the int8 report.
-        what: the results' name in messages (`"embeddings"`, `"scores"`).
+        what: the results' name in messages (`"embeddings"`, `"logits"`).
     """
 
-    module: torch.nn.Module
+    model: torch.nn.Module
     names: list[str]
     output_name: str
     output_axes: dict[int, str]
@@ -96,39 +90,6 @@ def float_cpu_copy(model: Any) -> Any:
     return copy.deepcopy(model).to("cpu", torch.float32)
 
 
-def encoder_graph_spec(model: Any, tokenizer: Any) -> GraphSpec:
-    """The `GraphSpec` of a `SiameseBertModel`: its encoder, `last_hidden_state` out, embeddings compared."""
-    model = float_cpu_copy(model)
-    names = graph_inputs(model, tokenizer)
-    sample = tokenizer(
-        ["a short text", "a somewhat longer text to give the padding a shape"], padding=True, return_tensors="pt"
-    )
-
-    def compare(folder: Path, backend: str, file_name: str, texts: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        from .runtime import ExportedEncoder
-
-        encoder = ExportedEncoder(folder, backend=backend, file_name=file_name)
-        expected = model.encode(texts, tokenizer=tokenizer, convert_to_numpy=True)
-        return expected, encoder.encode(texts)
-
-    def agreement(expected: np.ndarray, got: np.ndarray) -> tuple[float, str]:
-        norms = np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1) + 1e-12
-        cosine = float(((expected * got).sum(1) / norms).mean())
-        return cosine, f"mean cosine similarity to the float32 embeddings {cosine:.4f}"
-
-    return GraphSpec(
-        module=_EncoderGraph(model.encoder, names),
-        names=names,
-        output_name=OUTPUT_NAME,
-        output_axes={0: "batch_size", 1: "sequence_length"},
-        sample={name: sample[name] for name in names},
-        compare=compare,
-        check_items=list(CHECK_TEXTS),
-        calibration_batches=lambda texts: calibration_batches(model, tokenizer, texts, names),
-        agreement=agreement,
-    )
-
-
 def write_graphs(
     spec: GraphSpec, folder: Path, format: str, quantize: str, calibration: list[Any] | None, opset: int
 ) -> None:
@@ -139,7 +100,7 @@ def write_graphs(
     if format == "onnx":
         check_float_graph(spec, folder, "onnx", ONNX_FILES["none"], calibration)
         if quantize != "none":
-            from .quantize_graphs import quantize_onnx
+            from .quantize import quantize_onnx
 
             batches = spec.calibration_batches(calibration) if quantize == "int8-static" else []
             quantize_onnx(onnx_path, folder / ONNX_FILES[quantize], quantize, batches)
@@ -153,22 +114,20 @@ def write_graphs(
     openvino.save_model(graph, str(xml), compress_to_fp16=False)
     check_float_graph(spec, folder, "openvino", OPENVINO_FILES["none"], calibration)
     if quantize != "none":
-        from .quantize_graphs import quantize_openvino
+        from .quantize import quantize_openvino
 
         batches = spec.calibration_batches(calibration) if calibration else None
         quantize_openvino(xml, folder / OPENVINO_FILES[quantize], quantize, batches)
         report_int8(spec, folder, "openvino", OPENVINO_FILES[quantize], calibration)
-    import shutil
-
     shutil.rmtree(scratch, ignore_errors=True)
 
 
 def export_onnx(spec: GraphSpec, path: Path, opset: int) -> None:
-    """`torch.onnx.export` of `spec.module` (TorchScript exporter: no extra dependency, and it records the dynamic
-    batch and sequence axes as named dimensions)."""
+    """`torch.onnx.export` of `spec.model` in a `GraphModule` (TorchScript exporter: no extra dependency, and it
+    records the dynamic batch and sequence axes as named dimensions)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     inputs = tuple(spec.sample[name] for name in spec.names)
-    module = spec.module
+    module = GraphModule(spec.model, spec.names, spec.output_name)
     was_training = module.training
     module.eval()
     axes = {name: {0: "batch_size", 1: "sequence_length"} for name in spec.names}
@@ -189,20 +148,6 @@ def export_onnx(spec: GraphSpec, path: Path, opset: int) -> None:
             )
     finally:
         module.train(was_training)  # the exporter leaves the module in training mode
-
-
-def calibration_batches(
-    model: Any, tokenizer: Any, texts: list[str] | None, names: list[str]
-) -> list[dict[str, np.ndarray]]:
-    """The calibration texts as the model would see them (prompt, lowercasing, max length), in padded batches."""
-    from ..modeling.batching import tokenize_sorted
-
-    if not texts:
-        return []
-    prompt = model.resolve_prompt()
-    inputs = [model.prepare_text(text, prompt) for text in texts]
-    batches, _, _ = tokenize_sorted(inputs, tokenizer, model.config.effective_max_seq_length, CALIBRATION_BATCH)
-    return [{name: batch[name].numpy() for name in names} for batch in batches]
 
 
 def _compare(

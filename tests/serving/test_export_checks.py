@@ -14,9 +14,9 @@ import time
 import pytest
 from conftest import SENTENCES, make_tiny_model
 
+from hf_siamese import serving as export_module
 from hf_siamese.cli import main
-from hf_siamese.formats import export as export_module
-from hf_siamese.formats.export import export_model
+from hf_siamese.serving import export_model
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ KILLED_EXPORT = textwrap.dedent(
     from pathlib import Path
     from transformers import BertConfig
     from hf_siamese import SiameseBertConfig, SiameseBertModel
-    from hf_siamese.formats import export
+    from hf_siamese.serving import export
 
     def stuck(model, folder, tokenizer):
         (folder / "model.safetensors").write_bytes(b"0" * 1000)

@@ -1,44 +1,29 @@
-"""`ExportedEncoder`: `encode` over a folder written by `export_model`, on ONNX Runtime or OpenVINO instead of torch.
+"""The runtime of an exported graph, for either kind of model: a runner over ONNX Runtime or OpenVINO that several
+threads may call at once (`open_graph`), the checks of a graph against its folder, and `ExportedGraph`, what
+`ExportedEncoder` (encoder.py) and `ExportedCrossEncoder` (reranker.py) share: the settings, the graph file found
+and opened, its inputs and output width checked. `load_exported` (exported.py) picks the class by the folder.
 
-Everything around the graph is the torch `encode`'s: the prompts, lowercasing and maximum length of the folder's
-pipeline files, texts tokenized once and batched by exact token length (each batch pads only to its own longest
-text), repeated texts embedded once, pooling / Dense layers / normalization from `pool_token_states` and the
-model's own head, results in input order. On the CPU several batches run at once, one thread each (as the torch
-`encode` does with `cpu_workers`): ONNX Runtime sessions and OpenVINO streams both allow it.
+On the CPU several batches run at once, one thread each (as the torch `encode` does with `cpu_workers`): ONNX Runtime
+sessions and OpenVINO streams both allow it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..modeling.batching import SortedBatches
-from ..modeling.configuration_siamese import SiameseBertConfig
-from ..modeling.encoding import (
-    SiameseEncodingMixin,
-    checked_texts,
-    in_input_order,
-    native_low_precision,
-    prompt_token_count,
-)
-from ..modeling.modeling_siamese import SiameseBertModel
-from ..modeling.pooling import SiameseProjection
-from .export_names import ONNX_FILES, OPENVINO_FILES, require
-from .sentence_transformers_read import read_layout
+from ..modeling.encoding import native_low_precision
+from .names import ONNX_FILES, OPENVINO_FILES, require
 
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("onnx", "openvino")
 PRECISIONS = ("f32", "bf16")
-OUTPUT_NAME = "last_hidden_state"
 _WARNED: set[str] = set()
 
 
@@ -46,122 +31,53 @@ class ExportedGraphError(ValueError):
     """An exported graph that is missing, unreadable, or does not fit its folder; the message names the file."""
 
 
-class ExportedEncoder:
-    """Sentence embeddings from an exported folder (`export_model(..., format="onnx" | "openvino")`).
+class ExportedGraph:
+    """The graph half of `ExportedEncoder` and `ExportedCrossEncoder`: a subclass names its graph's output
+    (`output_name`), itself in messages (`owner`), what its output's last axis is (`width_name`, the config setting
+    it must equal) and what a graph without that output may be (`output_hint`), reads its folder (config,
+    tokenizer), then calls `_open_graph`."""
 
-    Args:
-        folder: the export folder (the plain sentence-transformers layout plus `onnx/` or `openvino/`).
-        backend: `"onnx"` (ONNX Runtime) or `"openvino"`.
-        file_name: the graph inside `folder`; defaults to the float32 one (`onnx/model.onnx`,
-            `openvino/openvino_model.xml`); e.g. `"onnx/model_qint8_dynamic.onnx"` for an int8 export.
-        precision: OpenVINO's inference precision: `"f32"` (default: the embeddings of the torch model, within
-            1e-4) or `"bf16"` (faster on CPUs with AVX512-BF16 / AMX; on others float32 runs, with a log line saying
-            so). OpenVINO itself would pick bf16 on such CPUs; here the choice is explicit.
-        threads: CPU threads in all (default: torch's thread count).
-        workers: batches run at once, each on `threads // workers` threads (default: `threads`, one thread each).
-    """
+    output_name: str
+    owner: str
+    width_name: str
+    output_hint: str = ""
+    tokenizer: Any
 
-    def __init__(
+    def _open_graph(
         self,
-        folder: str | os.PathLike,
-        backend: str = "onnx",
-        *,
-        file_name: str | None = None,
-        precision: str = "f32",
-        threads: int | None = None,
-        workers: int | None = None,
+        folder: Path,
+        backend: str,
+        file_name: str | None,
+        precision: str,
+        threads: int | None,
+        workers: int | None,
+        width: int,
     ) -> None:
-        from transformers import AutoTokenizer
-
-        check_settings(backend, precision, "ExportedEncoder")
-        folder = Path(folder)
-        if not (folder / "modules.json").is_file():
-            raise FileNotFoundError(
-                f"ExportedEncoder: {str(folder)!r} has no modules.json; give a folder written by export_model "
-                "(hf-siamese export)."
-            )
-        layout = read_layout(folder)
-        encoder_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        self.config = SiameseBertConfig(encoder_config=encoder_config, **layout.settings)
-        self.projections = torch.nn.ModuleList(SiameseProjection(**spec) for spec in self.config.projections)
-        if layout.projection_state:
-            self.load_projections(layout.projection_state)
-        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        """Find and open `file_name` (default: the float32 graph of `backend`) in `folder` with `threads` CPU threads,
+        `workers` batches at once; check its inputs against the tokenizer and its output's width against `width`."""
         self.folder, self.backend = folder, backend
         self.file_name = file_name or (ONNX_FILES if backend == "onnx" else OPENVINO_FILES)["none"]
         self.threads = threads or torch.get_num_threads()
         self.workers = max(1, min(workers or self.threads, self.threads))
-        path = find_graph(folder, backend, self.file_name, "ExportedEncoder")
-        self._runner = open_graph(path, backend, precision, self.threads, self.workers, OUTPUT_NAME, "ExportedEncoder")
-        self._check_graph(path)
-
-    # The prompt and text handling and the head (pooling, projections, truncation, normalization) are the model's.
-    resolve_prompt = SiameseEncodingMixin.resolve_prompt
-    prepare_text = SiameseEncodingMixin.prepare_text
-    _head = SiameseBertModel._head
-
-    def load_projections(self, state: dict[str, torch.Tensor]) -> None:
-        own = {f"projections.{k}": v for k, v in self.projections.state_dict().items()}
-        if set(own) != set(state):
-            raise ExportedGraphError(f"{self.folder}: Dense weights {sorted(state)} do not match modules.json")
-        self.projections.load_state_dict({k.removeprefix("projections."): v for k, v in state.items()})
-
-    def _check_graph(self, path: Path) -> None:
-        """The graph's inputs are ones the tokenizer makes, and its output has this folder's hidden size."""
-        inputs, width = checked_signature(
-            self._runner, self.tokenizer, self.folder, path, OUTPUT_NAME, "ExportedEncoder"
+        path = find_graph(folder, backend, self.file_name, self.owner)
+        self._runner = open_graph(path, backend, precision, self.threads, self.workers, self.output_name, self.owner)
+        inputs, found = checked_signature(
+            self._runner, self.tokenizer, folder, path, self.output_name, self.owner, self.output_hint
         )
-        hidden = self.config.hidden_size
-        if width is not None and width != hidden:
+        if found is not None and found != width:
             raise ExportedGraphError(
-                f"ExportedEncoder: {path} returns token states of width {width}, but {self.folder}/config.json says "
-                f"hidden_size={hidden} (the graph belongs to another model)."
+                f"{self.owner}: {path} returns {self.output_name} of width {found}, but {folder}/config.json says "
+                f"{self.width_name}={width} (the graph belongs to another model)."
             )
         self.input_names = inputs
 
-    def encode(
-        self,
-        texts: str | Sequence[str],
-        batch_size: int = 64,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        convert_to_numpy: bool = True,
-        show_progress_bar: bool = False,
-    ) -> np.ndarray | torch.Tensor:
-        """`(len(texts), dim)` float32 embeddings (`(dim,)` for one string), as `SiameseBertModel.encode` gives."""
-        texts, single = checked_texts(texts, batch_size)
-        prompt = self.resolve_prompt(prompt_name, prompt)
-        if not texts:
-            empty = torch.empty(0, self.config.embedding_size)
-            return empty.numpy() if convert_to_numpy else empty
-        unique = list(dict.fromkeys(texts))
-        inputs = [self.prepare_text(text, prompt) for text in unique]
-        prompt_length = prompt_token_count(self.tokenizer, self.prepare_text("", prompt)) if prompt else None
-        source = SortedBatches(inputs, self.tokenizer, self.config.effective_max_seq_length, batch_size)
-        progress = None
-        if show_progress_bar:
-            from tqdm.auto import tqdm
-
-            progress = tqdm(total=len(source), desc="Encoding", unit="batch")
-
-        def embed(batch: dict[str, torch.Tensor]) -> torch.Tensor:
-            states = self._runner.run({name: batch[name].numpy() for name in self.input_names})
-            with torch.no_grad():
-                return self._head(torch.from_numpy(states).float(), batch["attention_mask"], prompt_length)
-
-        # The torch encode's batch runner: `workers` batches at a time, each on its own thread (it sets torch's
-        # thread count to 1 for them, restored here).
-        threads = torch.get_num_threads()
-        try:
-            positions, chunks = SiameseEncodingMixin._run_batches(
-                embed, source, min(self.workers, len(source)), progress
-            )
-        finally:
-            torch.set_num_threads(threads)
-            if progress is not None:
-                progress.close()
-        embeddings = in_input_order(positions, chunks, texts, unique, single)
-        return embeddings.numpy() if convert_to_numpy else embeddings
+    def _run(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        """The graph's output for a tokenized batch (`token_type_ids` all 0 where the tokenizer made none)."""
+        inputs = {}
+        for name in self.input_names:
+            value = batch.get(name)
+            inputs[name] = (torch.zeros_like(batch["input_ids"]) if value is None else value).numpy()
+        return self._runner.run(inputs)
 
 
 def check_settings(backend: str, precision: str, owner: str) -> None:
@@ -239,9 +155,7 @@ def open_graph(
 class _OnnxRunner:
     """One ONNX Runtime session; `run` may be called from several threads at once."""
 
-    def __init__(
-        self, path: Path, threads: int, output_name: str = OUTPUT_NAME, owner: str = "ExportedEncoder"
-    ) -> None:
+    def __init__(self, path: Path, threads: int, output_name: str, owner: str) -> None:
         import onnxruntime
 
         self.output_name = output_name
@@ -273,8 +187,8 @@ class _OpenVinoRunner:
         precision: str,
         threads: int,
         workers: int,
-        output_name: str = OUTPUT_NAME,
-        owner: str = "ExportedEncoder",
+        output_name: str,
+        owner: str,
     ) -> None:
         import openvino
 
@@ -311,9 +225,11 @@ class _OpenVinoRunner:
 
 __all__ = [
     "BACKENDS",
-    "ExportedEncoder",
+    "ExportedGraph",
     "ExportedGraphError",
     "PRECISIONS",
+    "check_settings",
+    "checked_signature",
     "effective_precision",
     "find_graph",
     "open_graph",

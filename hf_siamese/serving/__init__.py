@@ -1,0 +1,49 @@
+"""Serving, for both kinds of model: exporting a bi-encoder or a cross-encoder (`export_model`: the plain layout TEI
+and sentence-transformers read, ONNX / OpenVINO graphs, int8) and running the exported graphs (`ExportedEncoder`,
+`ExportedCrossEncoder`, or `load_exported`, which picks by the folder). Imports modeling, storage, formats,
+retrieval and cross_encoder; only cli imports it (the package root re-exports its public names).
+
+Modules: `export` (the one export path and its option checks), `hooks` (what differs by kind: layout, graph spec,
+calibration items), `graphs` (the traced module, the ONNX / OpenVINO graphs and their check), `quantize` (int8),
+`runtime` (ONNX Runtime / OpenVINO runners and `ExportedGraph`, what both exported classes share), `encoder`,
+`reranker`, `loader`, `names` (formats, file names, extras).
+"""
+
+from .encoder import ExportedEncoder
+from .export import export_cross_encoder, export_model
+from .loader import load_exported
+from .names import (
+    DEFAULT_CALIBRATION_SIZE,
+    EXTRAS,
+    FORMATS,
+    ONNX_FILES,
+    ONNX_OPSETS,
+    OPENVINO_FILES,
+    QUANTIZATION,
+    TEI_MODEL_TYPES,
+    TEI_POOLING,
+    MissingExtraError,
+)
+from .reranker import ExportedCrossEncoder
+from .runtime import BACKENDS, PRECISIONS, ExportedGraphError
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_CALIBRATION_SIZE",
+    "EXTRAS",
+    "ExportedCrossEncoder",
+    "ExportedEncoder",
+    "ExportedGraphError",
+    "FORMATS",
+    "MissingExtraError",
+    "ONNX_FILES",
+    "ONNX_OPSETS",
+    "OPENVINO_FILES",
+    "PRECISIONS",
+    "QUANTIZATION",
+    "TEI_MODEL_TYPES",
+    "TEI_POOLING",
+    "export_cross_encoder",
+    "export_model",
+    "load_exported",
+]
