@@ -25,7 +25,7 @@ def run_eval(args: argparse.Namespace) -> int:
     BEIR folder: the IR table instead."""
     from ..data.beir import is_beir_folder
     from ..data.readers import load_demo_dataset, read_text_lines
-    from ..metrics import paired_similarities, sts_metrics_from_embeddings
+    from ..metrics import EmbeddingSimilarityEvaluator, paired_similarities
     from .index import lexical_settings
 
     if args.data is not None and is_beir_folder(args.data):
@@ -57,15 +57,13 @@ def run_eval(args: argparse.Namespace) -> int:
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
-    left = list(data[first])
-    right = list(data[second])
     gold = list(data[score])
     score_range = score_range or infer_score_range(gold, name)
-    embeddings = model.encode(
-        left + right, tokenizer=tokenizer, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=True
-    )
-    e1, e2 = embeddings[: len(left)], embeddings[len(left) :]
-    metrics = sts_metrics_from_embeddings(e1, e2, gold, score_range=score_range, percent=True)
+    evaluator = EmbeddingSimilarityEvaluator(
+        list(data[first]), list(data[second]), gold, score_range=score_range, tokenizer=tokenizer,
+        batch_size=args.batch_size, percent=True, show_progress_bar=True,
+    )  # fmt: skip
+    metrics = evaluator(model)
 
     print(f"STS evaluation of {args.model or default_model_path()}")
     print(f"on {name}: {len(gold)} pairs, scores {score_range[0]:g}..{score_range[1]:g}")
@@ -76,7 +74,7 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.plot:
         from ..plots import plot_similarity_scatter
 
-        predicted = paired_similarities(e1, e2, "cosine")
+        predicted = paired_similarities(*evaluator.last_embeddings, "cosine")
         written = plot_similarity_scatter(predicted, gold, args.plot, title=f"Cosine similarity vs gold: {name}")
         print(f"scatter plot: {written}")
     if sentences is not None:
@@ -93,7 +91,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split; with
     --rerank, each metric@k of the first stage and of the two stages side by side."""
     from ..data.beir import read_beir
-    from ..retrieval.evaluation import evaluate_retrieval
+    from ..retrieval.evaluation import RetrievalEvaluator
     from ..retrieval.hybrid import check_first_stage
     from .index import lexical_settings
     from .search import rerank_options
@@ -121,12 +119,13 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     if index is not None:
         index.check_first_stage(first_stage, fusion, dense_weight)
     model, tokenizer = _retrieval_model(args, first_stage, reranker, index)
-    metrics = evaluate_retrieval(
-        model, data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
+    evaluator = RetrievalEvaluator(
+        data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
         rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=fusion, dense_weight=dense_weight,
         lexical_settings=settings, index=index, first_stage_weight=None if reranker is None else weight,
         stage_weights=stages,
     )  # fmt: skip
+    metrics = evaluator(model)
     model_name = (
         "BM25" if model is None else args.model or (index.model_name if index else None) or default_model_path()
     )

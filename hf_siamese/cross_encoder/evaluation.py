@@ -1,8 +1,10 @@
 """Evaluation of cross-encoders: reranking a first stage's candidates (nDCG@10, MRR@10 of the reranked lists and of
 the first stage, side by side), STS correlations of a regression cross-encoder, accuracy of a classifier.
 
-`CrossEncoderTrainer` reports these for its eval sets (`RerankingDataset`, or pair rows with labels); the functions
-also work on their own with any object that has `predict(pairs, batch_size=, show_progress_bar=)` (our
+`CrossEncoderTrainer` reports these for its eval sets (`RerankingDataset`, or pair rows with labels). The pair
+metrics are evaluators (`hf_siamese.metrics.Evaluator`: `PairScoreEvaluator`, `PairClassificationEvaluator`; the
+reranking one is `evaluators.RerankingEvaluator`), and `evaluate_scores` / `evaluate_classification` call them; all
+work on their own with any object that has `predict(pairs, batch_size=, show_progress_bar=)` (our
 `CrossEncoder`, sentence-transformers' `CrossEncoder`, a test stub). The metric definitions are the ones of
 `hf_siamese.metrics` (`retrieval_metrics`, `sts_correlations`), not written again here.
 """
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..data.beir import RetrievalDataset
+from ..metrics.evaluator import Evaluator
 
 RERANK_K_VALUES = (10,)  # nDCG@10 / MRR@10: the BEIR headline numbers
 DEFAULT_RERANK_TOP = 100  # first-stage candidates per query
@@ -54,7 +57,7 @@ class RerankingDataset:
 
     def __post_init__(self) -> None:
         where = f"RerankingDataset {self.name!r}"
-        judged = [q for q, relevance in self.qrels.items() if any(value > 0 for value in relevance.values())]
+        judged = self.judged_queries()
         if not judged:
             raise ValueError(f"{where}: no query has a relevant document (qrels relevance > 0); nothing to evaluate.")
         for query in judged:
@@ -96,7 +99,9 @@ class RerankingDataset:
 
     def judged_queries(self) -> list[str]:
         """The ids of the queries evaluated (those with a relevant document), in qrels order."""
-        return [q for q, relevance in self.qrels.items() if any(value > 0 for value in relevance.values())]
+        from ..metrics import judged_queries
+
+        return judged_queries(self.qrels)
 
     @classmethod
     def from_first_stage(
@@ -165,6 +170,7 @@ def _first_stage(
 ) -> tuple[dict[str, tuple[list[str], list[float]]], dict[str, dict[str, list[float | None]]]]:
     """query id -> (candidate ids, first-stage scores), and (hybrid: `(fusion, dense_weight, lexical_settings)`)
     query id -> each stage's own scores of the candidates."""
+    from ..metrics import judged_queries
     from ..retrieval.evaluation import embed_retrieval_set, lexical_run
     from ..retrieval.exact import exact_search
     from ..retrieval.hybrid import fuse, stage_scores
@@ -174,7 +180,7 @@ def _first_stage(
     query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
         bi_encoder, dataset, tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar
     )
-    judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
+    judged = judged_queries(dataset.qrels)
     row = {query_id: i for i, query_id in enumerate(query_ids)}
     depth = min(top_k, len(corpus_ids))
     scores, found = exact_search(
@@ -235,6 +241,102 @@ def _pairs_of(pairs: Any) -> list[tuple[str, str]]:
     return rows
 
 
+class _PairEvaluator(Evaluator):
+    """What the pair evaluators share: checked (text, text) pairs, one expected value each, and the scoring."""
+
+    expected_name, expected_unit = "labels", "entries"
+
+    def __init__(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        expected: Sequence[Any],
+        *,
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        name: str = "",
+        **predict_kwargs: Any,
+    ) -> None:
+        self.pairs = _pairs_of(pairs)
+        if len(expected) != len(self.pairs):
+            what = f"{self.expected_name} has {len(expected)} {self.expected_unit}"
+            raise ValueError(f"{what} for {len(self.pairs)} pairs")
+        self.batch_size, self.show_progress_bar = batch_size, show_progress_bar
+        self.name, self.predict_kwargs = name, predict_kwargs
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def scores(self, model: Any) -> np.ndarray:
+        """The model's score(s) of each pair, in one `predict` call."""
+        return score_pairs(model, self.pairs, self.batch_size, self.show_progress_bar, **self.predict_kwargs)
+
+
+class PairScoreEvaluator(_PairEvaluator):
+    """STS metrics of a regression cross-encoder (one output): `spearman` and `pearson` (in [-1, 1]) between its
+    scores of `pairs` (after its activation) and the `gold` scores, by `hf_siamese.metrics.sts_correlations`. An
+    evaluator: `PairScoreEvaluator(pairs, gold)(cross_encoder)`; primary metric `spearman`. `predict_kwargs` (and
+    `batch_size`, `show_progress_bar`, `name`) as for `PairClassificationEvaluator`."""
+
+    primary_metric = "spearman"
+    expected_name, expected_unit = "gold", "scores"
+
+    def __init__(self, pairs: Sequence[tuple[str, str]], gold: Sequence[float], **settings: Any) -> None:
+        super().__init__(pairs, gold, **settings)
+        self.gold = gold
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        """`{"spearman", "pearson"}` of `model` (anything with `predict(pairs, batch_size=, show_progress_bar=)`)."""
+        from ..metrics import sts_correlations
+
+        scores = self.scores(model)
+        if scores.ndim != 1:
+            raise ValueError(f"STS needs a one-output cross-encoder; its scores have shape {scores.shape}")
+        return sts_correlations(scores, np.asarray(self.gold, dtype=np.float64))
+
+
+class PairClassificationEvaluator(_PairEvaluator):
+    """`accuracy` of a classifier cross-encoder on labelled pairs: the arg-max output of a several-output model
+    against class ids (or names, through `label2id`); for a one-output model, a score above `threshold` (after its
+    activation: 0.5 for sigmoid) against 0/1 labels. An evaluator:
+    `PairClassificationEvaluator(pairs, labels)(cross_encoder)`; primary metric `accuracy`. `batch_size` and
+    `show_progress_bar` and other `predict_kwargs` go to the model's `predict`; `name` is the logging prefix."""
+
+    primary_metric = "accuracy"
+
+    def __init__(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        labels: Sequence[int | str],
+        *,
+        label2id: Mapping[str, int] | None = None,
+        threshold: float = 0.5,
+        **settings: Any,
+    ) -> None:
+        super().__init__(pairs, labels, **settings)
+        self.labels = [_class_id(row, label, label2id) for row, label in enumerate(labels)]
+        self.threshold = threshold
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        """`{"accuracy"}` of `model` (anything with `predict(pairs, batch_size=, show_progress_bar=)`)."""
+        scores = self.scores(model)
+        predicted = (scores > self.threshold).astype(np.int64) if scores.ndim == 1 else scores.argmax(axis=1)
+        width = 2 if scores.ndim == 1 else scores.shape[1]
+        bad = next(((row, label) for row, label in enumerate(self.labels) if not 0 <= label < width), None)
+        if bad is not None:
+            raise ValueError(f"labels[{bad[0]}] = {bad[1]} is outside the model's {width} classes")
+        return {"accuracy": float(np.mean(predicted == np.asarray(self.labels)))}
+
+
+def _class_id(row: int, label: Any, label2id: Mapping[str, int] | None) -> int:
+    if isinstance(label, str):
+        if not label2id or label not in label2id:
+            raise ValueError(f"labels[{row}] = {label!r} is not a known class name ({sorted(label2id or {})})")
+        label = label2id[label]
+    if isinstance(label, bool) or not float(label).is_integer():
+        raise ValueError(f"labels[{row}] = {label!r}: expected a class id (an int) or a class name")
+    return int(label)
+
+
 def evaluate_scores(
     model: Any,
     pairs: Sequence[tuple[str, str]],
@@ -244,17 +346,12 @@ def evaluate_scores(
     show_progress_bar: bool = False,
     **predict_kwargs: Any,
 ) -> dict[str, float]:
-    """STS metrics of a regression cross-encoder (one output): `spearman` and `pearson` (in [-1, 1]) between its
-    scores of `pairs` (after its activation) and the `gold` scores, by `hf_siamese.metrics.sts_correlations`."""
-    from ..metrics import sts_correlations
-
-    rows = _pairs_of(pairs)
-    if len(gold) != len(rows):
-        raise ValueError(f"gold has {len(gold)} scores for {len(rows)} pairs")
-    scores = score_pairs(model, rows, batch_size, show_progress_bar, **predict_kwargs)
-    if scores.ndim != 1:
-        raise ValueError(f"STS needs a one-output cross-encoder; its scores have shape {scores.shape}")
-    return sts_correlations(scores, np.asarray(gold, dtype=np.float64))
+    """STS metrics of a regression cross-encoder: `PairScoreEvaluator(pairs, gold, ...)(model)`, `spearman` and
+    `pearson` (in [-1, 1])."""
+    evaluator = PairScoreEvaluator(
+        pairs, gold, batch_size=batch_size, show_progress_bar=show_progress_bar, **predict_kwargs
+    )
+    return evaluator(model)
 
 
 def evaluate_classification(
@@ -268,34 +365,21 @@ def evaluate_classification(
     show_progress_bar: bool = False,
     **predict_kwargs: Any,
 ) -> dict[str, float]:
-    """`accuracy` of a classifier cross-encoder on labelled pairs: the arg-max output of a several-output model
-    against class ids (or names, through `label2id`); for a one-output model, a score above `threshold` (after its
-    activation: 0.5 for sigmoid) against 0/1 labels."""
-    rows = _pairs_of(pairs)
-    if len(labels) != len(rows):
-        raise ValueError(f"labels has {len(labels)} entries for {len(rows)} pairs")
-    ids = []
-    for row, label in enumerate(labels):
-        if isinstance(label, str):
-            if not label2id or label not in label2id:
-                raise ValueError(f"labels[{row}] = {label!r} is not a known class name ({sorted(label2id or {})})")
-            label = label2id[label]
-        if isinstance(label, bool) or not float(label).is_integer():
-            raise ValueError(f"labels[{row}] = {label!r}: expected a class id (an int) or a class name")
-        ids.append(int(label))
-    scores = score_pairs(model, rows, batch_size, show_progress_bar, **predict_kwargs)
-    predicted = (scores > threshold).astype(np.int64) if scores.ndim == 1 else scores.argmax(axis=1)
-    width = 2 if scores.ndim == 1 else scores.shape[1]
-    bad = next(((row, label) for row, label in enumerate(ids) if not 0 <= label < width), None)
-    if bad is not None:
-        raise ValueError(f"labels[{bad[0]}] = {bad[1]} is outside the model's {width} classes")
-    return {"accuracy": float(np.mean(predicted == np.asarray(ids)))}
+    """`accuracy` of a classifier cross-encoder on labelled pairs: `PairClassificationEvaluator(pairs, labels,
+    ...)(model)` (see there)."""
+    evaluator = PairClassificationEvaluator(
+        pairs, labels, label2id=label2id, threshold=threshold, batch_size=batch_size,
+        show_progress_bar=show_progress_bar, **predict_kwargs,
+    )  # fmt: skip
+    return evaluator(model)
 
 
 __all__ = [
     "DEFAULT_RERANK_TOP",
     "RERANK_K_VALUES",
     "FUSION_WEIGHTS",
+    "PairClassificationEvaluator",
+    "PairScoreEvaluator",
     "RerankingDataset",
     "evaluate_classification",
     "evaluate_scores",

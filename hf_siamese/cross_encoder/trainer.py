@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
+from ..metrics.evaluator import is_evaluator
 from ..training.streaming import first_rows, is_stream
 from ..training.throughput import ThroughputLogMixin
 from ..training.trainer_setup import (
@@ -135,6 +136,7 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
         for name, dataset in eval_sets.items():
             checkable = dataset is not None and not is_stream(dataset) and not isinstance(dataset, RerankingDataset)
+            checkable = checkable and not is_evaluator(dataset)
             if isinstance(data_collator, CrossEncoderCollator) and checkable:
                 check_rows(dataset, data_collator, self.loss, num_labels, name)
         start_trainer(

@@ -4,11 +4,13 @@ where the eval rows fit it, plus
 * reranking sets (`RerankingDataset`): `{prefix}_ndcg@10`, `{prefix}_mrr@10` of the reranked first-stage candidates,
   `{prefix}_first_stage_ndcg@10`, ... and `{prefix}_ndcg@10_delta` (negative: the reranker lowers the first stage);
 * labelled pairs: `{prefix}_spearman` / `{prefix}_pearson` for a one-output model with graded scores,
-  `{prefix}_accuracy` for a classifier (class ids) or a one-output model with 0/1 labels.
+  `{prefix}_accuracy` for a classifier (class ids) or a one-output model with 0/1 labels;
+* any evaluator given as an eval set (`hf_siamese.cross_encoder.evaluators`, or one of your own): its numbers.
 
 Every number comes from `CrossEncoder.predict` on the model being trained (the scoring path a user deploys), with
-the collator's tokenizer and `max_length`. `load_best_model_at_end=True, metric_for_best_model="ndcg@10"` keeps the
-checkpoint that reranks best.
+the collator's tokenizer and `max_length`: the evaluators (`hf_siamese.cross_encoder.evaluators`) are called with
+`scorer()`. `load_best_model_at_end=True` keeps the checkpoint best by the evaluator's primary metric (`ndcg@10` on a
+reranking set) unless `metric_for_best_model` names another.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import numpy as np
 
 from ..training.trainer_evaluation import WholeSetEvaluationMixin
 from .collator import CrossEncoderCollator
-from .evaluation import RerankingDataset, evaluate_classification, evaluate_scores
-from .fusion_weights import evaluate_reranking
+from .evaluation import PairClassificationEvaluator, PairScoreEvaluator, RerankingDataset
+from .evaluators import RerankingEvaluator
 from .losses import PAIRS
 
 
@@ -36,11 +38,15 @@ class CrossEncoderEvaluationMixin(WholeSetEvaluationMixin):
 
     whole_sets = RerankingDataset
 
-    def whole_set_metrics(self, dataset: RerankingDataset) -> dict[str, float]:
-        return self.reranking_metrics(dataset)
+    def evaluator_for(self, dataset: RerankingDataset) -> RerankingEvaluator:
+        """The `RerankingEvaluator` of a reranking set, at the eval batch size (a progress bar on the main process:
+        a dev pass is long)."""
+        shown = not self.args.disable_tqdm and self.is_world_process_zero()
+        return RerankingEvaluator(dataset, batch_size=self.args.eval_batch_size, show_progress_bar=shown)
 
-    def row_metrics(self, dataset: Any) -> dict[str, float]:
-        return self.pair_metrics(dataset)
+    def evaluation_model(self) -> Any:
+        """The cross-encoder evaluators score with `predict`: the `scorer` of the model being trained."""
+        return self.scorer()
 
     def scorer(self) -> Any:
         """A `CrossEncoder` over the (unwrapped) model being trained, with the collator's tokenizer and max_length."""
@@ -55,23 +61,23 @@ class CrossEncoderEvaluationMixin(WholeSetEvaluationMixin):
 
     def reranking_metrics(self, dataset: RerankingDataset) -> dict[str, float]:
         """`evaluate_reranking` of the model being trained (every process computes the same numbers)."""
-        shown = not self.args.disable_tqdm and self.is_world_process_zero()  # a dev pass is long: say where it is
-        return evaluate_reranking(self.scorer(), dataset, batch_size=self.args.eval_batch_size, show_progress_bar=shown)
+        return self.run_evaluator(self.evaluator_for(dataset))
 
-    def pair_metrics(self, dataset: Any) -> dict[str, float]:
-        """On labelled pair rows (query, document, label): `spearman` and `pearson` for a one-output model with graded
-        labels (more than two values), `accuracy` for a classifier or 0/1 labels; `{}` for other rows."""
+    def rows_evaluator(self, dataset: Any) -> PairScoreEvaluator | PairClassificationEvaluator | None:
+        """On labelled pair rows (query, document, label): `PairScoreEvaluator` (`spearman`, `pearson`) for a
+        one-output model with graded labels (more than two values), `PairClassificationEvaluator` (`accuracy`) for a
+        classifier or 0/1 labels; None for other rows."""
         collator = self.data_collator
         if not isinstance(collator, CrossEncoderCollator) or not hasattr(dataset, "column_names"):
-            return {}
+            return None
         if not hasattr(dataset, "__len__") or len(dataset) < 2:  # a stream, or too few rows for a metric
-            return {}
+            return None
         layout = collator.layout(list(dataset.column_names), dataset[0])
         if layout.shape != PAIRS or layout.label is None:
-            return {}
+            return None
         rows = collator.read_rows(dataset.to_list() if hasattr(dataset, "to_list") else list(dataset))
         if rows.labels is None:
-            return {}
+            return None
         labels = rows.labels.numpy()
         pairs = list(zip(rows.queries, rows.documents, strict=True))
         model = self.scorer()
@@ -79,10 +85,15 @@ class CrossEncoderEvaluationMixin(WholeSetEvaluationMixin):
         if model.num_labels > 1 or set(np.unique(labels).tolist()) <= {0.0, 1.0}:
             threshold = 0.5 if model.activation == "sigmoid" else 0.0  # a logit of 0 is a probability of 0.5
             ids = labels.astype(np.int64).tolist()
-            return evaluate_classification(model, pairs, ids, threshold=threshold, batch_size=size)
+            return PairClassificationEvaluator(pairs, ids, threshold=threshold, batch_size=size)
         if np.unique(labels).size < 2:
-            return {}
-        return evaluate_scores(model, pairs, labels.tolist(), batch_size=size)
+            return None
+        return PairScoreEvaluator(pairs, labels.tolist(), batch_size=size)
+
+    def pair_metrics(self, dataset: Any) -> dict[str, float]:
+        """On labelled pair rows: the numbers of `rows_evaluator` (`spearman` and `pearson`, or `accuracy`); `{}` for
+        other rows."""
+        return self.row_metrics(dataset)
 
 
 __all__ = ["CrossEncoderEvaluationMixin"]

@@ -2,6 +2,9 @@
 (`evaluate.load(RETRIEVAL)`: nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k of rankings; ranking a corpus is
 `hf_siamese.retrieval.exact_search`).
 
+The evaluator contract (`Evaluator`: `evaluator(model) -> dict[str, float]` with a `primary_metric`) and the STS
+evaluator of a bi-encoder are in `evaluator.py`, imported with the package (it does not import `evaluate`).
+
 The functions live in the metric scripts themselves, which evaluate copies and imports on their own; importing them
 pulls in `evaluate` (seconds), so they are loaded on first use rather than with the package.
 """
@@ -9,6 +12,14 @@ pulls in `evaluate` (seconds), so they are loaded on first use rather than with 
 import importlib
 import os
 from typing import Any
+
+from .evaluator import (
+    EmbeddingSimilarityEvaluator,
+    Evaluator,
+    evaluator_primary_key,
+    is_evaluator,
+    prefixed_metrics,
+)
 
 # `evaluate.load` accepts a folder holding a script of the same name; it never touches the network for a local
 # path, so this works with HF_HUB_OFFLINE=1.
@@ -26,6 +37,7 @@ _FROM_SCRIPT = (
 _FROM_RETRIEVAL_SCRIPT = (
     "DEFAULT_K_VALUES",
     "Retrieval",
+    "judged_queries",
     "retrieval_metrics",
 )
 
@@ -40,4 +52,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["RETRIEVAL", "STS_SPEARMAN", *_FROM_SCRIPT, *_FROM_RETRIEVAL_SCRIPT]
+__all__ = [
+    "RETRIEVAL",
+    "STS_SPEARMAN",
+    "EmbeddingSimilarityEvaluator",
+    "Evaluator",
+    "evaluator_primary_key",
+    "is_evaluator",
+    "prefixed_metrics",
+    *_FROM_SCRIPT,
+    *_FROM_RETRIEVAL_SCRIPT,
+]

@@ -1,4 +1,5 @@
-"""The IR metrics of a model on a retrieval set (what `SiameseTrainer` reports for such an eval set).
+"""The IR metrics of a model on a retrieval set (`RetrievalEvaluator`, what `SiameseTrainer` reports for such an eval
+set and `hf-siamese eval` prints for a BEIR folder; `evaluate_retrieval` calls it).
 
 The sets themselves are read by `hf_siamese.data.beir`; the metric definitions and the exact chunked search live in
 the `evaluate` module `hf_siamese.metrics.RETRIEVAL`; hard-negative mining is in `hf_siamese.retrieval.mining`, the
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..data.beir import RetrievalDataset
+from ..metrics.evaluator import Evaluator, prefixed_metrics
 from .exact import exact_search
 from .hybrid import check_first_stage, choose_dense_weight, fuse, reciprocal_rank_fusion, stage_scores
 from .lexical import LexicalSettings, build_lexical_index
@@ -70,27 +72,10 @@ def embed_retrieval_set(
     return query_ids, embedded[0], corpus_ids, embedded[1]
 
 
-def evaluate_retrieval(
-    model: Any,
-    dataset: RetrievalDataset,
-    *,
-    tokenizer: Any = None,
-    batch_size: int = 32,
-    percent: bool = False,
-    process_index: int = 0,
-    num_processes: int = 1,
-    show_progress_bar: bool = False,
-    rerank: Any = None,
-    rerank_top: int = RERANK_TOP,
-    first_stage_weight: float | None = None,
-    first_stage: str = "dense",
-    fusion: str | None = None,
-    dense_weight: float | None = None,
-    lexical_settings: LexicalSettings | None = None,
-    index: Any = None,
-    stage_weights: dict[str, float] | None = None,
-) -> dict[str, float]:
-    """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of a first stage on a retrieval set.
+class RetrievalEvaluator(Evaluator):
+    """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of a first stage on a retrieval set: an
+    evaluator (`hf_siamese.metrics.Evaluator`), `RetrievalEvaluator(dataset, ...)(model) -> dict`. Its primary
+    metric is nDCG@10 (or at the largest k without 10) of the final stage: `rerank_ndcg@10` with a reranker.
 
     `index`: an index of the set's corpus (`load_index(folder or engine location)`, built from the same documents:
     'hf-siamese index BEIR_DIR -o ...'); the first stage then runs through it, as users search it (only the queries
@@ -101,7 +86,8 @@ def evaluate_retrieval(
     BM25 (`lexical.py`, `lexical_settings`; `model` may be None); "hybrid" fuses the two (`hybrid.fuse`: `fusion`,
     `dense_weight`; a setting of another stage is refused: `hybrid.check_first_stage`) and also reports each stage
     alone under the same names prefixed `dense_` and `lexical_`. Lexical and hybrid rank each stage's best
-    `max(k, rerank_top)` documents.
+    `max(k, rerank_top)` documents. Under several processes (`process_index`, `num_processes`) each embeds a shard
+    of the corpus and of the queries, and every process gets the numbers of one.
 
     With `rerank` (a cross-encoder, or any object with `.predict(pairs)`: see `rerank.rerank_hits`), two stages: the
     first stage's `rerank_top` best documents per query (hybrid: the union of both stages' `rerank_top`; all of the
@@ -114,58 +100,162 @@ def evaluate_retrieval(
     several processes each reranks every query (the same numbers). `first_stage_weight` fuses the reranker's and the
     first stage's scores as `rerank.rerank_hits` does (default: the reranker's own weight); over a hybrid first stage
     the candidates carry each stage's own score, and `stage_weights` (default: the reranker's own) fuse three scores
-    (`rerank.fuse_stages`). Over a hybrid first stage
-    the three orders (the reranker's, the dense and the lexical lists) fused by reciprocal ranks are reported too,
-    prefixed `rerank_rrf3_`: the setting-free three-score order."""
-    from ..metrics import retrieval_metrics
-    from .exact import retrieval_metrics_from_embeddings
+    (`rerank.fuse_stages`). Over a hybrid first stage the three orders (the reranker's, the dense and the lexical
+    lists) fused by reciprocal ranks are reported too, prefixed `rerank_rrf3_`: the setting-free three-score order.
+    """
 
-    check_first_stage(first_stage, fusion, dense_weight, lexical_settings)
-    if index is not None and lexical_settings is not None:
-        raise ValueError("lexical_settings: the index's lexical part was built with its own settings; give none")
-    if model is None and first_stage != "lexical":
-        raise ValueError(f"the {first_stage} first stage embeds the texts: give a model, or first_stage='lexical'")
-    depth = None if rerank is None else check_rerank(rerank, rerank_top, 1, len(dataset.corpus))
-    ks = sorted(set(dataset.k_values))
-    if first_stage != "lexical" and index is None:
-        query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
-            model, dataset, tokenizer=tokenizer, batch_size=batch_size, process_index=process_index,
-            num_processes=num_processes, show_progress_bar=show_progress_bar,
-        )  # fmt: skip
-        if depth is None and first_stage == "dense":
-            return retrieval_metrics_from_embeddings(
-                queries, corpus, query_ids, corpus_ids, dataset.qrels, k_values=ks,
-                similarity=model.config.similarity, percent=percent,
+    def __init__(
+        self,
+        dataset: RetrievalDataset,
+        *,
+        tokenizer: Any = None,
+        batch_size: int = 32,
+        percent: bool = False,
+        process_index: int = 0,
+        num_processes: int = 1,
+        show_progress_bar: bool = False,
+        rerank: Any = None,
+        rerank_top: int = RERANK_TOP,
+        first_stage_weight: float | None = None,
+        first_stage: str = "dense",
+        fusion: str | None = None,
+        dense_weight: float | None = None,
+        lexical_settings: LexicalSettings | None = None,
+        index: Any = None,
+        stage_weights: dict[str, float] | None = None,
+        name: str = "",
+    ) -> None:
+        check_first_stage(first_stage, fusion, dense_weight, lexical_settings)
+        if index is not None and lexical_settings is not None:
+            raise ValueError("lexical_settings: the index's lexical part was built with its own settings; give none")
+        self.dataset, self.tokenizer, self.batch_size, self.percent = dataset, tokenizer, batch_size, percent
+        self.process_index, self.num_processes, self.show_progress_bar = process_index, num_processes, show_progress_bar
+        self.rerank, self.rerank_top, self.first_stage_weight = rerank, rerank_top, first_stage_weight
+        self.first_stage, self.fusion, self.dense_weight = first_stage, fusion, dense_weight
+        self.lexical_settings, self.index, self.stage_weights, self.name = lexical_settings, index, stage_weights, name
+        self.k_values = sorted(set(dataset.k_values))
+        k = 10 if 10 in self.k_values else self.k_values[-1]
+        self.primary_metric = f"{'rerank_' if rerank is not None else ''}ndcg@{k}"
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __call__(self, model: Any) -> dict[str, float]:
+        """The metrics of `model` (a bi-encoder; None for a lexical first stage) on the set (see the class)."""
+        from ..metrics import judged_queries
+
+        dataset, first_stage = self.dataset, self.first_stage
+        if model is None and first_stage != "lexical":
+            raise ValueError(f"the {first_stage} first stage embeds the texts: give a model, or first_stage='lexical'")
+        depth = None if self.rerank is None else check_rerank(self.rerank, self.rerank_top, 1, len(dataset.corpus))
+        embedded = None
+        if first_stage != "lexical" and self.index is None:
+            embedded = embed_retrieval_set(
+                model, dataset, tokenizer=self.tokenizer, batch_size=self.batch_size, process_index=self.process_index,
+                num_processes=self.num_processes, show_progress_bar=self.show_progress_bar,
             )  # fmt: skip
-    corpus_ids = list(dataset.corpus)
-    judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
-    reach = min(max(ks[-1], depth or 0), len(corpus_ids))
-    runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    if index is not None:
-        runs, corpus_ids = _index_runs(index, model, dataset, judged, reach, first_stage, tokenizer, batch_size)
-    elif first_stage != "lexical":
-        row = {query_id: i for i, query_id in enumerate(query_ids)}
-        runs["dense"] = exact_search(queries[[row[q] for q in judged]], corpus, reach, model.config.similarity)
-    if first_stage != "dense" and index is None:
-        runs["lexical"] = lexical_run(dataset, judged, reach, lexical_settings)
-    if first_stage == "hybrid":
-        runs["hybrid"] = fuse(runs["dense"], runs["lexical"], fusion, dense_weight)
-
-    def rankings(rows: np.ndarray) -> dict[str, list[str]]:
-        return {q: [corpus_ids[j] for j in found if j >= 0] for q, found in zip(judged, rows.tolist(), strict=True)}
-
-    metrics = retrieval_metrics(rankings(runs[first_stage][1]), dataset.qrels, ks, percent=percent)
-    if first_stage == "hybrid":
-        for stage in ("dense", "lexical"):
-            alone = retrieval_metrics(rankings(runs[stage][1]), dataset.qrels, ks, percent=percent)
-            metrics.update({f"{stage}_{name}": value for name, value in alone.items() if name != "num_queries"})
-    if depth is None:
+            if depth is None and first_stage == "dense":
+                return self._exact_metrics(model, embedded)
+        judged = judged_queries(dataset.qrels)
+        reach = min(max(self.k_values[-1], depth or 0), len(dataset.corpus))
+        runs, corpus_ids = self._runs(model, embedded, judged, reach)
+        metrics = self._metrics(ranked_ids(runs[first_stage][1], judged, corpus_ids))
+        if first_stage == "hybrid":
+            for stage in ("dense", "lexical"):
+                alone = self._metrics(ranked_ids(runs[stage][1], judged, corpus_ids))
+                metrics.update(prefixed_metrics(alone, stage, skip=("num_queries",)))
+        if depth is not None:
+            metrics.update(self._rerank_metrics(runs, corpus_ids, judged, depth))
         return metrics
+
+    def _metrics(self, rankings: dict[str, list[str]]) -> dict[str, float]:
+        from ..metrics import retrieval_metrics
+
+        return retrieval_metrics(rankings, self.dataset.qrels, self.k_values, percent=self.percent)
+
+    def _exact_metrics(self, model: Any, embedded: tuple[list[str], np.ndarray, list[str], np.ndarray]) -> dict:
+        """The dense first stage alone: exact search of the embedded set, in chunks."""
+        from .exact import retrieval_metrics_from_embeddings
+
+        query_ids, queries, corpus_ids, corpus = embedded
+        return retrieval_metrics_from_embeddings(
+            queries, corpus, query_ids, corpus_ids, self.dataset.qrels, k_values=self.k_values,
+            similarity=model.config.similarity, percent=self.percent,
+        )  # fmt: skip
+
+    def _runs(
+        self, model: Any, embedded: Any, judged: list[str], reach: int
+    ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], Any]:
+        """Each stage's (scores, corpus rows) of the judged queries, `reach` deep, and the id of each row."""
+        dataset, first_stage = self.dataset, self.first_stage
+        runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        corpus_ids: Any = list(dataset.corpus)
+        if self.index is not None:
+            args = (model, dataset, judged, reach, first_stage, self.tokenizer, self.batch_size)
+            runs, corpus_ids = _index_runs(self.index, *args)
+        else:
+            if first_stage != "lexical":
+                query_ids, queries, _, corpus = embedded
+                row = {query_id: i for i, query_id in enumerate(query_ids)}
+                runs["dense"] = exact_search(queries[[row[q] for q in judged]], corpus, reach, model.config.similarity)
+            if first_stage != "dense":
+                runs["lexical"] = lexical_run(dataset, judged, reach, self.lexical_settings)
+        if first_stage == "hybrid":
+            runs["hybrid"] = fuse(runs["dense"], runs["lexical"], self.fusion, self.dense_weight)
+        return runs, corpus_ids
+
+    def _rerank_metrics(self, runs: dict, corpus_ids: Any, judged: list[str], depth: int) -> dict[str, float]:
+        """The two stages' metrics (`rerank_...`, `rerank_top`; over hybrid also `rerank_rrf3_...`)."""
+        dataset, first_stage = self.dataset, self.first_stage
+        hits = _candidates(runs, first_stage, depth, corpus_ids, dataset, self.fusion, self.dense_weight)
+        reranked = rerank_hits(
+            self.rerank, [dataset.queries[q] for q in judged], hits, batch_size=self.batch_size,
+            show_progress_bar=self.show_progress_bar, first_stage_weight=self.first_stage_weight,
+            stage_weights=self.stage_weights,
+        )  # fmt: skip
+        first = ranked_ids(runs[first_stage][1], judged, corpus_ids)
+        second = {q: _then([hit["id"] for hit in found], first[q]) for q, found in zip(judged, reranked, strict=True)}
+        metrics = prefixed_metrics(self._metrics(second), "rerank", skip=("num_queries",))
+        metrics["rerank_top"] = depth
+        if first_stage == "hybrid":  # three scores, setting-free: RRF of the reranker's, dense and lexical orders
+            dense, lexical = (ranked_ids(runs[s][1][:, :depth], judged, corpus_ids) for s in ("dense", "lexical"))
+            third = {}
+            for q, found in zip(judged, reranked, strict=True):
+                by_reranker = sorted(found, key=lambda hit: -hit.get("reranker_score", hit["score"]))
+                fused = reciprocal_rank_fusion([[hit["id"] for hit in by_reranker], dense[q], lexical[q]])
+                third[q] = _then(fused, first[q])
+            metrics.update(prefixed_metrics(self._metrics(third), "rerank_rrf3", skip=("num_queries",)))
+        return metrics
+
+
+def evaluate_retrieval(model: Any, dataset: RetrievalDataset, **settings: Any) -> dict[str, float]:
+    """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of a first stage on a retrieval set:
+    `RetrievalEvaluator(dataset, **settings)(model)`, where the settings (`tokenizer`, `batch_size`, `percent`,
+    `first_stage`, `rerank`, `index`, ...) are described."""
+    return RetrievalEvaluator(dataset, **settings)(model)
+
+
+def ranked_ids(rows: np.ndarray, query_ids: Sequence[str], corpus_ids: Any) -> dict[str, list[str]]:
+    """query id -> the document ids of its found corpus rows (`rows`, one row of corpus positions per query, -1 for
+    none), best first."""
+    return {q: [corpus_ids[j] for j in found if j >= 0] for q, found in zip(query_ids, rows.tolist(), strict=True)}
+
+
+def _then(ranked: list[str], rest: list[str]) -> list[str]:
+    """`ranked`, then the documents of `rest` it does not hold, in their order."""
+    seen = set(ranked)
+    return ranked + [doc for doc in rest if doc not in seen]
+
+
+def _candidates(
+    runs: dict, first_stage: str, depth: int, corpus_ids: Any, dataset: RetrievalDataset, fusion: Any, weight: Any
+) -> list[list[dict[str, Any]]]:
+    """The first stage's best `depth` hits of each judged query (hybrid: the union of both stages' best `depth`, each
+    hit with each stage's own score), as `rerank_hits` takes them."""
     found_scores, found = runs[first_stage]
-    if first_stage == "hybrid":  # the union of both stages' best `depth`
-        found_scores, found = fuse(
-            *(tuple(a[:, :depth] for a in runs[s]) for s in ("dense", "lexical")), fusion, dense_weight
-        )
+    if first_stage == "hybrid":
+        tops = (tuple(a[:, :depth] for a in runs[s]) for s in ("dense", "lexical"))
+        found_scores, found = fuse(*tops, fusion, weight)
     else:
         found_scores, found = found_scores[:, :depth], found[:, :depth]
     candidates = [
@@ -180,28 +270,7 @@ def evaluate_retrieval(
         for hits, own in zip(candidates, stage_scores(found, at_depth), strict=True):
             for hit, scores in zip(hits, own, strict=True):
                 hit.update(scores)
-    reranked = rerank_hits(
-        rerank, [dataset.queries[q] for q in judged], candidates, batch_size=batch_size,
-        show_progress_bar=show_progress_bar, first_stage_weight=first_stage_weight, stage_weights=stage_weights,
-    )  # fmt: skip
-    first = rankings(runs[first_stage][1])
-    second = {}
-    for q, hits in zip(judged, reranked, strict=True):
-        seen = [hit["id"] for hit in hits]
-        second[q] = seen + [doc for doc in first[q] if doc not in set(seen)]
-    two_stage = retrieval_metrics(second, dataset.qrels, ks, percent=percent)
-    metrics.update({f"rerank_{name}": value for name, value in two_stage.items() if name != "num_queries"})
-    metrics["rerank_top"] = depth
-    if first_stage == "hybrid":  # three scores, setting-free: RRF of the reranker's, the dense and the lexical orders
-        dense, lexical = (rankings(runs[stage][1][:, :depth]) for stage in ("dense", "lexical"))
-        third = {}
-        for q, hits in zip(judged, reranked, strict=True):
-            by_reranker = sorted(hits, key=lambda hit: -hit.get("reranker_score", hit["score"]))
-            fused = reciprocal_rank_fusion([[hit["id"] for hit in by_reranker], dense[q], lexical[q]])
-            third[q] = fused + [doc for doc in first[q] if doc not in set(fused)]
-        three = retrieval_metrics(third, dataset.qrels, ks, percent=percent)
-        metrics.update({f"rerank_rrf3_{name}": value for name, value in three.items() if name != "num_queries"})
-    return metrics
+    return candidates
 
 
 def _index_runs(
@@ -250,12 +319,12 @@ def choose_hybrid_weight(
     """The z-score fusion weight of the dense list (0, 0.1, ..., 1) that scores best by `metric` on this set's judged
     queries, and each weight's score (x100). Give it held-out queries (a train or dev split), never the test split
     its result is reported on."""
-    from ..metrics import retrieval_metrics
+    from ..metrics import judged_queries, retrieval_metrics
 
     query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
         model, dataset, tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar
     )
-    judged = [q for q, relevance in dataset.qrels.items() if any(value > 0 for value in relevance.values())]
+    judged = judged_queries(dataset.qrels)
     if not judged:
         raise ValueError("choosing the hybrid weight needs queries with relevance judgements; this split has none")
     row = {query_id: i for i, query_id in enumerate(query_ids)}
@@ -265,8 +334,7 @@ def choose_hybrid_weight(
     k = int(metric.split("@")[1])
 
     def quality(rows: np.ndarray) -> float:
-        ranked = {q: [corpus_ids[j] for j in found if j >= 0] for q, found in zip(judged, rows.tolist(), strict=True)}
-        return retrieval_metrics(ranked, dataset.qrels, [k], percent=True)[metric]
+        return retrieval_metrics(ranked_ids(rows, judged, corpus_ids), dataset.qrels, [k], percent=True)[metric]
 
     return choose_dense_weight(dense, lexical, quality)
 
@@ -288,6 +356,8 @@ def lexical_run(
 __all__ = [
     "CORPUS_PROMPT_NAMES",
     "QUERY_PROMPT_NAMES",
+    "RetrievalEvaluator",
+    "ranked_ids",
     "embed_retrieval_set",
     "choose_hybrid_weight",
     "evaluate_retrieval",

@@ -14,6 +14,7 @@ from transformers import Trainer, TrainingArguments
 from ..data.beir import RetrievalDataset
 from ..data.columns import detect_layout
 from ..losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
+from ..metrics.evaluator import is_evaluator
 from ..modeling import encoding
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from .collator import SiamesePairCollator, check_dataset
@@ -159,7 +160,7 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
             elif train_dataset is not None:
                 check_dataset(train_dataset, data_collator, score_range, name="train_dataset")
             for name, dataset in eval_sets.items():
-                if dataset is not None and not isinstance(dataset, RetrievalDataset):
+                if dataset is not None and not isinstance(dataset, RetrievalDataset) and not is_evaluator(dataset):
                     check_dataset(dataset, data_collator, None, name=name)
 
         start_trainer(

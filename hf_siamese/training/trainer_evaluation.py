@@ -1,8 +1,10 @@
 """Evaluation for `SiameseTrainer`: the loss where the eval rows fit it, STS correlations on scored pairs, IR metrics on
-retrieval sets (`hf_siamese.data.RetrievalDataset`). A mixin, so `trainer.py` stays readable in one sitting."""
+retrieval sets (`hf_siamese.data.RetrievalDataset`), and any evaluator given as an eval set
+(`hf_siamese.metrics.Evaluator`). A mixin, so `trainer.py` stays readable in one sitting."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -12,24 +14,62 @@ from torch.utils.data import DataLoader
 from transformers.trainer_utils import EvalLoopOutput, speed_metrics
 
 from ..data.beir import RetrievalDataset
+from ..metrics.evaluator import EmbeddingSimilarityEvaluator, evaluator_primary_key, is_evaluator, prefixed_metrics
 from ..modeling.distributed import encode_in_shards
-from ..modeling.modeling_siamese import SiameseBertModel
-from ..retrieval.evaluation import evaluate_retrieval
+from ..retrieval.evaluation import RetrievalEvaluator
 from .collator import SiamesePairCollator
+
+logger = logging.getLogger(__name__)
 
 
 class WholeSetEvaluationMixin:
-    """`evaluate` and `evaluation_loop` of a trainer that scores some eval sets whole instead of running the Trainer's
-    loop on them (those of type `whole_sets`, by `whole_set_metrics`), and adds metrics of the eval rows
-    (`row_metrics`) to the loop's `{prefix}_loss`. Shared by `SiameseTrainer` and `CrossEncoderTrainer`."""
+    """`evaluate` and `evaluation_loop` of a trainer that runs evaluators (`hf_siamese.metrics.Evaluator`:
+    `evaluator(model) -> dict[str, float]` with a `primary_metric`). Shared by `SiameseTrainer` and
+    `CrossEncoderTrainer`.
+
+    An eval set that is an evaluator, or of a type of `whole_sets` (made one by `evaluator_for`), is scored whole by
+    it instead of by the Trainer's loop: `{prefix}_{name_}{metric}` for each of its numbers. On other sets the loop
+    gives `{prefix}_loss`, plus the numbers of `rows_evaluator(dataset)` when the rows fit one. The evaluators get
+    `evaluation_model()` (the unwrapped model; a cross-encoder scorer for `CrossEncoderTrainer`), and the model's
+    training mode is restored afterwards.
+
+    Best checkpoint: `TrainingArguments(metric_for_best_model=...)` names the number; left at its default ("loss",
+    set by `load_best_model_at_end=True`), which an evaluator does not report, the primary metric of the first
+    evaluator of the trainer's own eval sets is taken (with its `greater_is_better`), e.g. `ndcg@10` or
+    `dev_spearman_cosine` for an eval set named "dev".
+    """
 
     whole_sets: type | tuple[type, ...] = ()
 
-    def whole_set_metrics(self, dataset: Any) -> dict[str, float]:
+    def evaluator_for(self, dataset: Any) -> Any:
+        """The evaluator of an eval set of a type of `whole_sets`."""
         raise NotImplementedError
 
+    def rows_evaluator(self, dataset: Any) -> Any:
+        """An evaluator of the eval rows the Trainer's loop reads (beside the loss), or None when none fits them."""
+        return None
+
+    def evaluation_model(self) -> Any:
+        """What the evaluators are called with: the model being trained, unwrapped."""
+        return self.accelerator.unwrap_model(self.model)
+
+    def run_evaluator(self, evaluator: Any) -> dict[str, float]:
+        """`evaluator(self.evaluation_model())`, the model's training mode restored afterwards."""
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        try:
+            return evaluator(self.evaluation_model())
+        finally:
+            model.train(was_training)
+
+    def whole_set_metrics(self, dataset: Any) -> dict[str, float]:
+        """The numbers of an evaluator, or of the evaluator of a `whole_sets` set (unprefixed)."""
+        return self.run_evaluator(dataset if is_evaluator(dataset) else self.evaluator_for(dataset))
+
     def row_metrics(self, dataset: Any) -> dict[str, float]:
-        return {}
+        """The numbers of `rows_evaluator(dataset)`; `{}` where no evaluator fits the rows."""
+        evaluator = self.rows_evaluator(dataset)
+        return {} if evaluator is None else self.run_evaluator(evaluator)
 
     def evaluate(
         self,
@@ -37,21 +77,38 @@ class WholeSetEvaluationMixin:
         ignore_keys: list[str] | None = None,
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
-        """The Trainer's evaluation, or for a set of type `whole_sets`: `{prefix}_{name}` of `whole_set_metrics`,
-        with the speed metrics, logged and passed to the callbacks as the Trainer's would be."""
+        """The Trainer's evaluation, or for an evaluator or a set of type `whole_sets`: `{prefix}_{name_}{metric}` of
+        the evaluator's numbers, with the speed metrics, logged and passed to the callbacks as the Trainer's would
+        be."""
+        own = eval_dataset is None or isinstance(eval_dataset, str)  # the trainer's own eval set(s)
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if isinstance(dataset, str) and isinstance(self.eval_dataset, dict):
             dataset = self.eval_dataset[dataset]  # Trainer passes the name of each set of a dict
-        if not isinstance(dataset, self.whole_sets):
+        if not (is_evaluator(dataset) or isinstance(dataset, self.whole_sets)):
             return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+        evaluator = dataset if is_evaluator(dataset) else self.evaluator_for(dataset)
         self._memory_tracker.start()
         start = time.time()
-        metrics = {f"{metric_key_prefix}_{name}": value for name, value in self.whole_set_metrics(dataset).items()}
-        metrics.update(speed_metrics(metric_key_prefix, start, num_samples=len(dataset)))
+        name = getattr(evaluator, "name", "") or ""
+        metrics = prefixed_metrics(self.run_evaluator(evaluator), metric_key_prefix, name)
+        size = len(evaluator) if hasattr(evaluator, "__len__") else None
+        metrics.update(speed_metrics(metric_key_prefix, start, num_samples=size))
+        if own:
+            self._best_by_primary_metric(metric_key_prefix, evaluator)
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         self._memory_tracker.stop_and_update_metrics(metrics)
         return metrics
+
+    def _best_by_primary_metric(self, metric_key_prefix: str, evaluator: Any) -> None:
+        """Choose checkpoints by the evaluator's primary metric where `metric_for_best_model` is the default "loss"
+        (which an evaluator does not report)."""
+        if self.args.metric_for_best_model not in ("loss", "eval_loss"):
+            return
+        key = f"{metric_key_prefix}_{evaluator_primary_key(evaluator)}".removeprefix("eval_")
+        self.args.metric_for_best_model = key
+        self.args.greater_is_better = bool(getattr(evaluator, "greater_is_better", True))
+        logger.info("metric_for_best_model: the evaluator's primary metric %r (it reports no loss)", key)
 
     def evaluation_loop(
         self,
@@ -65,8 +122,28 @@ class WholeSetEvaluationMixin:
         output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, metric_key_prefix)
         dataset = getattr(dataloader, "dataset", None)
         metrics = self.row_metrics(dataset) if dataset is not None else {}
-        output.metrics.update({f"{metric_key_prefix}_{k}": v for k, v in metrics.items()})
+        output.metrics.update(prefixed_metrics(metrics, metric_key_prefix))
         return output
+
+
+class ShardedSimilarityEvaluator(EmbeddingSimilarityEvaluator):
+    """`EmbeddingSimilarityEvaluator` whose texts are encoded over processes: each encodes a contiguous shard of the
+    unique (prompt, text) items and the shards are gathered in rank order, so every process computes the metric once
+    on the full set, exactly as one process would."""
+
+    def __init__(self, *args: Any, process_index: int = 0, num_processes: int = 1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.process_index, self.num_processes = process_index, num_processes
+
+    def embed_items(self, model: Any, items: list[tuple[str | None, str]]) -> np.ndarray:
+        """This process's shard of `items` encoded, gathered with the others'."""
+
+        def encode(part: list[tuple[str | None, str]]) -> np.ndarray:
+            if not part:
+                return np.zeros((0, model.config.embedding_size), dtype=np.float32)
+            return super(ShardedSimilarityEvaluator, self).embed_items(model, part)
+
+        return encode_in_shards(items, encode, self.process_index, self.num_processes)
 
 
 class SiameseEvaluationMixin(WholeSetEvaluationMixin):
@@ -82,11 +159,42 @@ class SiameseEvaluationMixin(WholeSetEvaluationMixin):
 
     whole_sets = RetrievalDataset
 
-    def whole_set_metrics(self, dataset: RetrievalDataset) -> dict[str, float]:
-        return self.retrieval_metrics(dataset)
+    def evaluator_for(self, dataset: RetrievalDataset) -> RetrievalEvaluator:
+        """The `RetrievalEvaluator` of a retrieval set: the collator's tokenizer, the eval batch size, this process's
+        shard of the corpus."""
+        return RetrievalEvaluator(
+            dataset,
+            tokenizer=self.data_collator.tokenizer if isinstance(self.data_collator, SiamesePairCollator) else None,
+            batch_size=self.args.eval_batch_size,
+            process_index=self.accelerator.process_index,
+            num_processes=self.accelerator.num_processes,
+        )
 
-    def row_metrics(self, dataset: Any) -> dict[str, float]:
-        return self.sts_metrics(dataset)
+    def rows_evaluator(self, dataset: Any) -> ShardedSimilarityEvaluator | None:
+        """The STS evaluator of scored pairs (two text columns and float gold scores), each text with its column's
+        prompt as in training; None for other layouts."""
+        if not isinstance(self.data_collator, SiamesePairCollator) or not hasattr(dataset, "column_names"):
+            return None
+        layout = self.data_collator.layout(dataset.column_names)
+        if layout.label is None or len(layout.texts) != 2:
+            return None
+        gold = np.asarray(dataset[layout.label])
+        if gold.dtype.kind != "f" or len(gold) < 2:
+            return None
+        first, second = layout.texts
+        return ShardedSimilarityEvaluator(
+            dataset[first],
+            dataset[second],
+            gold,
+            score_range=self.loss.score_range or (float(gold.min()), float(gold.max())),
+            # "" too: the model's default prompt would not match training
+            prompts=(self.data_collator.prompt_for(first), self.data_collator.prompt_for(second)),
+            tokenizer=self.data_collator.tokenizer,
+            batch_size=self.args.eval_batch_size,
+            max_length=self.data_collator.max_length,
+            process_index=self.accelerator.process_index,
+            num_processes=self.accelerator.num_processes,
+        )
 
     def prediction_step(
         self,
@@ -114,68 +222,11 @@ class SiameseEvaluationMixin(WholeSetEvaluationMixin):
         return labels.is_floating_point() == (kind == "score")
 
     def retrieval_metrics(self, dataset: RetrievalDataset) -> dict[str, float]:
-        """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k of the model on a retrieval set; under several processes each
-        embeds a shard of the corpus and every process gets the numbers of one process."""
-        model = self.accelerator.unwrap_model(self.model)
-        was_training = model.training
-        try:
-            return evaluate_retrieval(
-                model,
-                dataset,
-                tokenizer=self.data_collator.tokenizer if isinstance(self.data_collator, SiamesePairCollator) else None,
-                batch_size=self.args.eval_batch_size,
-                process_index=self.accelerator.process_index,
-                num_processes=self.accelerator.num_processes,
-            )
-        finally:
-            model.train(was_training)
+        """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k of the model on a retrieval set (`evaluator_for`); under
+        several processes each embeds a shard of the corpus and every process gets the numbers of one process."""
+        return self.run_evaluator(self.evaluator_for(dataset))
 
     def sts_metrics(self, dataset: Any) -> dict[str, float]:
-        """STS correlations of the model's embeddings on a dataset of scored pairs; `{}` for other layouts.
-
-        Under several processes each encodes a contiguous shard of the unique texts and the shards are gathered in
-        rank order, so every process computes the metric once on the full set, exactly as one process would.
-        """
-        if not isinstance(self.data_collator, SiamesePairCollator) or not hasattr(dataset, "column_names"):
-            return {}
-        layout = self.data_collator.layout(dataset.column_names)
-        if layout.label is None or len(layout.texts) != 2:
-            return {}
-        gold = np.asarray(dataset[layout.label])
-        if gold.dtype.kind != "f" or len(gold) < 2:
-            return {}
-        from ..metrics import sts_metrics_from_embeddings
-
-        # Each text with its column's prompt, as in training; each (prompt, text) encoded once.
-        first, second = ([(self.data_collator.prompt_for(c), text) for text in dataset[c]] for c in layout.texts)
-        unique = list(dict.fromkeys(first + second))
-        model = self.accelerator.unwrap_model(self.model)
-        embeddings = encode_in_shards(
-            unique,
-            lambda items: self._encode_prompted(model, items),
-            self.accelerator.process_index,
-            self.accelerator.num_processes,
-        )
-        position = {text: i for i, text in enumerate(unique)}
-        score_range = self.loss.score_range or (float(gold.min()), float(gold.max()))
-        return sts_metrics_from_embeddings(
-            embeddings[[position[t] for t in first]],
-            embeddings[[position[t] for t in second]],
-            gold,
-            score_range=score_range,
-        )
-
-    def _encode_prompted(self, model: SiameseBertModel, items: list[tuple[str, str]]) -> np.ndarray:
-        """Embeddings `(len(items), dim)` of `(prompt, text)` items, one `encode` call per distinct prompt."""
-        embeddings = np.zeros((len(items), model.config.embedding_size), dtype=np.float32)
-        for prompt in dict.fromkeys(prompt for prompt, _ in items):
-            index = [i for i, (p, _) in enumerate(items) if p == prompt]
-            embeddings[index] = model.encode(
-                [items[i][1] for i in index],
-                tokenizer=self.data_collator.tokenizer,
-                batch_size=self.args.eval_batch_size,
-                max_length=self.data_collator.max_length,
-                convert_to_numpy=True,
-                prompt=prompt,  # "" too: the model's default prompt would not match training
-            )
-        return embeddings
+        """STS correlations of the model's embeddings on a dataset of scored pairs (`rows_evaluator`); `{}` for other
+        layouts."""
+        return self.row_metrics(dataset)

@@ -213,3 +213,50 @@ def test_trainer_sts_and_accuracy_on_pair_rows(tmp_path, tiny_tokenizer):
         tiny_cross_encoder(3), arguments(tmp_path), train_dataset=nli, processing_class=tiny_tokenizer
     )
     assert 0 <= trainer.evaluate(nli)["eval_accuracy"] <= 1
+
+
+# ---------------------------------------------------------------------------------------------------- the evaluators
+
+
+def test_the_evaluators_are_the_functions():
+    from hf_siamese.cross_encoder.evaluators import PairClassificationEvaluator, PairScoreEvaluator, RerankingEvaluator
+
+    evaluator = RerankingEvaluator(reranking_set(), batch_size=2, name="dev")
+    assert evaluator(OracleStub()) == evaluate_reranking(OracleStub(), reranking_set())
+    assert evaluator.primary_metric == "ndcg@10" and len(evaluator) == 3
+    with pytest.raises(ValueError, match="needs a RerankingDataset"):
+        RerankingEvaluator({"q1": ["d1"]})
+
+    class Scores:
+        num_labels = 1
+
+        def predict(self, pairs, batch_size=32, show_progress_bar=False):
+            return np.array([len(q) + len(d) for q, d in pairs], dtype=np.float32)
+
+    pairs = [("a", "b"), ("aa", "b"), ("aaa", "bb"), ("a", "bbbbbb")]
+    scores = PairScoreEvaluator(pairs, [0.0, 1.0, 2.0, 3.0])
+    assert scores(Scores()) == evaluate_scores(Scores(), pairs, [0.0, 1.0, 2.0, 3.0]) and scores.primary_metric in (
+        scores(Scores())
+    )
+    classes = PairClassificationEvaluator(pairs, [0, 0, 1, 1], threshold=3.5)
+    assert classes(Scores()) == {"accuracy": 1.0} and classes.primary_metric == "accuracy"
+    with pytest.raises(ValueError, match="labels has 1 entries for 4 pairs"):
+        PairClassificationEvaluator(pairs, [0])
+
+
+def test_trainer_takes_an_evaluator_and_keeps_the_best_by_its_primary_metric(tmp_path, tiny_tokenizer):
+    from hf_siamese.cross_encoder.evaluators import RerankingEvaluator
+
+    args = arguments(
+        tmp_path, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1, load_best_model_at_end=True
+    )
+    trainer = CrossEncoderTrainer(
+        tiny_cross_encoder(), args, train_dataset=train_rows(),
+        eval_dataset={"dev": RerankingEvaluator(reranking_set(), name="rerank")}, processing_class=tiny_tokenizer,
+    )  # fmt: skip
+    trainer.train()
+    assert trainer.args.metric_for_best_model == "dev_rerank_ndcg@10" and trainer.args.greater_is_better
+    logged = [
+        entry["eval_dev_rerank_ndcg@10"] for entry in trainer.state.log_history if "eval_dev_rerank_ndcg@10" in entry
+    ]
+    assert len(logged) == 2 and trainer.state.best_metric == max(logged)

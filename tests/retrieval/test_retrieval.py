@@ -113,3 +113,29 @@ def test_best_checkpoint_by_ndcg(tmp_path: Path, tiny_tokenizer) -> None:
     best_step, best = max(logged, key=lambda entry: (entry[1], -entry[0]))
     assert trainer.state.best_metric == pytest.approx(best)
     assert trainer.state.best_model_checkpoint.endswith(f"checkpoint-{best_step}")
+
+
+def test_retrieval_evaluator_is_evaluate_retrieval(tmp_path: Path, tiny_tokenizer) -> None:
+    import numpy as np
+
+    from hf_siamese.retrieval.evaluation import RetrievalEvaluator
+
+    retrieval = read_beir(write_beir(tmp_path / "tiny"))
+    model = make_tiny_model()
+    evaluator = RetrievalEvaluator(retrieval, tokenizer=tiny_tokenizer, percent=True)
+    assert evaluator.primary_metric == "ndcg@10" and len(evaluator) == 2
+    metrics = evaluator(model)
+    assert metrics == evaluate_retrieval(model, retrieval, tokenizer=tiny_tokenizer, percent=True)
+
+    class Lengths:  # a reranker: longer documents first
+        def predict(self, pairs, batch_size=32, show_progress_bar=False):
+            return np.array([len(document) for _, document in pairs], dtype=np.float32)
+
+    two = RetrievalEvaluator(retrieval, tokenizer=tiny_tokenizer, rerank=Lengths(), rerank_top=3, name="two")
+    assert two.primary_metric == "rerank_ndcg@10"
+    reranked = two(model)
+    assert reranked["rerank_top"] == 3 and reranked["ndcg@10"] == pytest.approx(metrics["ndcg@10"] / 100)
+    with pytest.raises(ValueError, match="give a model, or first_stage='lexical'"):
+        evaluator(None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'rerank_depth'"):
+        evaluate_retrieval(model, retrieval, rerank_depth=3)

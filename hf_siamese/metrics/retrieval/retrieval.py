@@ -156,6 +156,11 @@ def _check_ranking(ranking: Any, query_id: Any) -> list[Any]:
 # ---------------------------------------------------------------- metrics
 
 
+def judged_queries(qrels: Mapping[Any, Mapping[Any, Any]]) -> list[Any]:
+    """The ids of the queries that have a relevant document (relevance > 0), in `qrels` order: those evaluated."""
+    return [query_id for query_id, judged in qrels.items() if any(rel > 0 for rel in judged.values())]
+
+
 def _query_metrics(ranking: list[Any], judged: dict[Any, int], k_values: list[int]) -> dict[str, list[float]]:
     """The five metrics of one query (with at least one relevant document) at every k of `k_values`."""
     depth = min(k_values[-1], len(ranking))
@@ -220,7 +225,7 @@ def retrieval_metrics(
     judgements = check_qrels(qrels)
     if not isinstance(rankings, Mapping):
         raise ValueError(f"rankings must be a mapping {{query_id: [doc_id, ...]}}, got {type(rankings).__name__}")
-    evaluated = [q for q, judged in judgements.items() if any(rel > 0 for rel in judged.values())]
+    evaluated = judged_queries(judgements)
     if not evaluated:
         raise ValueError(
             f"no query in qrels has a relevant document (relevance > 0) among its {len(judgements)} queries; "

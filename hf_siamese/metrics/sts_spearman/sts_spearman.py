@@ -314,6 +314,14 @@ def _stack_embeddings(predictions: Any, embeddings1: Any, embeddings2: Any, refe
     return np.stack([e1, e2], axis=1)
 
 
+def _check_lengths(predictions: Any, references: Any) -> None:
+    if predictions is not None and references is not None and len(predictions) != len(references):
+        raise ValueError(
+            f"predictions and references must have the same length, got {len(predictions)} predictions "
+            f"and {len(references)} references"
+        )
+
+
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class STSSpearman(evaluate.Metric):
     """`evaluate` metric: Spearman/Pearson correlation for Semantic Textual Similarity."""
@@ -350,11 +358,7 @@ class STSSpearman(evaluate.Metric):
     ) -> None:
         """Add a batch: `predictions` (N,) or `embeddings1` + `embeddings2` (N, D), plus `references` (N,)."""
         predictions = _stack_embeddings(predictions, embeddings1, embeddings2, references)
-        if predictions is not None and references is not None and len(predictions) != len(references):
-            raise ValueError(
-                f"predictions and references must have the same length, got {len(predictions)} predictions "
-                f"and {len(references)} references"
-            )
+        _check_lengths(predictions, references)
         super().add_batch(predictions=predictions, references=references, **kwargs)
 
     def compute(
@@ -368,11 +372,7 @@ class STSSpearman(evaluate.Metric):
     ) -> dict[str, float] | None:
         """Compute over everything added so far plus this call's inputs (see the module description)."""
         predictions = _stack_embeddings(predictions, embeddings1, embeddings2, references)
-        if predictions is not None and references is not None and len(predictions) != len(references):
-            raise ValueError(
-                f"predictions and references must have the same length, got {len(predictions)} predictions "
-                f"and {len(references)} references"
-            )
+        _check_lengths(predictions, references)
         return super().compute(predictions=predictions, references=references, **kwargs)
 
     def _compute(
