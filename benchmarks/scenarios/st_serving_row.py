@@ -50,12 +50,8 @@ Exit status 1 when one of the three float32 backends fails to load or differs by
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
 import json
-import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -65,14 +61,11 @@ from pathlib import Path
 from typing import Any
 
 from common import peak_rss_mib  # common and st_venv import the standard library only
+from st_exports import backend_file, export, load_model, openvino_precision, scratch_copy
+from st_quality import eval_scifact, eval_stsb, read_json_texts, unit_rows
 from st_venv import VERSIONS  # the packages the venv records
 
 BACKENDS = ("torch", "onnx", "onnx-qint8", "openvino", "openvino-qint8")
-ONNX_FILE = "onnx/model.onnx"
-ONNX_QINT8_FILE = "onnx/model_qint8_avx512_vnni.onnx"
-OV_FILE = "openvino/openvino_model.xml"
-OV_QINT8_STEM = "openvino/openvino_model_qint8_quantized"
-COPY_DONE = ".st_serving_row_copy_complete"
 # (name, backend, file, float32): the files our exporter writes; the float32 ones must match the reference.
 CHECKED_FILES = (
     ("torch", "torch", None, True),
@@ -85,17 +78,6 @@ CHECKED_FILES = (
 
 
 # ---------------------------------------------------------------- small helpers
-
-
-def digest(data: bytes, length: int = 10) -> str:
-    return hashlib.sha256(data).hexdigest()[:length]
-
-
-def read_json_texts(path: str | Path) -> list[str]:
-    texts = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(texts, list) or not texts or not all(isinstance(text, str) for text in texts):
-        raise ValueError(f"{path}: expected a non-empty JSON list of strings")
-    return texts
 
 
 def versions() -> dict[str, str | None]:
@@ -122,249 +104,6 @@ def file_bytes(folder: Path, file_name: str | None) -> tuple[str, int]:
     else:  # ONNX external data, when the graph was saved with it
         files += [p for p in (Path(f"{path}_data"), Path(f"{path}.data")) if p.exists()]
     return " + ".join(str(p.relative_to(folder)) for p in files), sum(p.stat().st_size for p in files)
-
-
-# ---------------------------------------------------------------- data and metrics
-
-
-def read_stsb(path: str | Path) -> tuple[list[str], list[str], list[float]]:
-    """STS Benchmark: tab-separated, no header, 7 fields (genre, file, year, id, score, s1, s2) or 9 (+2 licences).
-
-    csv.QUOTE_NONE because sentences contain unbalanced quotes; sentences are kept byte-exact; blank lines skipped.
-    """
-    sentence1: list[str] = []
-    sentence2: list[str] = []
-    scores: list[float] = []
-    with open(path, encoding="utf-8-sig", newline="") as file:
-        for fields in csv.reader(file, delimiter="\t", quoting=csv.QUOTE_NONE):
-            if not fields:
-                continue
-            if len(fields) not in (7, 9):
-                raise ValueError(f"{path}: an STS Benchmark line has {len(fields)} fields, not 7 or 9")
-            scores.append(float(fields[4]))
-            sentence1.append(fields[5])
-            sentence2.append(fields[6])
-    if not scores:
-        raise ValueError(f"{path}: no rows")
-    return sentence1, sentence2, scores
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as file:
-        return [json.loads(line) for line in file if line.strip()]
-
-
-def read_beir(folder: str | Path, split: str = "test") -> tuple[dict[str, str], dict[str, str], dict[str, dict]]:
-    """BEIR layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv (header line, maybe CRLF).
-
-    Returns (corpus id -> title + " " + text, query id -> text of the judged queries, query id -> {doc id: rel}).
-    """
-    folder = Path(folder)
-    corpus = {}
-    for row in read_jsonl(folder / "corpus.jsonl"):
-        title = (row.get("title") or "").strip()
-        text = row.get("text") or ""
-        corpus[str(row["_id"])] = f"{title} {text}" if title else text
-    qrels: dict[str, dict[str, int]] = {}
-    with open(folder / "qrels" / f"{split}.tsv", encoding="utf-8", newline="") as file:
-        reader = csv.reader(file, delimiter="\t")
-        next(reader)  # header: query-id, corpus-id, score
-        for fields in reader:
-            if fields:
-                qrels.setdefault(fields[0].strip(), {})[fields[1].strip()] = int(fields[2])
-    qrels = {q: judged for q, judged in qrels.items() if any(rel > 0 for rel in judged.values())}
-    queries = {str(row["_id"]): row["text"] for row in read_jsonl(folder / "queries.jsonl")}
-    missing = [q for q in qrels if q not in queries]
-    if missing:
-        raise ValueError(f"{folder}: {len(missing)} judged queries are not in queries.jsonl (e.g. {missing[0]})")
-    return corpus, {q: queries[q] for q in qrels}, qrels
-
-
-def ranking_metrics(ranked: list[list[str]], judged: list[dict[str, int]]) -> dict[str, float]:
-    """nDCG@10, MRR@10, Recall@100 (x100), trec_eval's definitions, averaged over the queries."""
-    ndcg, mrr, recall = [], [], []
-    for ranking, rels in zip(ranked, judged, strict=True):
-        dcg = sum(rels.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(ranking[:10]))
-        ideal = sorted((rel for rel in rels.values() if rel > 0), reverse=True)[:10]
-        idcg = sum(rel / math.log2(rank + 2) for rank, rel in enumerate(ideal))
-        ndcg.append(dcg / idcg)
-        first = next((rank + 1 for rank, doc in enumerate(ranking[:10]) if rels.get(doc, 0) > 0), None)
-        mrr.append(1 / first if first else 0.0)
-        relevant = {doc for doc, rel in rels.items() if rel > 0}
-        recall.append(len(relevant.intersection(ranking[:100])) / len(relevant))
-    return {
-        "ndcg@10": 100 * statistics.fmean(ndcg),
-        "mrr@10": 100 * statistics.fmean(mrr),
-        "recall@100": 100 * statistics.fmean(recall),
-        "num_queries": len(ranked),
-    }
-
-
-def unit_rows(x):
-    import numpy as np
-
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
-def eval_stsb(encode, path: str) -> dict[str, Any]:
-    import numpy as np
-    from scipy.stats import spearmanr
-
-    sentence1, sentence2, gold = read_stsb(path)
-    distinct = list(dict.fromkeys(sentence1 + sentence2))
-    position = {text: i for i, text in enumerate(distinct)}
-    embeddings = unit_rows(encode(distinct))
-    u = embeddings[[position[text] for text in sentence1]]
-    v = embeddings[[position[text] for text in sentence2]]
-    cosine = (u * v).sum(axis=1)
-    return {
-        "spearman_x100": float(100 * spearmanr(cosine, np.asarray(gold)).statistic),
-        "pairs": len(gold),
-        "sentences": len(distinct),
-    }
-
-
-def eval_scifact(encode, folder: str) -> dict[str, Any]:
-    import numpy as np
-
-    corpus, queries, qrels = read_beir(folder, "test")
-    doc_ids = list(corpus)
-    docs = unit_rows(encode([corpus[d] for d in doc_ids]))
-    query_ids = list(queries)
-    query_vectors = unit_rows(encode([queries[q] for q in query_ids]))
-    ranked = []
-    depth = min(100, len(doc_ids))
-    for start in range(0, len(query_ids), 256):
-        scores = query_vectors[start : start + 256] @ docs.T
-        top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
-        for row, candidates in zip(scores, top, strict=True):
-            order = candidates[np.lexsort((candidates, -row[candidates]))]  # score descending, then corpus order
-            ranked.append([doc_ids[i] for i in order])
-    metrics = ranking_metrics(ranked, [qrels[q] for q in query_ids])
-    metrics["corpus"] = len(doc_ids)
-    return metrics
-
-
-# ---------------------------------------------------------------- loading
-
-
-def load_model(folder: Path, backend: str, file_name: str | None, threads: int, ov_precision: str):
-    """`SentenceTransformer(folder, backend=..., model_kwargs={"file_name": ...})` with the thread settings."""
-    from sentence_transformers import SentenceTransformer
-
-    if backend == "torch":
-        return SentenceTransformer(str(folder), device="cpu")
-    model_kwargs: dict[str, Any] = {"file_name": file_name}
-    if backend == "onnx":
-        import onnxruntime
-
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        model_kwargs.update(provider="CPUExecutionProvider", session_options=options)
-    else:
-        ov_config: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"}
-        if ov_precision != "default":
-            ov_config["INFERENCE_PRECISION_HINT"] = ov_precision
-        model_kwargs["ov_config"] = ov_config
-    return SentenceTransformer(str(folder), device="cpu", backend=backend, model_kwargs=model_kwargs)
-
-
-def openvino_precision(model) -> str | None:
-    """The inference precision the OpenVINO CPU plugin compiled with (read back, for the record)."""
-    compiled = getattr(model.transformers_model, "request", None)
-    if compiled is None:
-        return None
-    try:
-        value = compiled.get_property("INFERENCE_PRECISION_HINT")
-    except Exception:  # a property this OpenVINO release does not expose
-        return None
-    return value.to_string() if hasattr(value, "to_string") else str(value)  # an openvino.Type: "f32", "bf16"
-
-
-# ---------------------------------------------------------------- exports (child process)
-
-
-def scratch_copy(model: Path, work: Path) -> Path:
-    """A copy of the model folder without its own onnx/ and openvino/ exports (made once, atomically)."""
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name)[:40]
-    scratch = work / f"st-{name}-{digest(str(model.resolve()).encode())}"
-    if (scratch / COPY_DONE).exists():
-        return scratch
-    partial = work / f"{scratch.name}.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-
-    def skip(directory: str, names: list[str]) -> set[str]:
-        return {"onnx", "openvino"} & set(names) if Path(directory) == model else set()
-
-    shutil.copytree(model, partial, ignore=skip)
-    (partial / COPY_DONE).write_text(str(model.resolve()) + "\n")
-    if scratch.exists():
-        shutil.rmtree(scratch)
-    partial.rename(scratch)
-    return scratch
-
-
-def calibration_suffix(calibration: str) -> str:
-    return "qint8_quantized_" + digest(Path(calibration).read_bytes())
-
-
-def backend_file(backend: str, calibration: str | None) -> str | None:
-    if backend == "torch":
-        return None
-    if backend == "onnx":
-        return ONNX_FILE
-    if backend == "onnx-qint8":
-        return ONNX_QINT8_FILE
-    if backend == "openvino":
-        return OV_FILE
-    if calibration is None:
-        raise SystemExit("--backend openvino-qint8 needs --calibration (a JSON list of calibration texts)")
-    return f"openvino/openvino_model_{calibration_suffix(calibration)}.xml"
-
-
-def export(scratch: Path, backend: str, calibration: str | None, work: Path) -> None:
-    """Make the file `backend` loads in `scratch` (and the float32 export it starts from), with ST's own API."""
-    from sentence_transformers import (
-        SentenceTransformer,
-        export_dynamic_quantized_onnx_model,
-        export_static_quantized_openvino_model,
-    )
-
-    if backend.startswith("onnx") and not (scratch / ONNX_FILE).exists():
-        # No onnx/ in the copy: sentence-transformers exports the model to ONNX; save_pretrained keeps it.
-        SentenceTransformer(str(scratch), device="cpu", backend="onnx").save_pretrained(str(scratch))
-    if backend.startswith("openvino") and not (scratch / OV_FILE).exists():
-        SentenceTransformer(str(scratch), device="cpu", backend="openvino").save_pretrained(str(scratch))
-    if backend == "onnx-qint8" and not (scratch / ONNX_QINT8_FILE).exists():
-        model = SentenceTransformer(str(scratch), device="cpu", backend="onnx", model_kwargs={"file_name": ONNX_FILE})
-        export_dynamic_quantized_onnx_model(model, "avx512_vnni", str(scratch))
-    if backend == "openvino-qint8":
-        assert calibration is not None
-        suffix = calibration_suffix(calibration)
-        if (scratch / f"openvino/openvino_model_{suffix}.xml").exists():
-            return
-        from optimum.intel import OVQuantizationConfig
-
-        texts = read_json_texts(calibration)
-        # A local folder with one data file is a dataset `datasets.load_dataset` reads offline (config "default").
-        dataset = work / f"calibration-{suffix.rsplit('_', 1)[-1]}"
-        dataset.mkdir(parents=True, exist_ok=True)
-        with open(dataset / "train.jsonl", "w", encoding="utf-8") as file:
-            for text in texts:
-                file.write(json.dumps({"text": text}) + "\n")
-        model = SentenceTransformer(str(scratch), device="cpu", backend="openvino", model_kwargs={"file_name": OV_FILE})
-        export_static_quantized_openvino_model(
-            model,
-            OVQuantizationConfig(num_samples=len(texts)),
-            str(scratch),
-            dataset_name=str(dataset),
-            dataset_config_name="default",
-            dataset_split="train",
-            column_name="text",
-            file_suffix=suffix,
-        )
 
 
 # ---------------------------------------------------------------- modes
