@@ -199,24 +199,12 @@ def _process_layout(process_index: int | None, num_processes: int | None) -> tup
 
 
 def encode_corpus(
-    model: Any,
-    source: Any,
-    output_dir: str | os.PathLike,
-    *,
-    tokenizer: Any = None,
-    text_column: str = "text",
-    id_column: str | None = None,
-    batch_size: int = 64,
-    shard_size: int | None = None,
-    dtype: str | torch.dtype | None = None,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
-    process_index: int | None = None,
-    num_processes: int | None = None,
-    show_progress_bar: bool = False,
-    on_shard: Callable[[int, list, list[str]], None] | None = None,
-    restart_if_different: bool = False,
-) -> CorpusShards:
+    model: Any, source: Any, output_dir: str | os.PathLike, *, tokenizer: Any = None, text_column: str = "text",
+    id_column: str | None = None, batch_size: int = 64, shard_size: int | None = None,
+    dtype: str | torch.dtype | None = None, prompt_name: str | None = None, prompt: str | None = None,
+    process_index: int | None = None, num_processes: int | None = None, show_progress_bar: bool = False,
+    on_shard: Callable[[int, list, list[str]], None] | None = None, restart_if_different: bool = False,
+) -> CorpusShards:  # fmt: skip
     """Embed every text of `source` with `model` into Parquet shards of `shard_size` rows in `output_dir` (see the
     module docstring), holding one shard at a time; called again on the same folder, it resumes a stopped run.
 
@@ -261,13 +249,8 @@ def encode_corpus(
         raise ValueError("the corpus is empty: there is nothing to embed")
     dtype_name, compute = resolve_dtype(dtype, model.device)
     document_prompt = model.resolve_prompt(prompt_name, prompt)
-    config, dim = model.config, model.config.embedding_size
-    settings = dict(shard_size=shard_size, text_column=text_column, id_column=id_column, prompt=document_prompt)
-    settings.update(max_seq_length=config.effective_max_seq_length, dtype=dtype_name, dim=dim)
-    settings.update(similarity=config.similarity, normalize=config.normalize)
-    model_info = {"name_or_path": recorded_name(config.name_or_path), **model_fingerprint(model)}
-    manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "model": model_info, "settings": settings}
-    manifest.update(done=False, num_rows=None, num_shards=None)
+    dim = model.config.embedding_size
+    manifest = _new_manifest(model, shard_size, text_column, id_column, document_prompt, dtype_name)
     output = Path(output_dir)
     _open_folder(output, manifest, process_index, num_processes, restart_if_different)
 
@@ -289,30 +272,19 @@ def encode_corpus(
             texts = [text for _, text in block]
             del block
             path = output / shard_name(index)
-            if id_column and len(set(ids)) != len(ids):
-                seen: dict[Any, int] = {}
-                for row, doc_id in enumerate(ids, start):
-                    if seen.setdefault(doc_id, row) != row:
-                        raise ValueError(
-                            f"duplicate id {doc_id!r} (rows {seen[doc_id]} and {row}, both in "
-                            f"{path.name}); ids must be unique"
-                        )
+            if id_column:
+                _check_shard_ids(ids, start, path)
             expected.append((len(ids), _rows_hash(ids, texts)))
             if id_column:
                 id_keys.extend(hash(doc_id) for doc_id in ids)
             if on_shard is not None:
                 on_shard(index, ids, texts)
             if index % num_processes == process_index:
-                if path.exists() and _shard_problem(path, len(ids), expected[-1][1], dim, ids) is None:
+                took = _embed_shard(model, path, ids, texts, expected[-1][1], dim, encode_args)
+                if took is None:
                     reused += 1
                 else:
-                    began = time.perf_counter()
-                    vectors = model.encode(texts, **encode_args)
-                    seconds += time.perf_counter() - began
-                    if vectors.shape != (len(texts), dim):
-                        raise ValueError(f"model.encode returned {vectors.shape}, expected ({len(texts)}, {dim})")
-                    _write_shard(path, ids, vectors, expected[-1][1])
-                    computed, encoded = computed + 1, encoded + len(texts)
+                    seconds, computed, encoded = seconds + took, computed + 1, encoded + len(texts)
             speed = f"{encoded / seconds:.0f}" if seconds else "-"
             bar.set_postfix(texts_per_s=speed, computed=computed, reused=reused, refresh=False)
             bar.update(len(texts))
@@ -321,6 +293,49 @@ def encode_corpus(
         _check_unique_ids(output, id_keys, shard_size)
     done = _finish(output, manifest, expected, dim, process_index, num_processes)
     return CorpusShards(output, num_rows, len(expected), dim, computed, reused, done)
+
+
+def _new_manifest(
+    model: Any, shard_size: int, text_column: str, id_column: str | None, document_prompt: str, dtype_name: str
+) -> dict[str, Any]:
+    """The manifest of a folder being started: the model (name and fingerprint) and every setting the vectors
+    depend on, not done yet."""
+    config = model.config
+    settings = dict(shard_size=shard_size, text_column=text_column, id_column=id_column, prompt=document_prompt)
+    settings.update(max_seq_length=config.effective_max_seq_length, dtype=dtype_name, dim=config.embedding_size)
+    settings.update(similarity=config.similarity, normalize=config.normalize)
+    model_info = {"name_or_path": recorded_name(config.name_or_path), **model_fingerprint(model)}
+    manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "model": model_info, "settings": settings}
+    manifest.update(done=False, num_rows=None, num_shards=None)
+    return manifest
+
+
+def _check_shard_ids(ids: list[Any], start: int, path: Path) -> None:
+    """ValueError naming an id repeated within one shard (its rows counted from `start`)."""
+    if len(set(ids)) == len(ids):
+        return
+    seen: dict[Any, int] = {}
+    for row, doc_id in enumerate(ids, start):
+        if seen.setdefault(doc_id, row) != row:
+            raise ValueError(
+                f"duplicate id {doc_id!r} (rows {seen[doc_id]} and {row}, both in {path.name}); ids must be unique"
+            )
+
+
+def _embed_shard(
+    model: Any, path: Path, ids: list[Any], texts: list[str], digest: str, dim: int, encode_args: dict[str, Any]
+) -> float | None:
+    """Embed one shard and write it to `path`, returning the seconds `model.encode` took; None where a complete
+    shard of the same rows is there already (reused)."""
+    if path.exists() and _shard_problem(path, len(ids), digest, dim, ids) is None:
+        return None
+    began = time.perf_counter()
+    vectors = model.encode(texts, **encode_args)
+    took = time.perf_counter() - began
+    if vectors.shape != (len(texts), dim):
+        raise ValueError(f"model.encode returned {vectors.shape}, expected ({len(texts)}, {dim})")
+    _write_shard(path, ids, vectors, digest)
+    return took
 
 
 def _check_unique_ids(output: Path, id_keys: array.array, shard_size: int) -> None:

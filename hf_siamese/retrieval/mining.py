@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .hybrid import FIRST_STAGES, check_first_stage
@@ -26,34 +27,15 @@ SAMPLING = ("top", "random")
 
 
 def mine_hard_negatives(
-    dataset: Any,
-    model: Any,
-    corpus: Any = None,
-    *,
-    num_negatives: int = 3,
-    range_min: int = 0,
-    range_max: int | None = None,
-    margin: float | None = None,
-    max_score: float | None = None,
-    sampling: str = "top",
-    anchor_column: str | None = None,
-    positive_column: str | None = None,
-    tokenizer: Any = None,
-    batch_size: int = 32,
-    anchor_prompt: str | None = None,
-    corpus_prompt: str | None = None,
-    seed: int = 42,
-    show_progress_bar: bool = True,
-    embeddings_dir: str | os.PathLike | None = None,
-    text_column: str = "text",
-    id_column: str | None = None,
-    shard_size: int | None = None,
-    approximate: bool | None = None,
-    dtype: Any = None,
-    corpus_dir: str | os.PathLike | None = None,
-    negatives_from: str = "dense",
+    dataset: Any, model: Any, corpus: Any = None, *, num_negatives: int = 3, range_min: int = 0,
+    range_max: int | None = None, margin: float | None = None, max_score: float | None = None, sampling: str = "top",
+    anchor_column: str | None = None, positive_column: str | None = None, tokenizer: Any = None, batch_size: int = 32,
+    anchor_prompt: str | None = None, corpus_prompt: str | None = None, seed: int = 42, show_progress_bar: bool = True,
+    embeddings_dir: str | os.PathLike | None = None, text_column: str = "text", id_column: str | None = None,
+    shard_size: int | None = None, approximate: bool | None = None, dtype: Any = None,
+    corpus_dir: str | os.PathLike | None = None, negatives_from: str = "dense",
     lexical_settings: LexicalSettings | None = None,
-) -> Any:
+) -> Any:  # fmt: skip
     """Add `num_negatives` mined negatives to every (anchor, positive) row.
 
     For each anchor, the corpus documents are ranked by the first stage `negatives_from` (over distinct texts): the
@@ -109,21 +91,74 @@ def mine_hard_negatives(
     """
     import datasets
 
-    from ..data.columns import detect_layout
     from .evaluation import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
     from .mining_corpus import mine_corpus
 
-    if corpus_dir is not None:
-        if embeddings_dir is not None:
-            raise ValueError("mine_hard_negatives: give embeddings_dir= only (corpus_dir= is its deprecated name)")
-        warnings.warn(
-            "mine_hard_negatives: corpus_dir= is deprecated; use embeddings_dir= (the same folder)",
-            FutureWarning,
-            stacklevel=2,
-        )
-        embeddings_dir = corpus_dir
+    embeddings_dir = _embeddings_dir(embeddings_dir, corpus_dir)
     _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
     check_mining_stage(negatives_from, lexical_settings, approximate)
+    anchor_column, positive_column, anchors, positives = _anchors_and_positives(dataset, anchor_column, positive_column)
+    if range_max is None:
+        range_max = range_min + max(100, 10 * num_negatives)
+    kept, negatives, count = mine_corpus(
+        anchors, positives, model, list(dict.fromkeys(positives)) if corpus is None else corpus, embeddings_dir,
+        _picker(num_negatives, margin, max_score, sampling), num_negatives=num_negatives, range_min=range_min,
+        range_max=range_max, seed=seed, tokenizer=tokenizer, batch_size=batch_size,
+        show_progress_bar=show_progress_bar, anchor_prompt=side_prompt(model, anchor_prompt, QUERY_PROMPT_NAMES),
+        document_prompt=side_prompt(model, corpus_prompt, CORPUS_PROMPT_NAMES), text_column=text_column,
+        id_column=id_column, shard_size=shard_size, approximate=approximate, dtype=dtype,
+        negatives_from=negatives_from, lexical_settings=lexical_settings,
+        dense_scores=margin is not None or max_score is not None,
+    )  # fmt: skip
+    _check_kept(
+        len(anchors), len(kept), num_negatives,
+        f"ranks {range_min}..{range_max - 1} of {count} documents by {negatives_from}, margin={margin}, "
+        f"max_score={max_score}",
+    )  # fmt: skip
+    columns = {anchor_column: [anchors[i] for i in kept], positive_column: [positives[i] for i in kept]}
+    for n in range(num_negatives):
+        columns[f"negative_{n + 1}"] = [row[n] for row in negatives]
+    return datasets.Dataset.from_dict(columns)
+
+
+def _check_kept(rows: int, kept: int, num_negatives: int, exclusions: str) -> None:
+    """ValueError where no row kept `num_negatives` candidates after the exclusions; a warning counting the rows
+    dropped where some did not."""
+    if not kept:
+        raise ValueError(
+            f"mine_hard_negatives: none of the {rows} rows has {num_negatives} candidates left after the "
+            f"exclusions ({exclusions}); lower num_negatives, widen range_max or give a larger corpus."
+        )
+    if rows > kept:
+        logger.warning(
+            "mine_hard_negatives: %d of %d rows had fewer than %d candidates left after the exclusions; dropped.",
+            rows - kept,
+            rows,
+            num_negatives,
+        )
+
+
+def _embeddings_dir(embeddings_dir: Any, corpus_dir: Any) -> Any:
+    """`embeddings_dir`, or the deprecated `corpus_dir` (a FutureWarning); both given is refused."""
+    if corpus_dir is None:
+        return embeddings_dir
+    if embeddings_dir is not None:
+        raise ValueError("mine_hard_negatives: give embeddings_dir= only (corpus_dir= is its deprecated name)")
+    warnings.warn(
+        "mine_hard_negatives: corpus_dir= is deprecated; use embeddings_dir= (the same folder)",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return corpus_dir
+
+
+def _anchors_and_positives(
+    dataset: Any, anchor_column: str | None, positive_column: str | None
+) -> tuple[str, str, list[str], list[str]]:
+    """(anchor column, positive column, anchors, positives) of the dataset: the columns named, or those the collator
+    reads; every value checked to be a string."""
+    from ..data.columns import detect_layout
+
     names = list(dataset.column_names)
     if anchor_column is None or positive_column is None:
         texts = detect_layout(names).texts
@@ -138,13 +173,16 @@ def mine_hard_negatives(
             raise ValueError(
                 f"mine_hard_negatives: row {bad}: column {column!r} holds {values[bad]!r}; expected a string."
             )
-    if range_max is None:
-        range_max = range_min + max(100, 10 * num_negatives)
-    anchor_prompt = side_prompt(model, anchor_prompt, QUERY_PROMPT_NAMES)
-    document_prompt = side_prompt(model, corpus_prompt, CORPUS_PROMPT_NAMES)
+    return anchor_column, positive_column, anchors, positives
+
+
+def _picker(
+    num_negatives: int, margin: float | None, max_score: float | None, sampling: str
+) -> Callable[[list[tuple[int, float]], float, random.Random], list[int] | None]:
+    """`pick(ranked, positive_score, rng)`: the negatives of one row among its ranked `(document, score)`
+    candidates (`max_score` and `margin` applied, then `sampling`), or None if too few are left."""
 
     def pick(ranked: list[tuple[int, float]], positive_score: float, rng: random.Random) -> list[int] | None:
-        """The negatives of one row among its ranked `(document, score)` candidates, or None if too few."""
         candidates = [
             index
             for index, score in ranked
@@ -155,34 +193,7 @@ def mine_hard_negatives(
             return None
         return candidates[:num_negatives] if sampling == "top" else rng.sample(candidates, num_negatives)
 
-    common = {"num_negatives": num_negatives, "range_min": range_min, "range_max": range_max, "seed": seed}
-    common.update(tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar)
-    common.update(anchor_prompt=anchor_prompt, document_prompt=document_prompt)
-    source = list(dict.fromkeys(positives)) if corpus is None else corpus
-    kept, negatives, count = mine_corpus(
-        anchors, positives, model, source, embeddings_dir, pick, **common,
-        text_column=text_column, id_column=id_column, shard_size=shard_size, approximate=approximate, dtype=dtype,
-        negatives_from=negatives_from, lexical_settings=lexical_settings,
-        dense_scores=margin is not None or max_score is not None,
-    )  # fmt: skip
-    dropped = len(anchors) - len(kept)
-    if not kept:
-        raise ValueError(
-            f"mine_hard_negatives: none of the {len(anchors)} rows has {num_negatives} candidates left after the "
-            f"exclusions (ranks {range_min}..{range_max - 1} of {count} documents by {negatives_from}, "
-            f"margin={margin}, max_score={max_score}); lower num_negatives, widen range_max or give a larger corpus."
-        )
-    if dropped:
-        logger.warning(
-            "mine_hard_negatives: %d of %d rows had fewer than %d candidates left after the exclusions; dropped.",
-            dropped,
-            len(anchors),
-            num_negatives,
-        )
-    columns = {anchor_column: [anchors[i] for i in kept], positive_column: [positives[i] for i in kept]}
-    for n in range(num_negatives):
-        columns[f"negative_{n + 1}"] = [row[n] for row in negatives]
-    return datasets.Dataset.from_dict(columns)
+    return pick
 
 
 def _check_arguments(

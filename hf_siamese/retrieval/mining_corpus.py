@@ -188,8 +188,6 @@ def mine_corpus(
     `negatives_from`) and returns the chosen rows or None. With `dense_scores` (the filters need them) the scores are
     the model's similarities (the candidate's and the positive's to the anchor); without, a candidate's score is its
     first stage's and `positive_score` is 0 where the model scores nothing (lexical alone)."""
-    from ..metrics import paired_similarities
-
     check_source(source)
     source = resolve_corpus(source)  # a Hub id opened once, not on each of the three reads
     dense_search, lexical = negatives_from != "lexical", negatives_from != "dense"
@@ -197,30 +195,12 @@ def mine_corpus(
     positive_key = {text: hash(text) for text in dict.fromkeys(positives)}
     encode = {"tokenizer": tokenizer, "batch_size": batch_size, "convert_to_numpy": True}
     similarity = model.config.similarity
-    rng = random.Random(seed)
-    kept: list[int] = []
-    chosen: list[list[int]] = []
     with tempfile.TemporaryDirectory(prefix="hf-siamese-lexical-") as scratch:
         built = Path(scratch) / LEXICAL_DIR
-        builder = LexicalBuilder(built, lexical_settings) if lexical else None
-        try:
-            wanted = set(positive_key.values())
-            keys, positive_row = _row_keys(
-                source, text_column, id_column, wanted, builder, shard_size or DEFAULT_SHARD_SIZE
-            )
-            if builder is not None and len(keys):
-                builder.finish()
-        finally:
-            if builder is not None:
-                builder.close()
-        if not len(keys):
-            raise ValueError("mine_hard_negatives: the corpus is empty.")
-        distinct = len(np.unique(keys))
-        if num_negatives >= distinct:  # the positive is one of them, or the row has none to spare
-            raise ValueError(
-                f"mine_hard_negatives: num_negatives={num_negatives} but the corpus has only {distinct} distinct "
-                f"documents; at most {distinct - 1} negatives per row can be mined from it."
-            )
+        keys, positive_row, distinct = _corpus_keys(
+            source, text_column, id_column, set(positive_key.values()), built if lexical else None, lexical_settings,
+            shard_size or DEFAULT_SHARD_SIZE, num_negatives,
+        )  # fmt: skip
         with work_folder(embeddings_dir) as folder:
             vectors = search = index = anchor_vectors = None
             if dense_search or dense_scores or embeddings_dir is not None:
@@ -239,48 +219,117 @@ def mine_corpus(
             if lexical:
                 index = LexicalIndex.load(_keep_lexical(built, folder) if embeddings_dir is not None else built)
             anchor_row = {text: i for i, text in enumerate(unique_anchors)}
-            if dense_search or dense_scores:
+            positive_scores = np.zeros(len(anchors))
+            if dense_search or dense_scores:  # the positives are scored wherever the model scores (not lexical alone)
                 shown = {"show_progress_bar": show_progress_bar}
                 anchor_vectors = model.encode(unique_anchors, prompt=anchor_prompt, **shown, **encode)
-            positive_scores = np.zeros(len(anchors))
-            if anchor_vectors is not None:  # the positives are scored wherever the model scores (not lexical alone)
-                extra = [text for text, key in positive_key.items() if key not in positive_row]  # scored, not mined
-                extra_vectors = model.encode(extra, prompt=document_prompt, **encode) if extra else None
-                extra_row = {text: i for i, text in enumerate(extra)}
-                positive_vectors = np.stack(
-                    [
-                        vectors[positive_row[positive_key[p]]] if p not in extra_row else extra_vectors[extra_row[p]]
-                        for p in positives
-                    ]
-                )
-                positive_scores = paired_similarities(
-                    anchor_vectors[[anchor_row[a] for a in anchors]], positive_vectors, similarity
-                )
-                del positive_vectors
-
-            excluded: dict[str, set[int]] = {}  # every positive of the anchor, and the anchor itself
-            for anchor, positive in zip(anchors, positives, strict=True):
-                excluded.setdefault(anchor, {hash(anchor)}).add(positive_key[positive])
-            for start in range(0, len(anchors), ROW_CHUNK):
-                rows = range(start, min(start + ROW_CHUNK, len(anchors)))
-                batch = list(dict.fromkeys(anchors[row] for row in rows))
-                rankings = _first_stage(batch, search, index, anchor_vectors, anchor_row, keys, range_max)
-                if lexical and dense_scores:  # the filters compare the model's similarities, whatever ranked
-                    rankings = [
-                        _dense_scored(ranking, anchor_vectors[anchor_row[a]], vectors, similarity)
-                        for a, ranking in zip(batch, rankings, strict=True)
-                    ]
-                by_anchor = dict(zip(batch, rankings, strict=True))
-                for row in rows:
-                    skip = excluded[anchors[row]]
-                    ranked = [(r, s) for r, key, s in by_anchor[anchors[row]][range_min:] if key not in skip]
-                    picked = pick(ranked, float(positive_scores[row]), rng)
-                    if picked is not None:
-                        kept.append(row)
-                        chosen.append(picked)
-            del vectors, search, index
+                positive_scores = _positive_scores(
+                    model, anchors, positives, anchor_vectors, anchor_row, vectors, positive_key, positive_row,
+                    document_prompt, encode,
+                )  # fmt: skip
+            first_stage = _Ranker(search, index, anchor_vectors, anchor_row, keys, vectors, similarity)
+            kept, chosen = _pick_rows(
+                anchors, positives, positive_key, positive_scores, first_stage, lexical and dense_scores, range_min,
+                range_max, pick, random.Random(seed),
+            )  # fmt: skip
+            del vectors, search, index, first_stage
     texts = texts_of(source, {r for rows in chosen for r in rows}, text_column, id_column)
     return kept, [[texts[r] for r in rows] for rows in chosen], distinct
+
+
+def _corpus_keys(
+    source: Any, text_column: str, id_column: str | None, wanted: set[int], lexical_folder: Path | None,
+    lexical_settings: LexicalSettings | None, shard_size: int, num_negatives: int,
+) -> tuple[np.ndarray, dict[int, int], int]:  # fmt: skip
+    """(hash of every row's text, {positive's key: its first row}, distinct texts) from the first pass over the
+    source, which also builds the lexical index into `lexical_folder` when given. An empty corpus, or one with too
+    few distinct texts for `num_negatives`, is refused."""
+    builder = LexicalBuilder(lexical_folder, lexical_settings) if lexical_folder is not None else None
+    try:
+        keys, positive_row = _row_keys(source, text_column, id_column, wanted, builder, shard_size)
+        if builder is not None and len(keys):
+            builder.finish()
+    finally:
+        if builder is not None:
+            builder.close()
+    if not len(keys):
+        raise ValueError("mine_hard_negatives: the corpus is empty.")
+    distinct = len(np.unique(keys))
+    if num_negatives >= distinct:  # the positive is one of them, or the row has none to spare
+        raise ValueError(
+            f"mine_hard_negatives: num_negatives={num_negatives} but the corpus has only {distinct} distinct "
+            f"documents; at most {distinct - 1} negatives per row can be mined from it."
+        )
+    return keys, positive_row, distinct
+
+
+def _positive_scores(
+    model: Any, anchors: Sequence[str], positives: Sequence[str], anchor_vectors: np.ndarray,
+    anchor_row: dict[str, int], vectors: np.ndarray, positive_key: dict[str, int], positive_row: dict[int, int],
+    document_prompt: str, encode: dict[str, Any],
+) -> np.ndarray:  # fmt: skip
+    """Each row's positive scored against its anchor by the model: a positive in the corpus by its row's vector,
+    one outside it embedded here."""
+    from ..metrics import paired_similarities
+
+    extra = [text for text, key in positive_key.items() if key not in positive_row]  # scored, not mined
+    extra_vectors = model.encode(extra, prompt=document_prompt, **encode) if extra else None
+    extra_row = {text: i for i, text in enumerate(extra)}
+    positive_vectors = np.stack(
+        [
+            vectors[positive_row[positive_key[p]]] if p not in extra_row else extra_vectors[extra_row[p]]
+            for p in positives
+        ]
+    )
+    similarity = model.config.similarity
+    return paired_similarities(anchor_vectors[[anchor_row[a] for a in anchors]], positive_vectors, similarity)
+
+
+class _Ranker:
+    """The first stage of a batch of anchors (`_first_stage`), its scores the model's similarities with
+    `dense_scored=True` (what the filters compare, whatever ranked)."""
+
+    def __init__(
+        self, search: Search | None, index: LexicalIndex | None, anchor_vectors: np.ndarray | None,
+        anchor_row: dict[str, int], keys: np.ndarray, vectors: np.ndarray | None, similarity: str,
+    ) -> None:  # fmt: skip
+        self.search, self.index, self.anchor_vectors, self.anchor_row = search, index, anchor_vectors, anchor_row
+        self.keys, self.vectors, self.similarity = keys, vectors, similarity
+
+    def __call__(self, batch: list[str], depth: int, dense_scored: bool) -> list[list[tuple]]:
+        rankings = _first_stage(batch, self.search, self.index, self.anchor_vectors, self.anchor_row, self.keys, depth)
+        if not dense_scored:
+            return rankings
+        return [
+            _dense_scored(ranking, self.anchor_vectors[self.anchor_row[a]], self.vectors, self.similarity)
+            for a, ranking in zip(batch, rankings, strict=True)
+        ]
+
+
+def _pick_rows(
+    anchors: Sequence[str], positives: Sequence[str], positive_key: dict[str, int], positive_scores: np.ndarray,
+    rank: _Ranker, dense_scored: bool, range_min: int, range_max: int, pick: Callable[..., list | None],
+    rng: random.Random,
+) -> tuple[list[int], list[list[int]]]:  # fmt: skip
+    """(kept row numbers, their chosen corpus rows): each row's candidates ranked `range_min` to `range_max`, without
+    every positive of its anchor and the anchor itself, handed to `pick`; `ROW_CHUNK` rows at a time."""
+    excluded: dict[str, set[int]] = {}  # every positive of the anchor, and the anchor itself
+    for anchor, positive in zip(anchors, positives, strict=True):
+        excluded.setdefault(anchor, {hash(anchor)}).add(positive_key[positive])
+    kept: list[int] = []
+    chosen: list[list[int]] = []
+    for start in range(0, len(anchors), ROW_CHUNK):
+        rows = range(start, min(start + ROW_CHUNK, len(anchors)))
+        batch = list(dict.fromkeys(anchors[row] for row in rows))
+        by_anchor = dict(zip(batch, rank(batch, range_max, dense_scored), strict=True))
+        for row in rows:
+            skip = excluded[anchors[row]]
+            ranked = [(r, s) for r, key, s in by_anchor[anchors[row]][range_min:] if key not in skip]
+            picked = pick(ranked, float(positive_scores[row]), rng)
+            if picked is not None:
+                kept.append(row)
+                chosen.append(picked)
+    return kept, chosen
 
 
 def _first_stage(

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .exact import best_first
 from .index_parts import check_top_k
 
 logger = logging.getLogger(__name__)
@@ -213,36 +214,8 @@ def rerank_hits(
             ]
             for found in hits
         ]
-    pairs = []
-    for row, (query, found) in enumerate(zip(queries, hits, strict=True)):
-        if not isinstance(query, str):
-            raise ValueError(f"queries[{row}] is {type(query).__name__} ({query!r:.60}); expected a str")
-        for position, hit in enumerate(found):
-            if not isinstance(hit, dict) or not isinstance(hit.get("text"), str):
-                raise ValueError(f"hits[{row}][{position}] has no text (a str): {hit!r:.80}")
-            score = hit.get("score")
-            if (
-                stages is None
-                and weight > 0
-                and (isinstance(score, bool) or not isinstance(score, int | float | np.number))
-            ):
-                raise ValueError(
-                    f"hits[{row}][{position}] has no first-stage 'score' (a number): {hit!r:.80}; fusing with "
-                    f"first_stage_weight={weight} needs one per hit (pass first_stage_weight=0 to rank by the "
-                    "reranker alone)"
-                )
-            pairs.append((query, hit["text"]))
-    unique = list(dict.fromkeys(pairs))
-    scores = np.zeros(0, dtype=np.float32)
-    if unique:
-        scores = np.asarray(
-            reranker.predict(unique, batch_size=batch_size, show_progress_bar=show_progress_bar), dtype=np.float32
-        )
-    if scores.shape != (len(unique),):
-        raise ValueError(
-            f"the reranker gave scores of shape {scores.shape} for {len(unique)} pairs; reranking needs one score "
-            "per pair (a cross-encoder with one output)"
-        )
+    unique = list(dict.fromkeys(_pairs(queries, hits, weight if stages is None else 0.0)))
+    scores = _pair_scores(reranker, unique, batch_size, show_progress_bar)
     where = {pair: position for position, pair in enumerate(unique)}
     results = []
     for query, found in zip(queries, hits, strict=True):
@@ -254,7 +227,7 @@ def rerank_hits(
             final = (
                 fuse_scores(found_scores, [hit.get("score") for hit in found], weight) if weight > 0 else found_scores
             )
-        order = np.argsort(-final, kind="stable")[:keep]
+        order = best_first(final[None], np.arange(len(final))[None], keep)[1][0]  # ties: the first stage's order
         reranked = []
         for rank, position in enumerate(order.tolist(), start=1):
             hit = found[position]
@@ -266,6 +239,42 @@ def rerank_hits(
             reranked.append({**hit, "score": float(final[position]), "rank": rank, **first})
         results.append(reranked)
     return results
+
+
+def _pairs(queries: list[Any], hits: Sequence[Sequence[Any]], weight: float) -> list[tuple[str, str]]:
+    """Every (query, hit text) pair, in order; a hit without a text, or without a first-stage score where `weight`
+    above 0 fuses with one, is refused, naming it."""
+    pairs = []
+    for row, (query, found) in enumerate(zip(queries, hits, strict=True)):
+        if not isinstance(query, str):
+            raise ValueError(f"queries[{row}] is {type(query).__name__} ({query!r:.60}); expected a str")
+        for position, hit in enumerate(found):
+            if not isinstance(hit, dict) or not isinstance(hit.get("text"), str):
+                raise ValueError(f"hits[{row}][{position}] has no text (a str): {hit!r:.80}")
+            score = hit.get("score")
+            if weight > 0 and (isinstance(score, bool) or not isinstance(score, int | float | np.number)):
+                raise ValueError(
+                    f"hits[{row}][{position}] has no first-stage 'score' (a number): {hit!r:.80}; fusing with "
+                    f"first_stage_weight={weight} needs one per hit (pass first_stage_weight=0 to rank by the "
+                    "reranker alone)"
+                )
+            pairs.append((query, hit["text"]))
+    return pairs
+
+
+def _pair_scores(reranker: Any, pairs: list[tuple[str, str]], batch_size: int, show_progress_bar: bool) -> np.ndarray:
+    """float32 reranker scores of `pairs` in ONE `predict` call; anything but one score per pair is refused."""
+    scores = np.zeros(0, dtype=np.float32)
+    if pairs:
+        scores = np.asarray(
+            reranker.predict(pairs, batch_size=batch_size, show_progress_bar=show_progress_bar), dtype=np.float32
+        )
+    if scores.shape != (len(pairs),):
+        raise ValueError(
+            f"the reranker gave scores of shape {scores.shape} for {len(pairs)} pairs; reranking needs one score "
+            "per pair (a cross-encoder with one output)"
+        )
+    return scores
 
 
 __all__ = [
