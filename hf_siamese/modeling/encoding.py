@@ -192,10 +192,7 @@ class SiameseEncodingMixin:
             `(len(texts), hidden)` embeddings, or `(hidden,)` for a single string.
         """
         texts, single = checked_texts(texts, batch_size)
-        if cpu_workers is not None and (
-            isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int) or cpu_workers < 1
-        ):
-            raise ValueError(f"encode(): cpu_workers={cpu_workers!r} must be a positive int (or None for the default).")
+        check_cpu_workers(cpu_workers)
         prompt = self.resolve_prompt(prompt_name, prompt)
         if len(texts) == 0:
             empty = torch.empty(0, self.config.embedding_size)
@@ -203,12 +200,7 @@ class SiameseEncodingMixin:
 
         tokenizer = self._resolve_tokenizer(tokenizer)
         max_length = max_length or self.config.effective_max_seq_length
-        if device is None:
-            device = self.device
-        else:  # the model moves there (and stays): inputs and weights must share one device
-            device = resolve_device(device)
-            if device.type != self.device.type or (device.index is not None and device != self.device):
-                self.to(device)
+        device = self._encode_device(device)
         # Repeated texts (common in pair datasets) are encoded once.
         unique = list(dict.fromkeys(texts))
         inputs = [self.prepare_text(text, prompt) for text in unique]
@@ -226,14 +218,7 @@ class SiameseEncodingMixin:
         workers = cpu_workers if cpu_workers is not None else threads
         workers = min(workers, len(source)) if not streamed else 1
         dtype = cpu_dtype(dtype, device)
-        use_autocast = dtype is not None and dtype != torch.float32
-        runner = self
-        if use_autocast and len(source) >= LOW_PRECISION_COPY and (streamed or dtype == torch.bfloat16):
-            # A copy of the weights in `dtype` runs faster than autocast (no casts of weights and activations around
-            # every op; measured 1.1-1.15x in bfloat16 on the CPU, 1.15-1.29x on an H100): made once (on the device,
-            # half the weights' size), kept until a weight changes.
-            runner = cached_low_precision_copy(self, dtype)
-            use_autocast = runner is self
+        runner, use_autocast = self._encode_runner(dtype, len(source), streamed)
 
         def embed(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             # Autocast and no_grad are per thread: set them in the thread that runs the batch.
@@ -242,6 +227,41 @@ class SiameseEncodingMixin:
                 # Results stay on the device until all batches ran: one copy back, no sync per batch.
                 return runner(**batch, prompt_length=prompt_length).sentence_embedding.float()
 
+        # On the CPU, short batches run attention key-major (short_attention.py: 2-5x faster than sdpa there).
+        fast_attention = short_attention(runner.encoder) if device.type == "cpu" else contextlib.nullcontext()
+        positions, chunks = self._run_in_eval_mode(embed, source, workers, threads, fast_attention, show_progress_bar)
+        self._warn_truncated(texts, unique, inputs, source.truncated, max_length)
+        embeddings = in_input_order(positions, chunks, texts, unique, single)
+        return embeddings.numpy() if convert_to_numpy else embeddings
+
+    def _encode_device(self, device: str | torch.device | None) -> torch.device:
+        """The device encode() runs on: the model's, or `device` (resolved), where the model moves (and stays):
+        inputs and weights must share one device."""
+        if device is None:
+            return self.device
+        device = resolve_device(device)
+        if device.type != self.device.type or (device.index is not None and device != self.device):
+            self.to(device)
+        return device
+
+    def _encode_runner(self, dtype: torch.dtype | None, batches: int, streamed: bool) -> tuple[Any, bool]:
+        """`(the model that runs the batches, whether under autocast)` for encode() in `dtype`: with
+        `LOW_PRECISION_COPY` batches or more (on the CPU: bfloat16 only), a copy of the weights in `dtype`, else
+        the model itself, autocast for a low-precision dtype."""
+        use_autocast = dtype is not None and dtype != torch.float32
+        if use_autocast and batches >= LOW_PRECISION_COPY and (streamed or dtype == torch.bfloat16):
+            # A copy of the weights in `dtype` runs faster than autocast (no casts of weights and activations around
+            # every op; measured 1.1-1.15x in bfloat16 on the CPU, 1.15-1.29x on an H100): made once (on the device,
+            # half the weights' size), kept until a weight changes.
+            runner = cached_low_precision_copy(self, dtype)
+            return runner, runner is self
+        return self, use_autocast
+
+    def _run_in_eval_mode(
+        self, embed: Any, source: Any, workers: int, threads: int, fast_attention: Any, show_progress_bar: bool
+    ) -> tuple[list, list]:
+        """`_run_batches` with the model in eval mode and `fast_attention` on, a progress bar if asked; the training
+        mode and torch's thread count (`threads`) are restored afterwards, whatever happens."""
         was_training = self.training
         self.eval()
         progress = None
@@ -249,19 +269,14 @@ class SiameseEncodingMixin:
             from tqdm.auto import tqdm
 
             progress = tqdm(total=len(source), desc="Encoding", unit="batch")
-        # On the CPU, short batches run attention key-major (short_attention.py: 2-5x faster than sdpa there).
-        fast_attention = short_attention(runner.encoder) if device.type == "cpu" else contextlib.nullcontext()
         try:
             with fast_attention:
-                positions, chunks = self._run_batches(embed, source, workers, progress)
+                return self._run_batches(embed, source, workers, progress)
         finally:
             torch.set_num_threads(threads)
             self.train(was_training)
             if progress is not None:
                 progress.close()
-        self._warn_truncated(texts, unique, inputs, source.truncated, max_length)
-        embeddings = in_input_order(positions, chunks, texts, unique, single)
-        return embeddings.numpy() if convert_to_numpy else embeddings
 
     @staticmethod
     def _warn_truncated(
@@ -322,6 +337,14 @@ class SiameseEncodingMixin:
         """The string the tokenizer sees: the prompt, then the text, lowercased when `config.do_lower_case`."""
         text = prompt + text
         return text.lower() if self.config.do_lower_case else text
+
+
+def check_cpu_workers(cpu_workers: int | None) -> None:
+    """Refuse a `cpu_workers` that is not a positive int (None: the default)."""
+    if cpu_workers is not None and (
+        isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int) or cpu_workers < 1
+    ):
+        raise ValueError(f"encode(): cpu_workers={cpu_workers!r} must be a positive int (or None for the default).")
 
 
 def checked_texts(texts: str | Sequence[str], batch_size: int) -> tuple[Sequence[str], bool]:
