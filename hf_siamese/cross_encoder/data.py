@@ -109,8 +109,25 @@ def reranker_training_rows(
         ValueError: `num_negatives + random_negatives == 0`, a bad `output`, texts that are not strings, no
             `bi_encoder` for hard negatives, or no row left with enough negatives.
     """
-    import datasets
+    num_negatives, random_negatives = _check_request(num_negatives, random_negatives, output, bi_encoder)
+    queries, positives = _query_positive_columns(dataset, query_column, positive_column)
+    texts = _corpus_texts(corpus, positives)
+    if num_negatives:
+        rows = _hard_negative_rows(
+            queries, positives, bi_encoder, texts, num_negatives=num_negatives, range_min=range_min,
+            range_max=range_max, margin=margin, max_score=max_score, sampling=sampling, tokenizer=tokenizer,
+            batch_size=batch_size, seed=seed, show_progress_bar=show_progress_bar, negatives_from=negatives_from,
+        )  # fmt: skip
+    else:
+        rows = [(query, positive, []) for query, positive in zip(queries, positives, strict=True)]
+    if random_negatives:
+        rows = _add_random_negatives(rows, queries, positives, texts, random_negatives, seed)
+    return _training_dataset(rows, output, num_negatives + random_negatives, shuffle, seed)
 
+
+def _check_request(num_negatives: Any, random_negatives: Any, output: str, bi_encoder: Any) -> tuple[int, int]:
+    """The two negative counts, after refusing counts that are not ints >= 0 or are both 0, an unknown `output`,
+    and hard negatives without a bi-encoder to mine them."""
     num_negatives = _check_count(num_negatives, "num_negatives")
     random_negatives = _check_count(random_negatives, "random_negatives")
     if num_negatives + random_negatives == 0:
@@ -122,36 +139,45 @@ def reranker_training_rows(
             f"reranker_training_rows: num_negatives={num_negatives} needs a bi_encoder to mine them (or pass "
             "num_negatives=0 for random negatives only)"
         )
-    queries, positives = _query_positive_columns(dataset, query_column, positive_column)
+    return num_negatives, random_negatives
+
+
+def _corpus_texts(corpus: Sequence[str] | Mapping[str, str] | None, positives: list[str]) -> list[str]:
+    """The distinct corpus texts (a mapping's values; no corpus: the positives); refuses one that is no string."""
     texts = list(corpus.values()) if isinstance(corpus, Mapping) else corpus
     texts = list(dict.fromkeys(positives if texts is None else texts))
     bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
     if bad is not None:
         raise ValueError(f"reranker_training_rows: corpus entry {bad} is {texts[bad]!r:.80}; expected a string")
+    return texts
 
-    if num_negatives:
-        from ..retrieval.mining import mine_hard_negatives
 
-        mined = mine_hard_negatives(
-            datasets.Dataset.from_dict({"query": queries, "positive": positives}), bi_encoder, texts,
-            num_negatives=num_negatives, range_min=range_min, range_max=range_max, margin=margin,
-            max_score=max_score, sampling=sampling, anchor_column="query", positive_column="positive",
-            tokenizer=tokenizer, batch_size=batch_size, seed=seed, show_progress_bar=show_progress_bar,
-            negatives_from=negatives_from,
-        )  # fmt: skip
-        rows = [
-            (row["query"], row["positive"], [row[f"negative_{n + 1}"] for n in range(num_negatives)]) for row in mined
-        ]
-    else:
-        rows = [(query, positive, []) for query, positive in zip(queries, positives, strict=True)]
+def _hard_negative_rows(
+    queries: list[str], positives: list[str], bi_encoder: Any, texts: list[str], *, num_negatives: int,
+    **mining: Any,
+) -> list[tuple[str, str, list[str]]]:  # fmt: skip
+    """`(query, positive, hard negatives)` rows: `num_negatives` per pair mined from `texts` by
+    `hf_siamese.mine_hard_negatives` with the `mining` settings (rows with too few candidates dropped there)."""
+    import datasets
 
-    if random_negatives:
-        rows = _add_random_negatives(rows, queries, positives, texts, random_negatives, seed)
+    from ..retrieval.mining import mine_hard_negatives
+
+    mined = mine_hard_negatives(
+        datasets.Dataset.from_dict({"query": queries, "positive": positives}), bi_encoder, texts,
+        num_negatives=num_negatives, anchor_column="query", positive_column="positive", **mining,
+    )  # fmt: skip
+    return [(row["query"], row["positive"], [row[f"negative_{n + 1}"] for n in range(num_negatives)]) for row in mined]
+
+
+def _training_dataset(rows: list[tuple[str, str, list[str]]], output: str, width: int, shuffle: bool, seed: int) -> Any:
+    """The rows (shuffled, seeded, if asked) as a `datasets.Dataset`: `tuples` (query, positive, negative_1 ..
+    negative_{width}) or `pairs` (query, document, label: 1.0 for the positive, 0.0 for each negative)."""
+    import datasets
+
     order = list(range(len(rows)))
     if shuffle:
         random.Random(seed).shuffle(order)
     if output == "tuples":
-        width = num_negatives + random_negatives
         columns: dict[str, list] = {"query": [rows[i][0] for i in order], "positive": [rows[i][1] for i in order]}
         for n in range(width):
             columns[f"negative_{n + 1}"] = [rows[i][2][n] for i in order]
