@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -27,10 +26,11 @@ import yaml
 from ..storage import write_text_atomic
 from .local_paths import is_hub_id, looks_like_local_path, scrub_local_paths
 from .model_card_facts import (
-    _CARD_FACT_NAMES,
+    CardInputs,
     ModelCardFacts,
     _format_number,
     _metric_sort_key,
+    card_inputs,
     collect_facts,
     eval_results_from_log_history,
     hyperparameters_from_args,
@@ -319,24 +319,11 @@ def render_model_card(facts: ModelCardFacts, template: str | None = None) -> str
     return scrub_local_paths(text)
 
 
-def build_model_card(
-    model: Any,
-    *,
-    repo_id: str | None = None,
-    trainer: Any = None,
-    base_model: str | None = None,
-    datasets: str | Iterable[str] | None = None,
-    license: str | None = "apache-2.0",  # noqa: A002 - the Hub's field name
-    eval_results: Mapping[str, Any] | None = None,
-    training_args: Any = None,
-    loss_name: str | None = None,
-    tags: str | Iterable[str] | None = None,
-    language: str | Iterable[str] | None = None,
-    title: str | None = None,
-    final_weights: str | None = None,
-    data_source: str | None = None,
-) -> str:
+def build_model_card(model: Any, *, repo_id: str | None = None, **card_facts: Any) -> str:
     """The model card (markdown with YAML front matter) of a `SiameseBertModel`.
+
+    The keywords besides `model` and `repo_id` (`card_facts`) are the fields of `CardInputs`; an unknown one is a
+    `TypeError` that lists them.
 
     Args:
         model: the model; its config gives the architecture.
@@ -356,37 +343,19 @@ def build_model_card(
             (e.g. the best epoch, a weight average, an interpolation toward the base model), as a sentence.
         data_source: where the training rows came from, as a sentence (e.g. gold pairs and a teacher's silver ones).
     """
-    facts = collect_facts(
-        model,
-        repo_id=repo_id,
-        trainer=trainer,
-        base_model=base_model,
-        datasets=datasets,
-        license=license,
-        eval_results=eval_results,
-        training_args=training_args,
-        loss_name=loss_name,
-        tags=tags,
-        language=language,
-        title=title,
-        final_weights=final_weights,
-        data_source=data_source,
-    )
-    return render_model_card(facts)
+    inputs = card_inputs("build_model_card", {"repo_id": repo_id, **card_facts})
+    return render_model_card(collect_facts(model, inputs))
 
 
 def write_model_card(model: Any, folder: str | os.PathLike, **card_facts: Any) -> Path:
     """Write `build_model_card(model, **card_facts)` to `folder/README.md` and return that path."""
-    unknown = sorted(set(card_facts) - {"repo_id", *_CARD_FACT_NAMES})
-    if unknown:
-        raise TypeError(
-            f"write_model_card: unknown argument {unknown[0]!r}; accepted: {sorted({'repo_id', *_CARD_FACT_NAMES})}."
-        )
+    inputs = card_inputs("write_model_card", card_facts)
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"write_model_card: folder {str(folder)!r} does not exist; create it or save first.")
     path = folder / "README.md"
-    write_text_atomic(path, build_model_card(model, **card_facts))  # a finished folder never holds half a card
+    card = render_model_card(collect_facts(model, inputs))
+    write_text_atomic(path, card)  # a finished folder never holds half a card
     return path
 
 
@@ -402,6 +371,7 @@ def split_front_matter(card: str) -> tuple[dict[str, Any], str]:
 
 
 __all__ = [
+    "CardInputs",
     "ModelCardFacts",
     "build_model_card",
     "collect_facts",

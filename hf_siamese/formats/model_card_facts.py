@@ -10,7 +10,7 @@ import math
 import platform
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -29,20 +29,40 @@ _VERSION_PACKAGES = (
     ("datasets", "datasets"),
     ("huggingface_hub", "huggingface-hub"),
 )
-_CARD_FACT_NAMES = (
-    "trainer",
-    "base_model",
-    "datasets",
-    "license",
-    "eval_results",
-    "training_args",
-    "loss_name",
-    "tags",
-    "language",
-    "title",
-    "final_weights",
-    "data_source",
-)
+
+
+@dataclass
+class CardInputs:
+    """What the caller tells a model card besides the model itself: `build_model_card`'s keywords (documented
+    there), given once and passed along to `collect_facts`."""
+
+    repo_id: str | None = None
+    trainer: Any = None
+    base_model: str | None = None
+    datasets: str | Iterable[str] | None = None
+    license: str | None = "apache-2.0"
+    eval_results: Mapping[str, Any] | None = None
+    training_args: Any = None
+    loss_name: str | None = None
+    tags: str | Iterable[str] | None = None
+    language: str | Iterable[str] | None = None
+    title: str | None = None
+    final_weights: str | None = None
+    data_source: str | None = None
+
+
+# The card facts a caller may give with the model (`push_to_hub`, the trainer's card) besides the repo id.
+_CARD_FACT_NAMES = tuple(item.name for item in fields(CardInputs) if item.name != "repo_id")
+
+
+def card_inputs(where: str, card_facts: Mapping[str, Any]) -> CardInputs:
+    """`CardInputs(**card_facts)`, refusing an unknown name with a `TypeError` that `where` (the function called)
+    starts and that lists the accepted ones."""
+    accepted = {"repo_id", *_CARD_FACT_NAMES}
+    unknown = sorted(set(card_facts) - accepted)
+    if unknown:
+        raise TypeError(f"{where}: unknown argument {unknown[0]!r}; accepted: {sorted(accepted)}.")
+    return CardInputs(**card_facts)
 
 
 @dataclass
@@ -267,50 +287,64 @@ def _as_list(value: str | Iterable[str] | None, name: str) -> list[str]:
     return items
 
 
-def collect_facts(
-    model: Any,
-    *,
-    repo_id: str | None = None,
-    trainer: Any = None,
-    base_model: str | None = None,
-    datasets: str | Iterable[str] | None = None,
-    license: str | None = "apache-2.0",  # noqa: A002 - the Hub's field name
-    eval_results: Mapping[str, Any] | None = None,
-    training_args: Any = None,
-    loss_name: str | None = None,
-    tags: str | Iterable[str] | None = None,
-    language: str | Iterable[str] | None = None,
-    title: str | None = None,
-    final_weights: str | None = None,
-    data_source: str | None = None,
-) -> ModelCardFacts:
-    """Gather the facts of a card; see `build_model_card` for the arguments."""
-    if not hasattr(model, "config") or not hasattr(model.config, "encoder_config"):
-        raise TypeError(
-            f"build_model_card needs a SiameseBertModel (a model with a SiameseBertConfig), got {type(model).__name__}."
-        )
-    if repo_id is not None and not is_hub_id(repo_id):
-        raise ValueError(f"repo_id={repo_id!r} is not a Hub repo id; expected 'name' or 'namespace/name'.")
-    if license is not None and not (isinstance(license, str) and re.fullmatch(r"[a-z0-9][a-z0-9.+-]*", license)):
-        raise ValueError(f"license={license!r} must be a Hub license id such as 'apache-2.0', 'mit' or 'other'.")
-
-    args = training_args if training_args is not None else getattr(trainer, "args", None)
+def collect_facts(model: Any, inputs: CardInputs | None = None) -> ModelCardFacts:
+    """Gather the facts of a card from the model and what the caller gave (`inputs`; see `build_model_card`)."""
+    given = inputs if inputs is not None else CardInputs()
+    _check_card_inputs(model, given)
+    trainer, repo_id = given.trainer, given.repo_id
+    args = given.training_args if given.training_args is not None else getattr(trainer, "args", None)
+    base_model = given.base_model
     if base_model is None:
         base_model = getattr(model.config, "name_or_path", None) or None
         if base_model == repo_id:
             base_model = None
-    datasets_list = [d for d in _as_list(datasets, "datasets") if is_hub_id(d)]
+    datasets_list = [d for d in _as_list(given.datasets, "datasets") if is_hub_id(d)]
     facts = ModelCardFacts(
-        title=title or _default_title(model, repo_id, trainer),
+        title=given.title or _default_title(model, repo_id, trainer),
         model_id=repo_id,
         base_model=base_model if is_hub_id(base_model) else None,
         datasets=datasets_list,
-        license=license,
-        language=_as_list(language, "language"),
+        license=given.license,
+        language=_as_list(given.language, "language"),
         architecture=architecture_facts(model),
         versions=_versions(),
     )
+    _add_training_facts(facts, trainer, given.loss_name)
+    facts.hyperparameters = hyperparameters_from_args(args, trainer)
+    facts.final_weights = _sentence(given.final_weights, "final_weights")
+    facts.data_source = _sentence(given.data_source, "data_source")
+    state = getattr(trainer, "state", None)
+    if given.eval_results is not None:
+        facts.eval_results = parse_eval_metrics(given.eval_results)
+    elif state is not None:
+        best_step = None
+        if getattr(args, "load_best_model_at_end", False):
+            best_step = getattr(state, "best_global_step", None)
+        facts.eval_results, facts.eval_step, facts.eval_epoch = eval_results_from_log_history(
+            state.log_history, best_step
+        )
+    facts.tags = _card_tags(facts, trainer, given.tags)
+    return facts
 
+
+def _check_card_inputs(model: Any, given: CardInputs) -> None:
+    """Refuse a model that is no `SiameseBertModel`, a repo id or a license the Hub would not take."""
+    if not hasattr(model, "config") or not hasattr(model.config, "encoder_config"):
+        raise TypeError(
+            f"build_model_card needs a SiameseBertModel (a model with a SiameseBertConfig), got {type(model).__name__}."
+        )
+    if given.repo_id is not None and not is_hub_id(given.repo_id):
+        raise ValueError(f"repo_id={given.repo_id!r} is not a Hub repo id; expected 'name' or 'namespace/name'.")
+    hub_license = given.license
+    if hub_license is not None and not (
+        isinstance(hub_license, str) and re.fullmatch(r"[a-z0-9][a-z0-9.+-]*", hub_license)
+    ):
+        raise ValueError(f"license={hub_license!r} must be a Hub license id such as 'apache-2.0', 'mit' or 'other'.")
+
+
+def _add_training_facts(facts: ModelCardFacts, trainer: Any, loss_name: str | None) -> None:
+    """The loss (its name and settings), the train set's size and columns, and the steps and epochs trained, as
+    far as `trainer` (None: none) tells them."""
     loss = getattr(trainer, "loss", None)
     # A CombinedLoss is named by its parts: "CoSENTLoss + 0.5 * AnglELoss".
     facts.loss_name = loss_name or (getattr(loss, "summary", None) or type(loss).__name__ if loss is not None else None)
@@ -330,24 +364,17 @@ def collect_facts(
     if state is not None and getattr(state, "global_step", 0):
         facts.trained_steps = int(state.global_step)
         facts.trained_epochs = float(state.epoch) if state.epoch is not None else None
-    facts.hyperparameters = hyperparameters_from_args(args, trainer)
-    if final_weights is not None and not isinstance(final_weights, str):
-        raise TypeError(f"final_weights must be a sentence (str), got {type(final_weights).__name__}")
-    facts.final_weights = (final_weights or "").strip() or None
-    if data_source is not None and not isinstance(data_source, str):
-        raise TypeError(f"data_source must be a sentence (str), got {type(data_source).__name__}")
-    facts.data_source = (data_source or "").strip() or None
 
-    if eval_results is not None:
-        facts.eval_results = parse_eval_metrics(eval_results)
-    elif state is not None:
-        best_step = None
-        if getattr(args, "load_best_model_at_end", False):
-            best_step = getattr(state, "best_global_step", None)
-        facts.eval_results, facts.eval_step, facts.eval_epoch = eval_results_from_log_history(
-            state.log_history, best_step
-        )
 
+def _sentence(value: Any, name: str) -> str | None:
+    """A sentence fact stripped (None when empty); refuses one that is not a str."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a sentence (str), got {type(value).__name__}")
+    return (value or "").strip() or None
+
+
+def _card_tags(facts: ModelCardFacts, trainer: Any, tags: str | Iterable[str] | None) -> list[str]:
+    """The card's tags: the library's, the trainer's, the loss and the train set's size, then the caller's."""
     tag_list = ["sentence-transformers", "transformers", "sentence-similarity", "feature-extraction", "siamese"]
     tag_list.append("hf-siamese")
     if trainer is not None:
@@ -359,8 +386,7 @@ def collect_facts(
     for tag in _as_list(tags, "tags"):
         if tag not in tag_list:
             tag_list.append(tag)
-    facts.tags = tag_list
-    return facts
+    return tag_list
 
 
 def _default_title(model: Any, repo_id: str | None, trainer: Any) -> str:
