@@ -16,6 +16,7 @@ import os
 import random
 import resource
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -232,6 +233,51 @@ def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], align:
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(rule) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- results files and table cells
+
+
+def load_rows(path: Path) -> list[dict[str, Any]]:
+    """The results so far, one dict per line; a line cut short by an interrupted write is skipped."""
+    if not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            print(f"{path}:{number}: skipping a line that is not JSON (an interrupted write?)")
+    return rows
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    """Add one row to a resumable JSONL results file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+def finished(rows: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any] | None:
+    """The latest successful row run with exactly this `config` (run settings included), or None."""
+    matches = [r for r in rows if r.get("config") == config and "error" not in r]
+    return matches[-1] if matches else None
+
+
+def mean_std(values: list[float], digits: int = 2) -> str:
+    """`mean ± std` of the values (the value alone for one, `-` for none)."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A table cell: `-` for None, a float with `digits` decimals, anything else as str()."""
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 # ------------------------------------------------------------------------------------------------------ children

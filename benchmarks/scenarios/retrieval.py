@@ -30,6 +30,7 @@ from common import (
     SEED,
     LoadSampler,
     add_child_arguments,
+    fmt,
     peak_rss_mib,
     publish,
     read_scifact,
@@ -165,10 +166,6 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     result["eval_seconds"] = time.perf_counter() - start
     result["peak_rss_mib"] = peak_rss_mib()
     return result
-
-
-def fmt(value: Any, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from common import (
     SEED,
     ZERO_SHOT_PUBLISHED,
     add_child_arguments,
+    fmt,
     run_child,
     run_if_child,
     suite_command,
@@ -58,12 +59,6 @@ BASELINE = {"st-bf16": "st-bf16", "ours-bf16": "st-bf16"}
 
 
 # ------------------------------------------------------------------------------------------------------ parent
-
-
-def fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -193,7 +188,8 @@ def parse_max_train(text: str | None, recipes: list[str]) -> dict[str, int]:
     return chosen
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line of the training scenario."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipes", default="cosine,mnr,softmax", help="comma-separated: cosine, mnr, softmax")
     parser.add_argument(
@@ -219,7 +215,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads in every run")
     parser.add_argument("--no-write", action="store_true", help=f"do not update {RESULTS_MD.name}")
     add_child_arguments(parser)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if run_if_child(args, child):
         return
 

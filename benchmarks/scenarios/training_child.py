@@ -27,12 +27,98 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
+def st_side(model_path: str, recipe: str, train: dict[str, list] | None, common: dict[str, Any], result: dict) -> tuple:
+    """sentence-transformers' model, its trainer (None for zero-shot) and its encode and classify functions."""
+    import numpy as np
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
+    from sentence_transformers.sentence_transformer.training_args import (
+        BatchSamplers,
+        SentenceTransformerTrainingArguments,
+    )
+
+    model = SentenceTransformer(model_path, device="cpu")
+    result["max_seq_length"] = model.max_seq_length
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, batch_size=32, convert_to_numpy=True)
+
+    if train is not None:
+        if recipe == "cosine":
+            train = {**train, "score": [s / 5.0 for s in train["score"]]}
+            loss = losses.CosineSimilarityLoss(model)
+            sampler = BatchSamplers.BATCH_SAMPLER
+        elif recipe == "mnr":
+            loss = losses.MultipleNegativesRankingLoss(model, scale=20.0)
+            sampler = BatchSamplers.NO_DUPLICATES
+        else:
+            dim = model.get_embedding_dimension()
+            loss = losses.SoftmaxLoss(model, embedding_dimension=dim, num_labels=len(LABEL2ID))
+            sampler = BatchSamplers.BATCH_SAMPLER
+        args = SentenceTransformerTrainingArguments(**common, batch_sampler=sampler)
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=Dataset.from_dict(train), loss=loss)
+
+    def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        features = torch.cat([torch.from_numpy(u), torch.from_numpy(v), torch.from_numpy(np.abs(u - v))], dim=1)
+        with torch.no_grad():
+            return loss.classifier(features).argmax(dim=1).numpy()
+
+    return model, trainer if train is not None else None, encode, classify
+
+
+def ours_side(
+    model_path: str, recipe: str, train: dict[str, list] | None, common: dict[str, Any], result: dict, setting: dict
+) -> tuple:
+    """hf-siamese's model, its trainer (None for zero-shot) and its encode and classify functions."""
+    import numpy as np
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainingArguments
+
+    from hf_siamese import SiameseBertModel
+    from hf_siamese.losses import CosineSimilarityLoss, MultipleNegativesRankingLoss, SoftmaxLoss
+    from hf_siamese.training.trainer import SiameseTrainer
+
+    head = {"label2id": LABEL2ID} if recipe == "softmax" else {}
+    model = SiameseBertModel.from_encoder(model_path, pooling="mean", normalize=True, **head)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    result["max_seq_length"] = model.config.effective_max_seq_length
+
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True)
+
+    if train is not None:
+        loss = {
+            "cosine": lambda: CosineSimilarityLoss(score_range=(0, 5)),
+            "mnr": lambda: MultipleNegativesRankingLoss(scale=20.0),
+            "softmax": lambda: SoftmaxLoss(),
+        }[recipe]()
+        model.packing = setting.get("packing", True)
+        args = TrainingArguments(**common)
+        trainer = SiameseTrainer(
+            model=model,
+            args=args,
+            train_dataset=Dataset.from_dict(train),
+            processing_class=tokenizer,
+            loss=loss,
+            group_by_length=setting.get("group_by_length", "auto"),
+        )
+        result["grouped"] = trainer.groups_by_length()
+        result.update(padding_shares(trainer.get_train_dataloader(), model.packing))
+
+    def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return model.classify(torch.from_numpy(u), torch.from_numpy(v)).argmax(dim=1).numpy()
+
+    return model, trainer if train is not None else None, encode, classify
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One (library, recipe) run: build the model, train (unless zero-shot), evaluate; returns the measurements."""
 
     import numpy as np
     import torch
-    from datasets import Dataset
     from transformers import set_seed
 
     torch.set_num_threads(spec["threads"])
@@ -57,77 +143,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     set_seed(SEED)
 
     if library == "st":
-        from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
-        from sentence_transformers.sentence_transformer.training_args import (
-            BatchSamplers,
-            SentenceTransformerTrainingArguments,
-        )
-
-        model = SentenceTransformer(model_path, device="cpu")
-        result["max_seq_length"] = model.max_seq_length
-
-        def encode(texts: list[str]) -> np.ndarray:
-            return model.encode(texts, batch_size=32, convert_to_numpy=True)
-
-        if train is not None:
-            if recipe == "cosine":
-                train = {**train, "score": [s / 5.0 for s in train["score"]]}
-                loss = losses.CosineSimilarityLoss(model)
-                sampler = BatchSamplers.BATCH_SAMPLER
-            elif recipe == "mnr":
-                loss = losses.MultipleNegativesRankingLoss(model, scale=20.0)
-                sampler = BatchSamplers.NO_DUPLICATES
-            else:
-                dim = model.get_embedding_dimension()
-                loss = losses.SoftmaxLoss(model, embedding_dimension=dim, num_labels=len(LABEL2ID))
-                sampler = BatchSamplers.BATCH_SAMPLER
-            args = SentenceTransformerTrainingArguments(**common, batch_sampler=sampler)
-            trainer = SentenceTransformerTrainer(
-                model=model, args=args, train_dataset=Dataset.from_dict(train), loss=loss
-            )
-
-        def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-            features = torch.cat([torch.from_numpy(u), torch.from_numpy(v), torch.from_numpy(np.abs(u - v))], dim=1)
-            with torch.no_grad():
-                return loss.classifier(features).argmax(dim=1).numpy()
-
+        _, trainer, encode, classify = st_side(model_path, recipe, train, common, result)
     else:
-        from transformers import AutoTokenizer, TrainingArguments
-
-        from hf_siamese import SiameseBertModel
-        from hf_siamese.losses import CosineSimilarityLoss, MultipleNegativesRankingLoss, SoftmaxLoss
-        from hf_siamese.training.trainer import SiameseTrainer
-
-        head = {"label2id": LABEL2ID} if recipe == "softmax" else {}
-        model = SiameseBertModel.from_encoder(model_path, pooling="mean", normalize=True, **head)
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
-        result["max_seq_length"] = model.config.effective_max_seq_length
-
-        def encode(texts: list[str]) -> np.ndarray:
-            return model.encode(texts, tokenizer=tokenizer, batch_size=32, convert_to_numpy=True)
-
-        if train is not None:
-            loss = {
-                "cosine": lambda: CosineSimilarityLoss(score_range=(0, 5)),
-                "mnr": lambda: MultipleNegativesRankingLoss(scale=20.0),
-                "softmax": lambda: SoftmaxLoss(),
-            }[recipe]()
-            model.packing = setting.get("packing", True)
-            args = TrainingArguments(**common)
-            trainer = SiameseTrainer(
-                model=model,
-                args=args,
-                train_dataset=Dataset.from_dict(train),
-                processing_class=tokenizer,
-                loss=loss,
-                group_by_length=setting.get("group_by_length", "auto"),
-            )
-            result["grouped"] = trainer.groups_by_length()
-            result.update(padding_shares(trainer.get_train_dataloader(), model.packing))
-
-        def classify(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                return model.classify(torch.from_numpy(u), torch.from_numpy(v)).argmax(dim=1).numpy()
+        _, trainer, encode, classify = ours_side(model_path, recipe, train, common, result, setting)
 
     if train is not None:
         result["train_rows"] = len(next(iter(train.values())))
