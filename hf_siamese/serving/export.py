@@ -13,7 +13,6 @@ written and checked in graphs.py.
 
 from __future__ import annotations
 
-import json
 import logging
 import numbers
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cross_encoder.model import CrossEncoder
-from ..modeling.configuration_siamese import is_cross_encoder_config
+from ..cross_encoder.source import model_kind
 from ..storage import recover_output, replace_folder, staging_folder
 from .hooks import (
     ExportHooks,
@@ -84,9 +83,7 @@ def export_model(
     The float32 graph is checked against the torch model on a few texts or pairs (max abs difference of the
     embeddings or logits <= 1e-4) before the folder is moved into place. Returns the output folder.
     """
-    target = check_export_options(
-        output_dir, format, quantize, opset, overwrite, calibration_texts, "calibration_texts"
-    )
+    target = check_export_options(output_dir, format, quantize, opset, overwrite, calibration_texts)
     hooks = export_hooks(model, tokenizer, calibration_size)
     calibration = hooks.calibration(calibration_texts, calibration_size) if quantize == "int8-static" else None
 
@@ -164,10 +161,9 @@ def check_export_options(
     opset: object,
     overwrite: bool,
     calibration: object,
-    calibration_name: str,
 ) -> Path:
     """Check the options every export shares (format, quantization, opset, the output folder, the extras the format
-    needs) before any work is done; return the output folder. `calibration` (named `calibration_name`) may be given
+    needs) before any work is done; return the output folder. `calibration` (`calibration_texts`) may be given
     only with `int8-static`."""
     if format not in FORMATS:
         raise ValueError(f"export: format={format!r} is not one of {list(FORMATS)}.")
@@ -180,7 +176,7 @@ def check_export_options(
         )
     if calibration is not None and quantize != "int8-static":
         raise ValueError(
-            f"export: {calibration_name} is used only with quantize='int8-static', not quantize={quantize!r} (CLI: "
+            f"export: calibration_texts is used only with quantize='int8-static', not quantize={quantize!r} (CLI: "
             "--calibration is used only with --quantize int8-static); drop them or choose int8-static."
         )
     check_opset(opset)
@@ -263,7 +259,7 @@ def _model_and_tokenizer(model: Any, tokenizer: Any) -> tuple[Any, Any]:
     if isinstance(model, (str, os.PathLike)):
         from ..formats.loading import load_model
 
-        if _is_cross_encoder_folder(Path(model)):
+        if model_kind(model) == "cross-encoder":
             raise ValueError(
                 f"export: {os.fspath(model)!r} is a cross-encoder (config.json names a ...ForSequenceClassification): "
                 "export the loaded model, export_model(CrossEncoder.from_pretrained(path), ...), or use "
@@ -283,14 +279,6 @@ def _model_and_tokenizer(model: Any, tokenizer: Any) -> tuple[Any, Any]:
                 "tokenizer=... or set model.tokenizer."
             ) from error
     return model, tokenizer
-
-
-def _is_cross_encoder_folder(folder: Path) -> bool:
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and is_cross_encoder_config(config)
 
 
 __all__ = [
