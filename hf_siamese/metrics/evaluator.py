@@ -74,14 +74,17 @@ class EmbeddingSimilarityEvaluator(Evaluator):
     `mse_cosine` / `mae_cosine`).
 
     Args:
-        sentences1, sentences2: the two sides of each pair (N >= 2 each).
+        sentences1: the first side of each pair (N >= 2).
+        sentences2: the second side of each pair (N >= 2).
         scores: the gold score of each pair.
         score_range: (low, high) of the gold scale, for `mse_cosine` / `mae_cosine`; None: the gold's min and max.
         prompts: the prompt of each side (None: the model's default prompt; "" none).
-        tokenizer, batch_size, max_length, show_progress_bar: passed to `model.encode` (the first two and the last
-            always, `max_length` when given).
+        tokenizer: passed to `model.encode`.
+        batch_size: passed to `model.encode`.
+        max_length: passed to `model.encode` when given.
         similarity_fns: the similarity functions reported.
         percent: correlations x100.
+        show_progress_bar: passed to `model.encode`.
         name: the logging prefix.
 
     Each distinct (prompt, text) is encoded once, one `encode` call per distinct prompt (`embed_items`; a subclass
