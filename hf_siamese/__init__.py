@@ -31,6 +31,7 @@ from .modeling.modeling_siamese import (
 from .modeling.quantization import quantize
 from .retrieval.evaluation import evaluate_retrieval
 from .retrieval.mining import mine_hard_negatives
+from .training.arguments import CrossEncoderTrainingArguments, SiameseTrainingArguments
 from .training.averaging import (
     WeightAveragingCallback,
     choose_interpolation,
@@ -123,6 +124,8 @@ __all__ = [
     "SiameseBertPreTrainedModel",
     "SiamesePairCollator",
     "SiameseTrainer",
+    "SiameseTrainingArguments",
+    "CrossEncoderTrainingArguments",
     "WeightAveragingCallback",
     "interpolate_weights",
     "interpolate_toward",

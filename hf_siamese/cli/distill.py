@@ -91,10 +91,10 @@ def _rows(args: argparse.Namespace) -> Any:
 
 def run_distill(args: argparse.Namespace) -> int:
     """Build the student, label the texts with the teacher's embeddings, train, save."""
-    from transformers import TrainingArguments
 
     from ..recipes.stages import check_settings, last_checkpoint
     from ..storage import recover_output, replace_folder
+    from ..training.arguments import SiameseTrainingArguments
     from ..training.students import student_from_teacher, teacher_embeddings
     from ..training.trainer import SiameseTrainer
 
@@ -139,7 +139,7 @@ def run_distill(args: argparse.Namespace) -> int:
         )  # fmt: skip
     layers = student.config.encoder_config.num_hidden_layers
     print(f"student: {layers} layers, width {width}; teacher width {teacher_width}; {len(rows)} training rows")
-    training = TrainingArguments(
+    training = SiameseTrainingArguments(
         output_dir=str(work / "checkpoints"), num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
         learning_rate=args.lr, warmup_steps=0.1, seed=args.seed, save_strategy="steps", save_steps=args.save_steps,
         save_total_limit=1, report_to=[], logging_steps=50, disable_tqdm=False,

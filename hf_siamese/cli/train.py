@@ -194,7 +194,8 @@ def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> tu
 
 def _training_arguments(args: argparse.Namespace, output_dir: str, recipe: Recipe, periodic_eval: bool) -> Any:
     import torch
-    from transformers import TrainingArguments
+
+    from ..training.arguments import SiameseTrainingArguments
 
     arguments = dict(
         output_dir=output_dir,
@@ -221,7 +222,7 @@ def _training_arguments(args: argparse.Namespace, output_dir: str, recipe: Recip
         ddp_find_unused_parameters=False,
         report_to="none",
     )
-    return TrainingArguments(**{**arguments, **selection_arguments(recipe, args.eval_steps, args.save_steps)})
+    return SiameseTrainingArguments(**{**arguments, **selection_arguments(recipe, args.eval_steps, args.save_steps)})
 
 
 def run_train(args: argparse.Namespace) -> int:

@@ -258,12 +258,11 @@ def _choose_fusion(model: Any, eval_set: Any, eval_split: str, batch_size: int) 
 def run_train_reranker(args: argparse.Namespace) -> int:
     """Read the pairs, mine the negatives, train (evaluating each epoch), save the best cross-encoder."""
     import torch
-    from transformers import TrainingArguments
 
-    from ..cross_encoder import CrossEncoderTrainer
+    from ..cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
     from ..cross_encoder.data import reranker_training_rows
     from ..cross_encoder.evaluation import RerankingDataset
-    from ..cross_encoder.losses import BinaryCrossEntropyLoss, LambdaLoss, MultipleNegativesRankingLoss, PListMLELoss
+    from ..cross_encoder.losses import get_loss
     from ..data.beir import read_beir
 
     if args.pos_weight is not None and args.loss not in (None, "bce"):
@@ -323,12 +322,7 @@ def run_train_reranker(args: argparse.Namespace) -> int:
         eval_set = RerankingDataset.from_first_stage(
             dev, first_stage, args.rerank_top, tokenizer=tokenizer, first_stage=_candidate_stage(args)
         )
-    loss = {
-        "bce": lambda: BinaryCrossEntropyLoss(pos_weight=args.pos_weight),
-        "mnr": MultipleNegativesRankingLoss,
-        "lambda": LambdaLoss,
-        "plistmle": PListMLELoss,
-    }[args.loss]()
+    loss = get_loss(args.loss, **({"pos_weight": args.pos_weight} if args.loss == "bce" else {}))
     output_shape = "pairs" if labelled or args.loss == "bce" else "tuples"
     batch_size = args.batch_size or BATCH_SIZES[output_shape]
 
@@ -336,18 +330,16 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     checkpoints = tempfile.mkdtemp(prefix=f".{output.name}.checkpoints-", dir=output.parent)
     try:
         strategy = "epoch" if eval_set is not None else "no"
-        training = TrainingArguments(
+        training = CrossEncoderTrainingArguments(
             # a CPU-only machine runs --bf16 on the CPU (transformers refuses bf16 without a GPU unless told so)
             output_dir=checkpoints, use_cpu=not torch.cuda.is_available(), num_train_epochs=args.epochs,
             per_device_train_batch_size=batch_size,
             per_device_eval_batch_size=max(32, batch_size), learning_rate=args.lr, warmup_steps=args.warmup_ratio,
             seed=args.seed, bf16=args.bf16, eval_strategy=strategy, save_strategy=strategy, save_total_limit=1,
             load_best_model_at_end=eval_set is not None, metric_for_best_model=EVAL_METRIC, greater_is_better=True,
-            report_to=[], logging_steps=50, disable_tqdm=False,
+            report_to=[], logging_steps=50, disable_tqdm=False, head_learning_rate=args.head_lr,
         )  # fmt: skip
-        trainer = CrossEncoderTrainer(
-            model, training, train_dataset=train_rows, eval_dataset=eval_set, loss=loss, head_learning_rate=args.head_lr
-        )
+        trainer = CrossEncoderTrainer(model, training, train_dataset=train_rows, eval_dataset=eval_set, loss=loss)
         if eval_set is not None:
             _print_reranking(f"before training ({eval_split}, top {args.rerank_top})", trainer.evaluate())
         trainer.train()

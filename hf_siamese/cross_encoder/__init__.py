@@ -3,6 +3,7 @@ first stage's candidates or classifies / scores pairs (`CrossEncoder`), with its
 cut, not the query), its collator, losses and trainer, its evaluation (reranking a first stage's candidates, STS,
 accuracy) and its training rows (hard negatives mined by a bi-encoder plus random ones)."""
 
+from ..training.arguments import CrossEncoderTrainingArguments
 from . import losses
 from .augment import neighbour_pairs, silver_pairs
 from .collator import CrossEncoderCollator
@@ -19,6 +20,7 @@ __all__ = [
     "CrossEncoder",
     "CrossEncoderCollator",
     "CrossEncoderTrainer",
+    "CrossEncoderTrainingArguments",
     "RerankingDataset",
     "choose_first_stage_weight",
     "choose_fusion",

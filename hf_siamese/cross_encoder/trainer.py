@@ -14,6 +14,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 
 from ..metrics.evaluator import is_evaluator
+from ..training.arguments import NOT_GIVEN, CrossEncoderTrainingArguments, as_training_arguments
 from ..training.streaming import first_rows, is_stream
 from ..training.throughput import ThroughputLogMixin
 from ..training.trainer_setup import (
@@ -55,24 +56,26 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
     Args:
         model: the `...ForSequenceClassification` to train, or a `CrossEncoder` (its `model` is trained; its
             tokenizer and `max_length` are the defaults of the collator).
-        args: ordinary `TrainingArguments`; `remove_unused_columns` is turned off (the collator needs the text columns).
+        args: `CrossEncoderTrainingArguments`: the Trainer's settings plus `head_learning_rate` (the classification
+            head's, `HEAD_ATTRIBUTES`; a freshly initialized head often wants a higher one than the encoder; None:
+            `learning_rate`, like the rest) and `pretokenize` (tokenize a map-style `datasets.Dataset` train set's
+            pairs once before training, cached by its fingerprint, so a step only pads token ids; False tokenizes
+            every batch in the loader, as a stream or a collator subclass with its own `__call__` always does). A
+            plain `TrainingArguments` is copied into one with those at their defaults. `remove_unused_columns` is
+            turned off (the collator needs the text columns).
         loss: a `CrossEncoderLoss` or a name (`bce`, `mnr`, `lambda`, `plistmle`, `margin_mse`, `mse`, `ce`). Default
             from the train data: pairs with float labels in [0, 1] (or 0/1) -> `BinaryCrossEntropyLoss`, with other
             floats -> `MSELoss`, with class labels and `num_labels > 1` -> `CrossEntropyLoss`; tuples (query, positive,
             negatives) and lists (query, documents, scores) -> `PListMLELoss`.
         data_collator: defaults to `CrossEncoderCollator(processing_class)` (`label2id` from the model config).
-        head_learning_rate: learning rate of the classification head (`model.classifier` for BERT, see
-            `HEAD_ATTRIBUTES`); a freshly initialized head often wants a higher one than the encoder. None (default):
-            `args.learning_rate`, like the rest.
-        pretokenize: tokenize a map-style `datasets.Dataset` train set's pairs once before training (batched, cached by
-            its fingerprint; `tokenization.tokenize_pair_rows`), so a step only pads token ids. False tokenizes every
-            batch in the loader, as a stream or a collator subclass with its own `__call__` always does.
         eval_dataset: labelled pair rows (the loss, plus `spearman` / `pearson` for graded scores and `accuracy`
             for classes or 0/1 labels), a `RerankingDataset` (reranking `ndcg@10`, `mrr@10`, the first stage's
             `first_stage_ndcg@10`, ... and `ndcg@10_delta`; no loss), or a dict of them (names in the metric keys).
             With `load_best_model_at_end=True, metric_for_best_model="ndcg@10"` the best reranking checkpoint is kept.
 
-    Other arguments are the Trainer's.
+    Other arguments are the Trainer's. Deprecated (removed in the next release): `head_learning_rate` and
+    `pretokenize` as arguments; set them on `CrossEncoderTrainingArguments`. Given here, they are set on `args` with a
+    `FutureWarning`.
 
     Every row of a map-style `train_dataset` is checked before training (texts, labels, and labels the loss cannot
     take, such as BCE labels outside [0, 1] or class ids past `num_labels`), so an error names the dataset row; a
@@ -88,8 +91,8 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         eval_dataset: Any = None,
         processing_class: Any = None,
         loss: str | CrossEncoderLoss | None = None,
-        head_learning_rate: float | None = None,
-        pretokenize: bool = True,
+        head_learning_rate: float | None = NOT_GIVEN,
+        pretokenize: bool | None = NOT_GIVEN,
         **kwargs: Any,
     ) -> None:
         max_length, activation = None, None
@@ -107,6 +110,10 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
                 f"CrossEncoderTrainer needs a transformers ...ForSequenceClassification (or a CrossEncoder), got "
                 f"{type(model).__name__}; a bi-encoder trains with SiameseTrainer."
             )
+        deprecated = {"head_learning_rate": head_learning_rate, "pretokenize": pretokenize}
+        args = as_training_arguments(
+            args, CrossEncoderTrainingArguments, "cross-encoder-output", deprecated, "CrossEncoderTrainer"
+        )
         args = text_column_args(args, "cross-encoder-output")
         if processing_class is None:
             processing_class = getattr(data_collator, "tokenizer", None)
@@ -118,14 +125,6 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         if isinstance(data_collator, CrossEncoderCollator) and data_collator.label2id is None and num_labels > 1:
             data_collator.label2id = dict(model.config.label2id)
         copy_pad_token(model.config, processing_class)
-        if head_learning_rate is not None and not head_learning_rate > 0:
-            raise ValueError(
-                f"CrossEncoderTrainer: head_learning_rate={head_learning_rate!r} must be positive or None."
-            )
-        self.head_learning_rate = head_learning_rate
-        if not isinstance(pretokenize, bool):
-            raise ValueError(f"CrossEncoderTrainer: pretokenize={pretokenize!r}; accepted: True, False.")
-        self.pretokenize = pretokenize
         self._tokenized: tuple[Any, Any] | None = None
         self.activation = activation  # the scoring activation of the in-trainer evaluation (None: the model's default)
         self.loss = self._resolve_loss(loss, train_dataset, data_collator, num_labels)
@@ -202,7 +201,7 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         import datasets
 
         dataset, collator = self.train_dataset, self.data_collator
-        if not (self.pretokenize and type(collator).__call__ is CrossEncoderCollator.__call__):
+        if not (self.args.pretokenize and type(collator).__call__ is CrossEncoderCollator.__call__):
             return dataset
         if not isinstance(dataset, datasets.Dataset) or PAIR_TOKENS in dataset.column_names:
             return dataset
@@ -235,7 +234,8 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
         """The Trainer's optimizer, with the head's parameters in groups of their own at `head_learning_rate`."""
         optimizer = super().create_optimizer(model)
-        if self.head_learning_rate is None or self.optimizer_cls_and_kwargs is not None:
+        head_learning_rate = self.args.head_learning_rate
+        if head_learning_rate is None or self.optimizer_cls_and_kwargs is not None:
             return optimizer
         head = head_parameters(self.accelerator.unwrap_model(self.model))
         if not head:
@@ -249,7 +249,7 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
             if head_part:
                 group["params"] = [p for p in group["params"] if id(p) not in head]
                 settings = {k: v for k, v in group.items() if k not in ("params", "initial_lr")}
-                new_groups.append({**settings, "params": head_part, "lr": self.head_learning_rate})
+                new_groups.append({**settings, "params": head_part, "lr": head_learning_rate})
         optimizer.param_groups[:] = [g for g in optimizer.param_groups if g["params"]]
         for group in new_groups:
             optimizer.add_param_group(group)

@@ -17,6 +17,7 @@ from ..losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get
 from ..metrics.evaluator import is_evaluator
 from ..modeling import encoding
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
+from .arguments import NOT_GIVEN, SiameseTrainingArguments, as_training_arguments
 from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
 from .throughput import ThroughputLogMixin
@@ -35,33 +36,19 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
 
     Args:
         model: the `SiameseBertModel` to train.
-        args: ordinary `TrainingArguments`. `remove_unused_columns` is turned off: the collator needs the raw text
-            columns.
+        args: `SiameseTrainingArguments`: the Trainer's settings plus the bi-encoder's options (`prompts`,
+            `group_by_length`, `no_duplicates_sampler`, `stream_buffer_size`, `pretokenize`, `head_learning_rate`).
+            A plain `TrainingArguments` is copied into one with those options at their defaults.
+            `remove_unused_columns` is turned off: the collator needs the raw text columns.
         loss: a `hf_siamese.losses` object or a name: `"cosine"`, `"cosent"`, `"angle"`, `"softmax"`, `"mnr"`, ...,
             or a weighted sum of names such as `"cosent+0.5*angle"` (see `hf_siamese.losses.get_loss`). Defaults from
             the train data: ranking rows -> MNR, class labels -> softmax, float scores -> cosine.
         data_collator: defaults to `SiamesePairCollator(processing_class)`; its `max_length` and `label2id` default
-            to the model's `max_seq_length` and `label2id`.
-        head_learning_rate: learning rate of the softmax classifier head; defaults to 100x `args.learning_rate`
-            (see `SoftmaxLoss` for why). Ignored when the model has no head.
-        no_duplicates_sampler: for ranking losses, batch rows so that no text occurs twice in a batch (a repeated
-            text would be a false negative). On by default for `MultipleNegativesRankingLoss`.
-        prompts: a prompt per text column (`{"anchor": "query: ", "positive": "passage: "}`) or one for all, put
-            before the texts in training and in STS evaluation; goes to the default collator.
-        stream_buffer_size: for a streamed `train_dataset` (`datasets.IterableDataset`) and a ranking loss, the rows
-            held to form batches without repeated texts (default 8 x the batch size).
-        group_by_length: batch rows of similar token length together, so that padded batches carry little padding.
-            `"auto"` (default): only when the model cannot run packed (modeling/packing.py: BERT-family encoders
-            run all texts of a batch end to end without padding, which measured faster on plain random batches than
-            on grouped ones, and leaves the batches exactly as random sampling makes them), and not for the softmax
-            loss (grouped NLI batches cost 0.27 STSb test there; cosine and MNR stayed within 0.2). `True`: always (for
-            ranking losses the no-duplicates batches are grouped too); `False`: never.
-            `TrainingArguments(train_sampling_strategy="group_by_length")` means `True`, `"sequential"` `False`.
-        pretokenize: tokenize a map-style `datasets.Dataset` train set once before training (batched, cached by its
-            fingerprint; training/pretokenize.py), so a step only pads token ids; False tokenizes every batch in the
-            collator, between steps. Streams are always tokenized batch by batch.
+            to the model's `max_seq_length` and `label2id`, its prompts to `args.prompts`.
 
-    Other arguments are the Trainer's.
+    Other arguments are the Trainer's. Deprecated (removed in the next release): `head_learning_rate`,
+    `no_duplicates_sampler`, `prompts`, `stream_buffer_size`, `group_by_length` and `pretokenize` as arguments; set
+    them on `SiameseTrainingArguments`. Given here, they are set on `args` with a `FutureWarning`.
 
     Streams: `train_dataset` may be a `datasets.IterableDataset` (`load_dataset(..., streaming=True)`) with every
     loss; `TrainingArguments(max_steps=...)` is then required. Its first `STREAM_CHECK_ROWS` rows are checked before
@@ -80,12 +67,12 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         eval_dataset: Any = None,
         processing_class: Any = None,
         loss: str | SiameseLoss | None = None,
-        head_learning_rate: float | None = None,
-        no_duplicates_sampler: bool | None = None,
-        prompts: dict[str, str] | str | None = None,
-        stream_buffer_size: int | None = None,
-        group_by_length: bool | str = "auto",
-        pretokenize: bool = True,
+        head_learning_rate: float | None = NOT_GIVEN,
+        no_duplicates_sampler: bool | None = NOT_GIVEN,
+        prompts: dict[str, str] | str | None = NOT_GIVEN,
+        stream_buffer_size: int | None = NOT_GIVEN,
+        group_by_length: bool | str | None = NOT_GIVEN,
+        pretokenize: bool | None = NOT_GIVEN,
         **kwargs: Any,
     ) -> None:
         if not isinstance(model, SiameseBertModel):
@@ -93,76 +80,29 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
                 f"SiameseTrainer needs a SiameseBertModel, got {type(model).__name__}; build one with "
                 "SiameseBertModel.from_encoder(...)."
             )
+        deprecated = {
+            "head_learning_rate": head_learning_rate,
+            "no_duplicates_sampler": no_duplicates_sampler,
+            "prompts": prompts,
+            "stream_buffer_size": stream_buffer_size,
+            "group_by_length": group_by_length,
+            "pretokenize": pretokenize,
+        }
+        args = as_training_arguments(args, SiameseTrainingArguments, "siamese-output", deprecated, "SiameseTrainer")
         args = text_column_args(args, "siamese-output")
-        if processing_class is None:
-            processing_class = getattr(data_collator, "tokenizer", None) or model.tokenizer
-        if model.tokenizer is None and processing_class is not None:
-            # save_pretrained (checkpoints, save_model) puts it with the encoder for sentence-transformers.
-            model.tokenizer = processing_class
-        if data_collator is None:
-            if processing_class is None:
-                raise ValueError("SiameseTrainer needs a tokenizer: pass processing_class= or data_collator=.")
-            data_collator = SiamesePairCollator(processing_class)
-        if prompts is not None:
-            if not isinstance(data_collator, SiamesePairCollator):
-                raise ValueError("SiameseTrainer(prompts=...) needs a SiamesePairCollator; give the prompts to yours.")
-            if data_collator.prompts is not None and data_collator.prompts != prompts:
-                raise ValueError(
-                    f"SiameseTrainer(prompts={prompts!r}) conflicts with the collator's prompts "
-                    f"{data_collator.prompts!r}; give them in one place."
-                )
-            data_collator.prompts = prompts
-        if isinstance(data_collator, SiamesePairCollator):
-            if data_collator.lowercase is None:
-                data_collator.lowercase = model.config.do_lower_case
-            if data_collator.max_length is None:
-                data_collator.max_length = model.config.effective_max_seq_length
-            if data_collator.label2id is None and model.config.classifier_head:
-                data_collator.label2id = dict(model.config.label2id)
-        copy_pad_token(model.config, processing_class)
-
+        processing_class, data_collator = _collator_for(model, args, data_collator, processing_class)
         self.loss = self._resolve_loss(loss, train_dataset, data_collator)
         if isinstance(self.loss, SoftmaxLoss) and not model.config.classifier_head:
             raise ValueError(
                 "loss='softmax' needs a model with a classifier head: SiameseBertModel.from_encoder(..., "
                 "label2id={'entailment': 0, 'neutral': 1, 'contradiction': 2})."
             )
-        self.head_learning_rate = head_learning_rate
-        if no_duplicates_sampler is None:
-            no_duplicates_sampler = isinstance(self.loss, MultipleNegativesRankingLoss)
-        self.no_duplicates_sampler = no_duplicates_sampler
-
-        self.stream_buffer_size = stream_buffer_size
-        if not (isinstance(group_by_length, bool) or group_by_length == "auto"):
-            raise ValueError(f"SiameseTrainer: group_by_length={group_by_length!r}; accepted: True, False, 'auto'.")
-        self.group_by_length = group_by_length
-        if not isinstance(pretokenize, bool):
-            raise ValueError(f"SiameseTrainer: pretokenize={pretokenize!r}; accepted: True, False.")
-        self.pretokenize = pretokenize
-        if is_stream(train_dataset) and args.max_steps <= 0:
-            raise ValueError(
-                f"SiameseTrainer: train_dataset is a stream ({type(train_dataset).__name__}, no length), so the "
-                "number of steps is unknown: set TrainingArguments(max_steps=N)."
-            )
-        eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
-        for name, dataset in eval_sets.items():
-            if isinstance(dataset, RetrievalDataset):
-                continue  # validated when it was built
-            if is_stream(dataset):
-                raise ValueError(
-                    f"SiameseTrainer: {name} is a stream ({type(dataset).__name__}); evaluation reads its set whole "
-                    "and more than once: give a map-style dataset, e.g. Dataset.from_list(list(stream.take(n)))."
-                )
-        if isinstance(data_collator, SiamesePairCollator):
-            score_range = self.loss.score_range
-            if is_stream(train_dataset):
-                check_dataset(first_rows(train_dataset, STREAM_CHECK_ROWS), data_collator, score_range, "train_dataset")
-            elif train_dataset is not None:
-                check_dataset(train_dataset, data_collator, score_range, name="train_dataset")
-            for name, dataset in eval_sets.items():
-                if dataset is not None and not isinstance(dataset, RetrievalDataset) and not is_evaluator(dataset):
-                    check_dataset(dataset, data_collator, None, name=name)
-
+        self.no_duplicates_sampler = (
+            isinstance(self.loss, MultipleNegativesRankingLoss)
+            if args.no_duplicates_sampler is None
+            else args.no_duplicates_sampler
+        )
+        _check_data(args, train_dataset, eval_dataset, data_collator, self.loss.score_range)
         start_trainer(
             self, super().__init__, model, args, data_collator, train_dataset, eval_dataset, processing_class, kwargs
         )
@@ -265,7 +205,7 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
             return optimizer
         # Move the head's parameters into groups of their own with a higher learning rate.
         head_params = {id(p) for p in head.parameters()}
-        head_lr = self.head_learning_rate or self.args.learning_rate * 100
+        head_lr = self.args.head_learning_rate or self.args.learning_rate * 100
         new_groups = []
         for group in optimizer.param_groups:
             head_part = [p for p in group["params"] if id(p) in head_params]
@@ -409,3 +349,65 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         if datasets:
             facts["datasets"] = list(dict.fromkeys(datasets))
         return facts
+
+
+def _collator_for(
+    model: SiameseBertModel, args: SiameseTrainingArguments, data_collator: Any, processing_class: Any
+) -> tuple[Any, Any]:
+    """The tokenizer and the collator a trainer of `model` uses: the default `SiamesePairCollator` made, or the
+    given one completed from the model's config (lowercasing, max length, labels) and `args.prompts`."""
+    if processing_class is None:
+        processing_class = getattr(data_collator, "tokenizer", None) or model.tokenizer
+    if model.tokenizer is None and processing_class is not None:
+        # save_pretrained (checkpoints, save_model) puts it with the encoder for sentence-transformers.
+        model.tokenizer = processing_class
+    if data_collator is None:
+        if processing_class is None:
+            raise ValueError("SiameseTrainer needs a tokenizer: pass processing_class= or data_collator=.")
+        data_collator = SiamesePairCollator(processing_class)
+    if args.prompts is not None:
+        if not isinstance(data_collator, SiamesePairCollator):
+            raise ValueError("SiameseTrainer(prompts=...) needs a SiamesePairCollator; give the prompts to yours.")
+        if data_collator.prompts is not None and data_collator.prompts != args.prompts:
+            raise ValueError(
+                f"SiameseTrainer(prompts={args.prompts!r}) conflicts with the collator's prompts "
+                f"{data_collator.prompts!r}; give them in one place."
+            )
+        data_collator.prompts = args.prompts
+    if isinstance(data_collator, SiamesePairCollator):
+        if data_collator.lowercase is None:
+            data_collator.lowercase = model.config.do_lower_case
+        if data_collator.max_length is None:
+            data_collator.max_length = model.config.effective_max_seq_length
+        if data_collator.label2id is None and model.config.classifier_head:
+            data_collator.label2id = dict(model.config.label2id)
+    copy_pad_token(model.config, processing_class)
+    return processing_class, data_collator
+
+
+def _check_data(
+    args: SiameseTrainingArguments, train_dataset: Any, eval_dataset: Any, collator: Any, score_range: Any
+) -> None:
+    """Refuse, before training, a stream without `max_steps`, a streamed evaluation set, and rows the collator
+    cannot read (a stream's first `STREAM_CHECK_ROWS` rows; the rest as batches are built)."""
+    if is_stream(train_dataset) and args.max_steps <= 0:
+        raise ValueError(
+            f"SiameseTrainer: train_dataset is a stream ({type(train_dataset).__name__}, no length), so the "
+            "number of steps is unknown: set TrainingArguments(max_steps=N)."
+        )
+    eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
+    for name, dataset in eval_sets.items():
+        if not isinstance(dataset, RetrievalDataset) and is_stream(dataset):  # a RetrievalDataset is checked when built
+            raise ValueError(
+                f"SiameseTrainer: {name} is a stream ({type(dataset).__name__}); evaluation reads its set whole "
+                "and more than once: give a map-style dataset, e.g. Dataset.from_list(list(stream.take(n)))."
+            )
+    if not isinstance(collator, SiamesePairCollator):
+        return
+    if is_stream(train_dataset):
+        check_dataset(first_rows(train_dataset, STREAM_CHECK_ROWS), collator, score_range, "train_dataset")
+    elif train_dataset is not None:
+        check_dataset(train_dataset, collator, score_range, name="train_dataset")
+    for name, dataset in eval_sets.items():
+        if dataset is not None and not isinstance(dataset, RetrievalDataset) and not is_evaluator(dataset):
+            check_dataset(dataset, collator, None, name=name)

@@ -40,18 +40,18 @@ class SiameseDataMixin:
     _tokenized: tuple[Any, Any] | None = None
 
     def groups_by_length(self) -> bool:
-        """Whether training batches are grouped by length (see `SiameseTrainer(group_by_length=...)`)."""
+        """Whether training batches are grouped by length (see `SiameseTrainingArguments(group_by_length=...)`)."""
         strategy = self.args.train_sampling_strategy
         if strategy in ("group_by_length", "sequential"):
             return strategy == "group_by_length"
-        if self.group_by_length == "auto":
+        if self.args.group_by_length == "auto":
             # Grouping changes which rows share a batch; it was checked to keep STSb test within 0.2 for the cosine
             # and MNR recipes, not for softmax (-0.27 in benchmarks/RESULTS.md), which keeps random batches.
             if isinstance(self.loss, SoftmaxLoss):
                 return False
             model = self.accelerator.unwrap_model(self.model)
             return not (getattr(model, "packing", False) and can_pack(model.encoder))
-        return bool(self.group_by_length)
+        return bool(self.args.group_by_length)
 
     def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
         """When grouping by length (`groups_by_length`), group rows of similar token length so batches carry
@@ -89,7 +89,7 @@ class SiameseDataMixin:
         dataset = self.train_dataset
         collator = self.data_collator
         # A collator class with a __call__ of its own reads the raw rows itself: it gets them.
-        if not (self.pretokenize and type(collator).__call__ is SiamesePairCollator.__call__):
+        if not (self.args.pretokenize and type(collator).__call__ is SiamesePairCollator.__call__):
             return dataset
         if not isinstance(dataset, datasets.Dataset) or is_tokenized(dataset.column_names):
             return dataset
@@ -151,7 +151,7 @@ class SiameseDataMixin:
             stream,
             self.data_collator.layout(list(first_rows(self.train_dataset, 1)[0])).texts,
             batch_size=self._train_batch_size,
-            buffer_size=self.stream_buffer_size,
+            buffer_size=self.args.stream_buffer_size,
             drop_last=self.args.dataloader_drop_last,
         )
         return DataLoader(batches, batch_size=None, collate_fn=self.data_collator)
