@@ -71,17 +71,14 @@ def child(library: str, args: argparse.Namespace) -> dict:
         bf16=args.bf16,
     )
     if library == "ours":
-        from transformers import TrainingArguments
-
-        from hf_siamese import CrossEncoder, CrossEncoderTrainer
+        from hf_siamese import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
 
         model = CrossEncoder.from_encoder(start, num_labels=1, max_length=args.max_length)
         trainer = CrossEncoderTrainer(
             model,
-            TrainingArguments(work, **common),
+            CrossEncoderTrainingArguments(work, **common, head_learning_rate=args.head_lr),
             train_dataset=rows,
             loss="bce",
-            head_learning_rate=args.head_lr,
         )
         output = trainer.train()
 

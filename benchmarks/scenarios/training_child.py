@@ -74,9 +74,9 @@ def ours_side(
     import numpy as np
     import torch
     from datasets import Dataset
-    from transformers import AutoTokenizer, TrainingArguments
+    from transformers import AutoTokenizer
 
-    from hf_siamese import SiameseBertModel
+    from hf_siamese import SiameseBertModel, SiameseTrainingArguments
     from hf_siamese.losses import CosineSimilarityLoss, MultipleNegativesRankingLoss, SoftmaxLoss
     from hf_siamese.training.trainer import SiameseTrainer
 
@@ -95,14 +95,9 @@ def ours_side(
             "softmax": lambda: SoftmaxLoss(),
         }[recipe]()
         model.packing = setting.get("packing", True)
-        args = TrainingArguments(**common)
+        args = SiameseTrainingArguments(**common, group_by_length=setting.get("group_by_length", "auto"))
         trainer = SiameseTrainer(
-            model=model,
-            args=args,
-            train_dataset=Dataset.from_dict(train),
-            processing_class=tokenizer,
-            loss=loss,
-            group_by_length=setting.get("group_by_length", "auto"),
+            model=model, args=args, train_dataset=Dataset.from_dict(train), processing_class=tokenizer, loss=loss
         )
         result["grouped"] = trainer.groups_by_length()
         result.update(padding_shares(trainer.get_train_dataloader(), model.packing))

@@ -54,18 +54,18 @@ def union_test_pairs(workdir: Path, first_stages: dict) -> list[tuple[str, str]]
 def train_ours(recipe: dict, rows: dict, start: str, work: str, bf16: bool):
     import torch
     from datasets import Dataset
-    from transformers import TrainingArguments
-
-    from hf_siamese import CrossEncoder, CrossEncoderTrainer
+    from hf_siamese import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
     from hf_siamese.cross_encoder.losses import get_loss
 
     torch.manual_seed(SEED)
     model = CrossEncoder.from_encoder(start, num_labels=1, max_length=256)
     kwargs = {"pos_weight": recipe["pos_weight"]} if recipe.get("pos_weight") else {}
     trainer = CrossEncoderTrainer(
-        model, TrainingArguments(work, **common_args(recipe, len(rows["query"]), bf16)),
+        model,
+        CrossEncoderTrainingArguments(
+            work, **common_args(recipe, len(rows["query"]), bf16), head_learning_rate=recipe.get("head_lr")
+        ),
         train_dataset=Dataset.from_dict(rows), loss=get_loss(recipe["loss"], **kwargs),
-        head_learning_rate=recipe.get("head_lr"),
     )  # fmt: skip
     seconds = trainer.train().metrics["train_runtime"]
     model.model = trainer.model
