@@ -54,6 +54,7 @@ def union_test_pairs(workdir: Path, first_stages: dict) -> list[tuple[str, str]]
 def train_ours(recipe: dict, rows: dict, start: str, work: str, bf16: bool):
     import torch
     from datasets import Dataset
+
     from hf_siamese import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
     from hf_siamese.cross_encoder.losses import get_loss
 
