@@ -86,7 +86,8 @@ class SiameseTrainingArguments(HfSiameseTrainingArguments):
             end without padding, which measured faster on random batches than on grouped ones), and not for the
             softmax loss (grouped NLI batches cost 0.27 STSb test there). True: always; False: never.
             `train_sampling_strategy="group_by_length"` means True, `"sequential"` False.
-        head_learning_rate, pretokenize: see `HfSiameseTrainingArguments`.
+
+    `head_learning_rate` and `pretokenize`: see `HfSiameseTrainingArguments`.
     """
 
     no_duplicates_sampler: bool | None = field(
