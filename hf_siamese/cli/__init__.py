@@ -22,11 +22,12 @@ Hub dataset id), and keeps the embedded corpus in `--embeddings-dir` (the folder
 The package only parses arguments and calls the library. Every bad input ends in one line on stderr
 (`hf-siamese: error: ...`) and a non-zero exit status, never a traceback (set HF_SIAMESE_TRACEBACK=1 to see one).
 
-Layout: `common` (names, the model-loading call, error text), `arguments` (option groups and value parsers several
-commands share), `parser` (the argparse parser: train, eval, encode) with `parser_corpus` (the corpus and serving
-commands), and one module per command: `train`, `evaluate` (`eval`), `encode`, `index`, `search`, `rerank`, `mine`,
-`embed`, `similar` (also `cluster`), `export`. `main` lives here. A command reads its inputs (`hf_siamese.data`), loads
-its model (`hf_siamese.formats.loading.load_model`) and calls one library function.
+Layout: `common` (names, the model-loading call, error text), `arguments` (the flag groups, defaults and value parsers
+several commands share), `parser` (the argparse parser: the list of the commands), and one module per command, each with
+its flags (`add_arguments`), its entry in the parser (`register`) and its handler (`run_...`): `train_flags` (the flags
+of `train`, run by `train`), `evaluate` (`eval`), `encode`, `index`, `search`, `rerank`, `mine`, `embed`, `similar`
+(also `cluster`), `export`, `train_reranker`, `distill`, `augment`, `adapt`. `main` lives here. A command reads its
+inputs (`hf_siamese.data`), loads its model (`hf_siamese.formats.loading.load_model`) and calls one library function.
 """
 
 from __future__ import annotations

@@ -7,17 +7,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .arguments import positive_float, positive_int
+from .arguments import add_command, positive_float, positive_int
 from .common import default_model_path, load_cross_encoder, quiet_progress_bars
 
 
-def add_adapt_command(commands: Any) -> None:
-    """Register `adapt` on the `hf-siamese` subparsers."""
-    from ..recipes.adapt import METHODS
-
-    command = commands.add_parser(
-        "adapt",
-        help="adapt a bi-encoder to a corpus without labels (simcse, tsdae, crop, ict, title, gpl)",
+def register(commands: Any) -> None:
+    """Add `adapt` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "adapt", run_adapt, add_arguments,
+        summary="adapt a bi-encoder to a corpus without labels (simcse, tsdae, crop, ict, title, gpl)",
         description="Train a bi-encoder on a corpus with no labels. simcse: each text twice with two dropout masks; "
         "tsdae: a decoder tied to the encoder rebuilds each text from the embedding of a copy missing 60%% of its "
         "words; "
@@ -25,22 +23,29 @@ def add_adapt_command(commands: Any) -> None:
         "its body (simcse, crop, ict, title: in-batch negatives); gpl: a sentence as the query of its passage, "
         "negatives mined from the corpus, margins from "
         "the cross-encoder --teacher, MarginMSE. Stages are kept in OUT: run the same command again to resume.",
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `adapt`."""
+    from ..recipes.adapt import METHODS
+
+    parser.add_argument("data", metavar="CORPUS", help="texts: .txt (one per line), .jsonl/.csv/.parquet, or Hub id")
+    parser.add_argument("--method", required=True, choices=METHODS, help="what to learn from the texts")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="the run's folder (OUT/model at the end)")
+    parser.add_argument("--model", metavar="BI", help="the bi-encoder to adapt (default: MiniLM)")
+    parser.add_argument("--teacher", metavar="CE_DIR", help="gpl: the cross-encoder that scores the rows")
+    parser.add_argument("--text-column", default="text", help="text column of a table or dataset (%(default)s)")
+    parser.add_argument("--title-column", default="title", help="title: the column of the titles (%(default)s)")
+    parser.add_argument("--max-texts", type=positive_int, metavar="N", help="use the first N texts")
+    parser.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="rows per batch (default: %(default)s)")
+    parser.add_argument("--lr", type=positive_float, help="default: 3e-5 for simcse and tsdae, else 2e-5")
+    parser.add_argument(
+        "--negatives", type=positive_int, default=4, help="gpl: mined negatives per query (%(default)s)"
     )
-    command.add_argument("data", metavar="CORPUS", help="texts: .txt (one per line), .jsonl/.csv/.parquet, or Hub id")
-    command.add_argument("--method", required=True, choices=METHODS, help="what to learn from the texts")
-    command.add_argument("-o", "--output", required=True, metavar="OUT", help="the run's folder (OUT/model at the end)")
-    command.add_argument("--model", metavar="BI", help="the bi-encoder to adapt (default: MiniLM)")
-    command.add_argument("--teacher", metavar="CE_DIR", help="gpl: the cross-encoder that scores the rows")
-    command.add_argument("--text-column", default="text", help="text column of a table or dataset (text)")
-    command.add_argument("--title-column", default="title", help="title: the column of the titles (title)")
-    command.add_argument("--max-texts", type=positive_int, metavar="N", help="use the first N texts")
-    command.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
-    command.add_argument("--batch-size", type=positive_int, default=32, help="rows per batch (default: 32)")
-    command.add_argument("--lr", type=positive_float, help="default: 3e-5 for simcse and tsdae, else 2e-5")
-    command.add_argument("--negatives", type=positive_int, default=4, help="gpl: mined negatives per query (4)")
-    command.add_argument("--save-steps", type=positive_int, default=500, help="a checkpoint every N steps (500)")
-    command.add_argument("--seed", type=int, default=42, help="default: 42")
-    command.set_defaults(handler=run_adapt)
+    parser.add_argument("--save-steps", type=positive_int, default=500, help="a checkpoint every N steps (%(default)s)")
+    parser.add_argument("--seed", type=int, default=42, help="default: %(default)s")
 
 
 def run_adapt(args: argparse.Namespace) -> int:

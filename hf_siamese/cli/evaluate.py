@@ -7,6 +7,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from .arguments import (
+    add_command,
+    add_data_arguments,
+    add_first_stage_arguments,
+    add_lexical_arguments,
+    add_model_arguments,
+    add_quantize_argument,
+    add_rerank_arguments,
+    positive_int,
+)
 from .common import (
     DEMO_DEV_NAME,
     default_model_path,
@@ -18,6 +28,55 @@ from .common import (
     scored_pairs_layout,
     take,
 )
+
+
+def register(commands: Any) -> None:
+    """Add `eval` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "eval", run_eval, add_arguments,
+        summary="STS Spearman/Pearson on scored pairs, or the IR table on a BEIR folder (default: the demo dev split)",
+        description="Spearman and Pearson correlation (x100) of cosine, dot, euclidean and manhattan similarity "
+        "with gold scores of sentence pairs; on a BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) nDCG, "
+        "MRR, Recall, MAP and Precision at 1, 3, 5, 10 and 100; with --rerank CE_DIR, those of the first stage and "
+        "of the two stages (the cross-encoder reranking the first stage's --rerank-top) side by side.",
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `eval`: the data (scored pairs or a BEIR folder), the model, the plots; for a BEIR folder the
+    index, the first stage, BM25's settings and the rerank."""
+    parser.add_argument(
+        "data",
+        nargs="?",
+        metavar="SOURCE",
+        help="scored pairs (file, folder or Hub dataset id) or a BEIR folder (default: the built-in demo set)",
+    )
+    add_model_arguments(parser, training=False)
+    add_data_arguments(
+        parser, "", "test",
+        "split of a Hub dataset, a local folder or a BEIR folder's qrels (default: test; with --choose-dense-weight: "
+        "dev). A BEIR split that is not there is refused, listing the splits found: never swapped for another",
+    )  # fmt: skip
+    add_quantize_argument(parser)
+    parser.add_argument("--score-range", metavar="LOW,HIGH", help="range of the gold scores (default: 0,1 or 0,5)")
+    parser.add_argument("--max-eval", type=positive_int, metavar="N", help="evaluate on N random pairs only")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="default: %(default)s")
+    parser.add_argument("--plot", metavar="PNG", help="write a scatter plot of cosine similarity vs gold score")
+    parser.add_argument("--sentences", metavar="FILE", help="text file, one sentence per line, for --heatmap")
+    parser.add_argument("--heatmap", metavar="PNG", help="write the similarity matrix of --sentences as a heatmap")
+    parser.add_argument(
+        "--index", metavar="INDEX",
+        help="BEIR folder: run the first stage through this index of its corpus ('hf-siamese index BEIR_DIR -o ...': "
+        "a folder, or milvus://... / milvus-lite:...), as users search it; --model defaults to the index's",
+    )  # fmt: skip
+    add_first_stage_arguments(parser, "dense (a BEIR folder; hybrid builds BM25 over its corpus in a moment)")
+    add_lexical_arguments(parser)
+    parser.add_argument(
+        "--choose-dense-weight", action="store_true",
+        help="BEIR folder: print nDCG@10 of z-score hybrid fusion at dense weights 0, 0.1, ..., 1 on --split and the "
+        "best (choose on train or dev queries, then eval test with --fusion zscore --dense-weight W)",
+    )  # fmt: skip
+    add_rerank_arguments(parser)
 
 
 def run_eval(args: argparse.Namespace) -> int:

@@ -8,12 +8,51 @@ import argparse
 import itertools
 from typing import Any
 
+from .arguments import add_command, add_model_arguments, positive_int
 from .common import load_inference_model
 
 # serving.names.FORMATS / QUANTIZATION, repeated so building the parser imports no export code (a test keeps them
 # equal).
 EXPORT_FORMATS = ("sentence-transformers", "onnx", "openvino")
 EXPORT_QUANTIZATION = ("none", "int8-dynamic", "int8-static")
+
+
+def register(commands: Any) -> None:
+    """Add `export` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "export", run_export, add_arguments,
+        summary="write a model for serving: sentence-transformers layout, ONNX or OpenVINO, float32 or int8",
+        description="Write the plain sentence-transformers layout (what text-embeddings-inference, "
+        "sentence-transformers and MTEB load) and, with --format onnx / openvino, the encoder's graph in onnx/ or "
+        "openvino/ (float32, plus an int8 version with --quantize). The folder appears only once the export "
+        "succeeded and the float32 graph matched the torch model.",
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `export`: the output folder, the model, the format, the quantization and its calibration."""
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="folder to write (must not exist)")
+    add_model_arguments(parser, training=True)
+    parser.add_argument(
+        "--format", choices=EXPORT_FORMATS, default="sentence-transformers", help="default: %(default)s"
+    )
+    parser.add_argument(
+        "--quantize", choices=EXPORT_QUANTIZATION, default="none",
+        help="int8-dynamic: int8 weights; int8-static: int8 weights and activations, calibrated on --calibration "
+        "(default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--calibration", metavar="FILE",
+        help="texts like the ones you will serve (.txt one per line, .jsonl, .csv, .parquet)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--calibration-column", default="text", metavar="NAME",
+        help="text column of a table file (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--calibration-size", type=positive_int, default=300, help="texts drawn for calibration (default: %(default)s)"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace --output once the export succeeded")
 
 
 def run_export(args: argparse.Namespace) -> int:

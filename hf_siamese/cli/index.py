@@ -6,8 +6,113 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .arguments import (
+    CORPUS_HELP,
+    DeprecatedOption,
+    add_command,
+    add_corpus_arguments,
+    add_first_stage_arguments,
+    add_lexical_arguments,
+    add_model_arguments,
+    add_rerank_arguments,
+    add_shard_arguments,
+)
 from .common import corpus_source, load_inference_model
 from .progress import progress_wanted
+
+
+def register(commands: Any) -> None:
+    """Add `index` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "index", run_index, add_arguments,
+        summary="embed a corpus once into a vector index folder for 'search --index'",
+        description="Embed every document of a corpus once, streamed (one shard in memory at a time), into a folder "
+        "with its texts (memory-mapped), ids, vectors and the model's fingerprint; from 100,000 documents on (with "
+        "faiss installed) also an approximate index. 'hf-siamese search --index DIR' then embeds only the queries.",
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `index`: the corpus and the output (a folder or a search engine's collection), the lexical part,
+    the pipeline kept in the index, the model, the corpus's columns and its embedding, the approximate index."""
+    parser.add_argument("corpus", metavar="CORPUS", nargs="?", help=CORPUS_HELP)
+    parser.add_argument(
+        "-o", "--output", metavar="DIR|URI",
+        help="the index folder to write, or a search engine's collection: milvus://HOST:PORT/COLLECTION (a server or "
+        "cluster; token from $MILVUS_TOKEN) or milvus-lite:FILE.db#COLLECTION (pip install 'hf-siamese[milvus]')",
+    )  # fmt: skip
+    _add_engine_arguments(parser)
+    parser.add_argument(
+        "--lexical", action=argparse.BooleanOptionalAction,
+        help="also build the BM25 index of the texts, in the same pass (default: when bm25s is installed, "
+        "pip install 'hf-siamese[lexical]'); --no-lexical: vectors only",
+    )  # fmt: skip
+    parser.add_argument(
+        "--add-lexical", metavar="DIR",
+        help="add the BM25 part to the index DIR built without it, from its stored texts (nothing is re-encoded; "
+        "no CORPUS or -o)",
+    )  # fmt: skip
+    add_lexical_arguments(parser)
+    pipeline = parser.add_argument_group(
+        "the pipeline kept in the index: search --index and eval --index then rerank with it, with no further flags"
+    )
+    pipeline.add_argument(
+        "--attach", metavar="IDX",
+        help="record --rerank CE_DIR (and the settings below) in the existing index IDX (a folder or milvus...); "
+        "no CORPUS or -o",
+    )  # fmt: skip
+    add_rerank_arguments(pipeline)
+    add_first_stage_arguments(pipeline, "the index's default (hybrid where it has its lexical part)")
+    add_model_arguments(parser, training=False)
+    add_corpus_arguments(parser)
+    add_shard_arguments(parser)
+    parser.add_argument("--prompt-name", metavar="NAME", help="model prompt for the documents (default: its default)")
+    parser.add_argument(
+        "--approximate", action=argparse.BooleanOptionalAction,
+        help="search through an approximate faiss index (default: from 100,000 documents on, when faiss is "
+        "installed); --no-approximate: exact search",
+    )  # fmt: skip
+    parser.add_argument(
+        "--calibration-queries", metavar="FILE",
+        help="queries like the ones you will search with (.txt one per line, or a file with a text column), on "
+        "which the approximate index measures its recall (default: held-out documents)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--embeddings-dir", metavar="DIR",
+        help="the embedded corpus to reuse (the folder 'hf-siamese embed -o DIR' writes, e.g. on N GPUs; embedded "
+        "or resumed there first), hard-linked into the index; default: embedded inside the index",
+    )  # fmt: skip
+    parser.add_argument("--overwrite", action="store_true", help="replace DIR if it exists and is not empty")
+    parser.add_argument(
+        "--no-faiss", dest="approximate", action=DeprecatedOption, nargs=0, const=False,
+        instead="use --no-approximate",
+    )  # fmt: skip
+    parser.add_argument(
+        "--streamed", dest=argparse.SUPPRESS, action=DeprecatedOption, nargs=0,
+        instead="it does nothing: every index streams its corpus",
+    )  # fmt: skip
+
+
+def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """How `index -o milvus://...` / `milvus-lite:...` builds the collection: its BM25, its dense index, its work
+    folder."""
+    group = parser.add_argument_group("a search engine's collection (-o milvus://... or milvus-lite:...)")
+    group.add_argument(
+        "--engine-lexical", choices=("ours", "milvus"),
+        help="the collection's BM25: our weights as sparse vectors (ours, the default: the folder's scores) or "
+        "Milvus's own BM25 function (milvus: the engine tokenizes and weighs; a collection that grows)",
+    )  # fmt: skip
+    group.add_argument(
+        "--dense-index", metavar="TYPE",
+        help="the engine's index of the vectors (default: FLAT below 100,000 documents, else IVF_FLAT with nprobe "
+        "chosen by measured recall@10; a server also takes HNSW, ...)",
+    )  # fmt: skip
+    group.add_argument("--dense-index-params", metavar="JSON", help="its build parameters, e.g. '{\"M\": 16}'")
+    group.add_argument(
+        "--work-dir", metavar="DIR",
+        help="the local folder the corpus is embedded into before the export (kept; default: beside the Lite file, "
+        "or ./.hf-siamese-export-COLLECTION, removed once exported)",
+    )  # fmt: skip
 
 
 def read_calibration_queries(path: str) -> list[str]:

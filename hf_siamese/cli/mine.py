@@ -5,8 +5,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from ..storage import row_file_kind, write_rows
+from .arguments import (
+    APPROXIMATE_HELP,
+    CORPUS_HELP,
+    add_command,
+    add_corpus_arguments,
+    add_embeddings_dir_arguments,
+    add_lexical_arguments,
+    add_model_arguments,
+    add_shard_arguments,
+    corpus_flags,
+    given_flags,
+    positive_int,
+)
 from .common import (
     corpus_source,
     load_cross_encoder,
@@ -15,14 +29,72 @@ from .common import (
     parse_columns,
 )
 
-# The options of a --corpus read by `open_corpus` (with their defaults), which the default corpus and a BEIR folder's
-# do not take.
-_CORPUS_ONLY = {
-    "--text-column": ("text_column", "text"),
-    "--id-column": ("id_column", None),
-    "--corpus-split": ("corpus_split", None),
-    "--corpus-dataset-config": ("corpus_config", None),
-}
+# The Hub split and config flags of --corpus (mine's own split flags are those of SOURCE), and the options of a
+# --corpus read by `open_corpus` (flag -> dest), which the default corpus and a BEIR folder's do not take.
+_CORPUS_FLAGS = ("--corpus-split", "--corpus-dataset-config")
+_CORPUS_ONLY = corpus_flags(*_CORPUS_FLAGS)
+
+
+def register(commands: Any) -> None:
+    """Add `mine` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "mine", run_mine, add_arguments,
+        summary="add hard negatives mined by a model to (anchor, positive) rows",
+        description="For every (anchor, positive) row, rank the corpus with the model (or BM25, or both: "
+        "--negatives-from) and add the best-ranked "
+        "documents that are not a positive of the anchor (within --range-min..--range-max, below --max-score, "
+        "and at least --margin below the positive's score) as negative_1 ... negative_N. The corpus is embedded "
+        "into shards first (as 'embed'), in --embeddings-dir when given (kept and reused).",
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `mine`: the rows and the output, the corpus, the model, the teacher, how the negatives are chosen
+    and ranked, BM25's settings, the corpus's embedding."""
+    parser.add_argument(
+        "data", metavar="SOURCE", help="(anchor, positive) rows: file, folder or Hub dataset id, or a BEIR folder"
+    )
+    parser.add_argument("-o", "--output", required=True, help="output rows: NAME.jsonl, NAME.tsv or NAME.csv")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace OUTPUT if it exists (written whole at the end)"
+    )
+    parser.add_argument(
+        "--corpus", metavar="CORPUS",
+        help=f"documents to mine from: {CORPUS_HELP}; or a BEIR folder (default: the positives, or a BEIR folder's "
+        "corpus)",
+    )  # fmt: skip
+    add_model_arguments(parser, training=False)
+    parser.add_argument("--columns", metavar="ROLE=NAME,...", help="e.g. anchor=question,positive=answer")
+    parser.add_argument(
+        "--split", default="train", help="split of SOURCE: Hub dataset or folder (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--teacher", metavar="CE_DIR", help="a cross-encoder that scores each row's (anchor, positive) and (anchor, "
+        "negative_j) pairs into a label column (its 1 + N raw scores, positive first): rows for --loss margin_mse or "
+        "list_distill. The scores stream to OUTPUT.scores/ (a stopped run resumes)",
+    )  # fmt: skip
+    add_corpus_arguments(parser, *_CORPUS_FLAGS)
+    parser.add_argument(
+        "--num-negatives", type=positive_int, default=3, help="negatives per row (default: %(default)s)"
+    )
+    parser.add_argument("--range-min", type=int, default=0, help="skip the best RANGE_MIN ranks (default: %(default)s)")
+    parser.add_argument("--range-max", type=positive_int, help="consider ranks below this (default: min + 100)")
+    parser.add_argument("--margin", type=float, help="drop candidates scoring above the positive's score - MARGIN")
+    parser.add_argument("--max-score", type=float, help="drop candidates scoring above MAX_SCORE")
+    parser.add_argument("--sampling", choices=("top", "random"), default="top", help="default: %(default)s")
+    parser.add_argument("--seed", type=int, default=42, help="for --sampling random (default: %(default)s)")
+    parser.add_argument(
+        "--negatives-from", choices=("dense", "lexical", "hybrid"), default="dense",
+        help="what ranks the candidates: the model (dense, default), BM25 over the corpus texts (lexical: documents "
+        "sharing the anchor's words), or both fused by reciprocal ranks (hybrid). --margin and --max-score always "
+        "compare the model's similarities; lexical embeds the corpus only for them or for --embeddings-dir, which "
+        "also keeps the BM25 index (DIR/lexical)",
+    )  # fmt: skip
+    add_lexical_arguments(parser)
+    add_shard_arguments(parser)
+    add_embeddings_dir_arguments(
+        parser, "a temporary folder", APPROXIMATE_HELP.replace("neighbours", "candidates"), deprecated_alias=True
+    )
 
 
 def run_mine(args: argparse.Namespace) -> int:
@@ -59,7 +131,7 @@ def run_mine(args: argparse.Namespace) -> int:
         rows = load_data(args.data, args.split, parse_columns(args.columns), None)
         default_corpus = None
     if args.corpus is None or is_beir_folder(args.corpus):
-        given = [flag for flag, (name, default) in _CORPUS_ONLY.items() if getattr(args, name) != default]
+        given = given_flags(args, _CORPUS_ONLY)
         if given:
             raise ValueError(f"{', '.join(given)} describe(s) a --corpus file or Hub dataset; give one with --corpus")
     if args.corpus is None:

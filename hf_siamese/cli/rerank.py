@@ -12,11 +12,41 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .arguments import add_command, add_first_stage_weight, positive_int
 from .common import load_cross_encoder
 from .progress import progress_wanted
 from .search import print_hits
 
 ROW_HELP = '{"query": str, "documents": [str, ...]} (optionally "ids" and "scores": [one per document])'
+
+
+def register(commands: Any) -> None:
+    """Add `rerank` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "rerank", run_rerank, add_arguments,
+        summary="rank each query's candidate documents with a cross-encoder",
+        description='Read a JSONL file of rows {"query": str, "documents": [str, ...]} (optionally "ids": one '
+        "per document, and \"scores\": the first stage's score of each, which the cross-encoder's saved "
+        "--first-stage-weight then fuses in) and rank each row's documents by a cross-encoder's score, all rows' "
+        "pairs in one call; "
+        "prints 'rank. score  [id] text  (first stage: #position)' per document, or writes "
+        '{"query", "hits": [{"rank", "score", "id", "text", "first_stage_rank"}]} rows to --output.',
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `rerank`: the candidates file, the cross-encoder, the output, how many hits, the fusion weight."""
+    parser.add_argument("candidates", metavar="CANDIDATES_FILE", help="JSONL: one query and its documents per line")
+    parser.add_argument("--model", required=True, metavar="CE_DIR", help="the cross-encoder (folder or Hub id)")
+    parser.add_argument("-o", "--output", metavar="OUT.jsonl", help="write the ranked rows here instead of printing")
+    parser.add_argument("--top-k", type=positive_int, help="documents kept per query (default: all)")
+    add_first_stage_weight(parser)
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=32, help="pairs per forward pass (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--device", default="auto", help="where the model runs: auto (default), cpu, cuda, cuda:N or mps"
+    )
 
 
 def read_candidates(path: str) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -9,20 +9,76 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .arguments import (
+    CORPUS_HELP,
+    add_command,
+    add_corpus_arguments,
+    add_embeddings_dir_arguments,
+    add_first_stage_arguments,
+    add_model_arguments,
+    add_rerank_arguments,
+    add_shard_arguments,
+    corpus_flags,
+    given_flags,
+)
 from .common import corpus_source, load_cross_encoder, load_inference_model
 from .progress import progress_wanted
 
-# What only a --corpus search reads (its columns, its Hub split, its embeddings folder), with their defaults.
+# What only a --corpus search reads (its columns, its Hub split, its embeddings folder): flag -> dest.
 _CORPUS_ONLY = {
-    "--text-column": ("text_column", "text"),
-    "--id-column": ("id_column", None),
-    "--split": ("corpus_split", None),
-    "--dataset-config": ("corpus_config", None),
-    "--embeddings-dir": ("embeddings_dir", None),
-    "--shard-size": ("shard_size", None),
-    "--dtype": ("dtype", "float32"),
-    "--approximate": ("approximate", None),
+    **corpus_flags(),
+    "--embeddings-dir": "embeddings_dir",
+    "--shard-size": "shard_size",
+    "--dtype": "dtype",
+    "--approximate": "approximate",
 }
+
+
+def register(commands: Any) -> None:
+    """Add `search` to the `hf-siamese` subparsers."""
+    add_command(
+        commands, "search", run_search, add_arguments,
+        summary="top-k semantic search of queries over a corpus or a vector index",
+        description="Rank the documents of a corpus (embedded on every call, or once into --embeddings-dir), or "
+        "of an index built by 'hf-siamese index' (embedded once), by similarity to each query; prints "
+        "'rank. score  [id] text' per hit.",
+    )  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `search`: where to search (--corpus or --index), the queries, the model, the corpus and its
+    embedding, the first stage and the rerank."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--corpus", metavar="CORPUS", help=CORPUS_HELP)
+    source.add_argument(
+        "--index",
+        metavar="INDEX",
+        help="an index from 'hf-siamese index': a folder, or milvus://HOST:PORT/COLLECTION / milvus-lite:FILE.db#NAME "
+        "(--model defaults to its model; a reranker it keeps reranks)",
+    )
+    parser.add_argument("--query", action="append", metavar="TEXT", help="a query (repeatable)")
+    parser.add_argument("--queries", metavar="FILE", help="text file, one query per line")
+    parser.add_argument("--top-k", type=int, default=5, help="matches per query (default: %(default)s)")
+    add_model_arguments(parser, training=False)
+    parser.add_argument("--prompt-name", metavar="NAME", help="model prompt for the queries (default: its default)")
+    add_corpus_arguments(parser)
+    add_shard_arguments(parser)
+    add_embeddings_dir_arguments(
+        parser, "a temporary folder",
+        "candidates from an approximate faiss index (default: from 100,000 texts on, when faiss is installed, and "
+        "only with --embeddings-dir, where the index is kept)",
+        deprecated_alias=True,
+    )  # fmt: skip
+    add_first_stage_arguments(
+        parser,
+        "hybrid where the index has its lexical part (bm25s missing: refused, naming the install), else dense "
+        "(--corpus: dense)",
+    )
+    add_rerank_arguments(parser)
+    parser.add_argument(
+        "--no-rerank", action="store_true",
+        help="--index: search the first stage alone, where the index keeps a reranker (index --rerank / --attach)",
+    )  # fmt: skip
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -46,7 +102,7 @@ def run_search(args: argparse.Namespace) -> int:
     if args.no_rerank and not args.index:
         raise ValueError("--no-rerank applies to an --index that keeps a reranker; --corpus reranks only with --rerank")
     if args.index:
-        given = [flag for flag, (name, default) in _CORPUS_ONLY.items() if getattr(args, name) != default]
+        given = given_flags(args, _CORPUS_ONLY)
         if given:
             raise ValueError(f"{', '.join(given)} describe(s) a --corpus to embed; an --index is already embedded")
         results = _search_index(args, queries, reranker, rerank_top)

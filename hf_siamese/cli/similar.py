@@ -4,8 +4,62 @@ CSV / TSV / JSONL with ids and texts (`hf_siamese.retrieval.similar`)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from .arguments import (
+    APPROXIMATE_HELP,
+    CORPUS_HELP,
+    add_command,
+    add_corpus_arguments,
+    add_embeddings_dir_arguments,
+    add_model_arguments,
+    add_shard_arguments,
+    positive_int,
+)
 from .common import corpus_source, load_inference_model, shard_options
+
+_SIMILAR = "every pair of near-duplicate texts of a corpus above a similarity threshold"
+_CLUSTER = "group a corpus into communities above a threshold, or --k k-means topics"
+
+
+def _description(summary: str) -> str:
+    return (
+        f"Find {summary}, from each text's --top-k nearest neighbours (never an N x N matrix). The corpus is embedded "
+        "first into resumable shards (as 'embed'; --embeddings-dir, default OUTPUT.embeddings, is reused by a later "
+        "run). Writes CSV, TSV or JSONL (by the -o name) with ids and texts."
+    )
+
+
+def register(commands: Any) -> None:
+    """Add `similar` and `cluster` to the `hf-siamese` subparsers."""
+    add_command(commands, "similar", run_similar, add_arguments, summary=_SIMILAR, description=_description(_SIMILAR))
+    add_command(
+        commands, "cluster", run_cluster, add_cluster_arguments, summary=_CLUSTER, description=_description(_CLUSTER)
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `similar` (and the first ones of `cluster`): the corpus, the output, the model, the threshold and
+    neighbours, the corpus's columns and its embedding."""
+    parser.add_argument("corpus", metavar="CORPUS", help=CORPUS_HELP)
+    parser.add_argument("-o", "--output", required=True, help="NAME.csv, NAME.tsv or NAME.jsonl")
+    add_model_arguments(parser, training=False)
+    parser.add_argument("--threshold", type=float, default=0.85, help="least similarity (default: %(default)s)")
+    parser.add_argument("--top-k", type=positive_int, default=10, help="neighbours per text (default: %(default)s)")
+    add_corpus_arguments(parser)
+    add_shard_arguments(parser)
+    add_embeddings_dir_arguments(parser, "OUTPUT.embeddings", APPROXIMATE_HELP)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `cluster`: those of `similar`, then the grouping (--k, --min-size, --method)."""
+    add_arguments(parser)
+    parser.add_argument("--k", type=positive_int, help="k-means into K groups instead of a threshold")
+    parser.add_argument("--min-size", type=positive_int, default=2, help="smallest group kept (default %(default)s)")
+    parser.add_argument(
+        "--method", choices=("community", "components"), default="community",
+        help="community: greedy, from the most-connected text; components: connected components",
+    )  # fmt: skip
 
 
 def _embeddings_dir(args: argparse.Namespace) -> str:

@@ -68,7 +68,7 @@ def test_a_missing_optional_package_in_a_command_is_one_line(monkeypatch, capsys
     def handler(args):
         raise ModuleNotFoundError("No module named 'onnxruntime'", name="onnxruntime")
 
-    monkeypatch.setattr("hf_siamese.cli.parser.run_encode", handler)
+    monkeypatch.setattr("hf_siamese.cli.encode.run_encode", handler)
     assert cli.main(["encode", "x.txt", "-o", "x.npy"]) == 1
     err = capsys.readouterr().err
     assert "pip install 'hf-siamese[onnx]'" in err and "Traceback" not in err
