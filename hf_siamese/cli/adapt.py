@@ -27,7 +27,8 @@ def register(commands: Any) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `adapt`."""
+    """The flags of `adapt`: the corpus, the method, the run's folder, the bi-encoder and the teacher, the text
+    columns, the training settings."""
     from ..recipes.adapt import METHODS
 
     parser.add_argument("data", metavar="CORPUS", help="texts: .txt (one per line), .jsonl/.csv/.parquet, or Hub id")

@@ -26,7 +26,8 @@ def register(commands: Any) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `augment`."""
+    """The flags of `augment`: the gold pairs, the run's folder, the bi-encoder, the teacher and the dev pairs, then the
+    groups sampling and training."""
     parser.add_argument("data", metavar="GOLD", help="scored pairs (sentence1, sentence2, score): a file or Hub id")
     parser.add_argument("-o", "--output", required=True, metavar="OUT", help="the run's folder")
     parser.add_argument("--model", metavar="BI", help="the bi-encoder to sample with and train (default: MiniLM)")

@@ -34,7 +34,8 @@ def register(commands: Any) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `distill`."""
+    """The flags of `distill`: the texts, the output, the teacher, which student (--layers, --keep or --student), the
+    projection, the columns and the training settings."""
     parser.add_argument(
         "data", metavar="TEXTS", help="a text file (.txt, one per line; .jsonl / .csv / .parquet with --text-column); "
         "with --parallel, a pairs file of (source, translation)"
