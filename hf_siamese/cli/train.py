@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..training.averaging import WeightAveragingCallback
+from ..training.fine_tune import encoder_to_train, measure, push_trained
+from ..training.objective import Objective, choose_objective
 from ..training.recipe import (
     Recipe,
     checkpoint_folders,
@@ -22,7 +24,6 @@ from .common import (
     DEMO_TRAIN_NAME,
     PROG,
     default_model_path,
-    infer_score_range,
     load_data,
     parse_columns,
     parse_labels,
@@ -32,77 +33,7 @@ from .common import (
     shutdown_distributed,
     take,
 )
-from .train_report import NO_EVAL_HINT, card_facts, describe_loss, headline, load_snippet
-
-if TYPE_CHECKING:
-    import datasets
-
-
-def _infer_loss(dataset: datasets.Dataset, source: str) -> str:
-    """SiameseTrainer's rule (`trainer_data.default_loss`) on the columns of `dataset` (named `source` in errors)."""
-    from ..data.columns import detect_layout
-    from ..training.trainer_data import default_loss
-
-    try:
-        layout = detect_layout(dataset.column_names)
-    except ValueError as err:
-        raise ValueError(f"{source}: {err}") from None
-    return default_loss(None if layout.label is None else dataset[0][layout.label])
-
-
-def _as_scores(dataset: datasets.Dataset, source: str, loss: str) -> datasets.Dataset:
-    """Scores read from CSV under a column not named `score` arrive as text; score losses need numbers."""
-    from ..data.columns import detect_layout
-
-    layout = detect_layout(dataset.column_names)
-    if layout.label is None:
-        raise ValueError(f"--loss {loss} needs a score column; {source} has columns {dataset.column_names}")
-    values = dataset[layout.label]
-    if all(isinstance(v, float) for v in values):
-        return dataset
-    if any(isinstance(v, list) for v in values):  # a teacher's score lists: the collator checks them row by row
-        if len(layout.texts) < 3:
-            raise ValueError(
-                f"--loss {loss} with score lists needs (anchor, positive, negative...) rows; {source} has columns "
-                f"{dataset.column_names}"
-            )
-        return dataset
-    scores = []
-    for index, value in enumerate(values):
-        try:
-            scores.append(float(value))
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"{source}, row {index + 1}: --loss {loss} needs numeric scores, column {layout.label!r} "
-                f"holds {value!r}"
-            ) from None
-    return dataset.remove_columns(layout.label).add_column(layout.label, scores)
-
-
-def _softmax_labels(dataset: datasets.Dataset, label2id: dict[str, int] | None) -> dict[str, Any]:
-    """`from_encoder` arguments for the classifier head: from `--labels`, or from the labels found in the data."""
-    from ..data.columns import detect_layout
-
-    layout = detect_layout(dataset.column_names)
-    if layout.label is None:
-        raise ValueError(f"--loss softmax needs a label column; the data has columns {dataset.column_names}")
-    if label2id is not None:
-        return {"label2id": label2id}
-    values = set(dataset[layout.label])
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return {"num_labels": max(values) + 1}
-    # Sorted, so the same data always gives the same class ids.
-    return {"label2id": {str(name): index for index, name in enumerate(sorted(map(str, values)))}}
-
-
-def _measure(trainer: Any, eval_data: Any) -> dict[str, float] | None:
-    from ..data.beir import RetrievalDataset
-
-    if eval_data is None:
-        return None
-    if isinstance(eval_data, RetrievalDataset):
-        return trainer.retrieval_metrics(eval_data)
-    return trainer.sts_metrics(eval_data)
+from .train_report import NO_EVAL_HINT, card_facts, describe_loss, headline, summary_lines
 
 
 def _training_data(args: argparse.Namespace) -> tuple[Any, str, Any, str | None]:
@@ -141,55 +72,35 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, str, Any, str | None]
     return train_data, train_name, eval_data, eval_name
 
 
-def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> tuple[str, Any, dict[str, Any], Any]:
-    """(loss name, loss object, classifier-head arguments for `from_encoder`, train rows with numeric scores)."""
-    from .. import losses
+# The train flags of `choose_objective`'s options, for its errors.
+OPTION_FLAGS = {
+    "loss": "--loss",
+    "score_range": "--score-range",
+    "label2id": "--labels",
+    "positive_threshold": "--positive-threshold",
+    "margin_scale": "--margin-scale",
+    "gather_across_processes": "--gather-across-processes",
+}
 
-    score_range = parse_score_range(args.score_range)
-    label2id = parse_labels(args.labels)
-    loss_name = args.loss or _infer_loss(train_data, train_name)
-    # A combination such as cosent+0.5*angle names several losses; each option below goes to those that take it.
-    names = {name for name, _ in losses.parse_loss_spec(loss_name)}
-    loss_kwargs: dict[str, Any] = {}
-    head_kwargs: dict[str, Any] = {}
-    if any(losses.LOSSES[name].label_kind == "score" for name in names):
-        train_data = _as_scores(train_data, train_name, loss_name)
-    if "cosine" in names and isinstance(train_data[0][_infer_label_column(train_data)], list):
-        raise ValueError(
-            f"--loss {loss_name}: cosine needs one score per row; {train_name} holds score lists (a teacher's, from "
-            "'mine --teacher'): train them with --loss margin_mse or list_distill"
-        )
-    if "cosine" in names:
-        score_range = score_range or infer_score_range(train_data[_infer_label_column(train_data)], train_name)
-        loss_kwargs["score_range"] = score_range
-    elif score_range is not None:
-        raise ValueError(f"--score-range applies to --loss cosine, not {loss_name}")
-    if "scored_mnr" in names:
-        if args.positive_threshold is None:
-            raise ValueError(
-                f"--loss {loss_name} needs --positive-threshold T: pairs scoring at least T are the positives of "
-                "scored_mnr (e.g. 4 on a 0-5 scale)"
-            )
-        loss_kwargs["threshold"] = args.positive_threshold
-    elif args.positive_threshold is not None:
-        raise ValueError(f"--positive-threshold applies to --loss scored_mnr, not {loss_name}")
-    if "softmax" in names:
-        head_kwargs = _softmax_labels(train_data, label2id)
-        if args.eval_steps:
-            # The Trainer's evaluation computes the training loss on the eval rows, and scored pairs have no
-            # class labels; the before/after Spearman is computed all the same.
-            raise ValueError("--eval-steps does not work with --loss softmax (scored eval pairs have no classes)")
-    elif label2id is not None:
-        raise ValueError(f"--labels applies to --loss softmax, not {loss_name}")
-    if "margin_mse" in names and args.margin_scale is not None:
-        loss_kwargs["scale"] = args.margin_scale
-    elif args.margin_scale is not None:
-        raise ValueError(f"--margin-scale applies to --loss margin_mse, not {loss_name}")
-    if "mnr" in names:
-        loss_kwargs["gather_across_processes"] = args.gather_across_processes
-    elif args.gather_across_processes:
-        raise ValueError(f"--gather-across-processes applies to --loss mnr, not {loss_name}")
-    return loss_name, losses.get_loss(loss_name, **loss_kwargs), head_kwargs, train_data
+
+def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> Objective:
+    """The loss and its options (`training.objective.choose_objective`) from the flags and the training rows."""
+    objective = choose_objective(
+        train_data,
+        loss=args.loss,
+        score_range=parse_score_range(args.score_range),
+        label2id=parse_labels(args.labels),
+        positive_threshold=args.positive_threshold,
+        margin_scale=args.margin_scale,
+        gather_across_processes=args.gather_across_processes,
+        source=train_name,
+        option_names=OPTION_FLAGS,
+    )
+    if objective.loss.label_kind == "class" and args.eval_steps:
+        # The Trainer's evaluation computes the training loss on the eval rows, and scored pairs have no class
+        # labels; the before/after Spearman is computed all the same.
+        raise ValueError("--eval-steps does not work with --loss softmax (scored eval pairs have no classes)")
+    return objective
 
 
 def _training_arguments(args: argparse.Namespace, output_dir: str, recipe: Recipe, periodic_eval: bool) -> Any:
@@ -227,12 +138,9 @@ def _training_arguments(args: argparse.Namespace, output_dir: str, recipe: Recip
 
 def run_train(args: argparse.Namespace) -> int:
     """Fine-tune, print a before/after summary on the main process, save (and optionally push) the model."""
-    from transformers import AutoTokenizer, set_seed
+    from transformers import set_seed
 
-    from ..formats.loading import check_model_source, encoder_defaults
-    from ..modeling.modeling_siamese import SiameseBertModel
-    from ..training.averaging import WeightAveragingCallback
-    from ..training.trainer import SiameseTrainer
+    from ..formats.loading import check_model_source
 
     if args.push_to_hub is not None and "/" not in args.push_to_hub.strip("/"):
         raise ValueError(f"--push-to-hub {args.push_to_hub!r}: expected a repository id OWNER/NAME")
@@ -240,16 +148,12 @@ def run_train(args: argparse.Namespace) -> int:
     train_data, train_name, eval_data, eval_name = _training_data(args)
     if args.interpolate == "auto" and eval_data is None:
         raise ValueError("--interpolate auto chooses ALPHA by the score on --eval; give --eval, or a number for ALPHA")
-    loss_name, loss, head_kwargs, train_data = _objective(args, train_data, train_name)
+    objective = _objective(args, train_data, train_name)
+    train_data, loss = objective.train_data, objective.loss
     recipe = resolve_recipe(
-        args.recipe,
-        loss.label_kind,
-        eval_data,
-        epochs=args.epochs,
-        average_weights=args.average_weights,
-        interpolate=args.interpolate,
-    )
-
+        args.recipe, loss.label_kind, eval_data,
+        epochs=args.epochs, average_weights=args.average_weights, interpolate=args.interpolate,
+    )  # fmt: skip
     model_path = check_model_source(args.model or default_model_path())
     output_dir = args.output_dir or (DEMO_OUTPUT_DIR if demo else "runs/hf-siamese")
     training_args = _training_arguments(args, output_dir, recipe, periodic_eval=bool(args.eval_steps and eval_data))
@@ -261,20 +165,59 @@ def run_train(args: argparse.Namespace) -> int:
     )  # fmt: skip
     set_seed(args.seed)  # before building the model: a classifier head is initialised at random
     with quiet_progress_bars():
-        model = SiameseBertModel.from_encoder(
-            model_path,
-            **encoder_defaults(model_path, args.pooling, args.normalize),
-            max_seq_length=args.max_seq_length,
-            **head_kwargs,
-        )
-        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        model, tokenizer = encoder_to_train(
+            model_path, pooling=args.pooling, normalize=args.normalize, max_seq_length=args.max_seq_length,
+            **objective.head_kwargs,
+        )  # fmt: skip
+    trainer, averaging, start = _make_trainer(
+        model, tokenizer, training_args, recipe, loss, (train_data, train_name), (eval_data, eval_name)
+    )
+    show = print if trainer.is_world_process_zero() else _silent
 
-    # The Trainer would align these itself, with a warning that reads like a problem; the encoder has no
-    # generation config, only the pad id matters.
-    text_config = model.config.get_text_config()
-    if getattr(text_config, "pad_token_id", None) is None and tokenizer.pad_token_id is not None:
-        text_config.pad_token_id = tokenizer.pad_token_id
+    show(f"{PROG} train: {train_name} ({len(train_data)} rows), loss {describe_loss(loss)}, base model {model_path}")
+    hint = NO_EVAL_HINT if eval_data is None and loss.label_kind == "score" else ""
+    show(f"{PROG} train: {recipe.describe()}{hint}")
+    before = measure(trainer, eval_data)
+    if before:
+        label, value = headline(before)
+        show(f"{PROG} train: {label} x100 on {eval_name} before training: {value:.2f}")
+    if run.note:
+        show(f"{PROG} train: {run.note}")
+    lines, after = _train(args, trainer, run, recipe, averaging, start, eval_data)
+    for line in lines:
+        show(f"{PROG} train: {line}")
+    facts = card_facts(
+        args, demo, after, f"`{PROG} train` ({recipe.name} recipe) " + "; ".join(lines) if lines else None
+    )
+    _save(trainer, output_dir, facts)
+    run.finish()
+    if args.push_to_hub is not None:
+        with quiet_progress_bars():
+            message = f"{PROG} train: {objective.loss_name} loss on {train_name}"
+            push_trained(trainer, args.push_to_hub, message, facts, option="--push-to-hub")
+    trained = f"{train_name}: {len(train_data)} rows, {recipe.epochs:g} epoch(s), loss {describe_loss(loss)}"
+    for line in summary_lines(
+        model_path, trained, (before, after), (eval_data, eval_name), output_dir, args.push_to_hub
+    ):
+        show(line)
+    shutdown_distributed()
+    return 0
 
+
+def _make_trainer(
+    model: Any,
+    tokenizer: Any,
+    training_args: Any,
+    recipe: Recipe,
+    loss: Any,
+    train: tuple[Any, str],
+    evaluation: tuple[Any, str | None],
+) -> tuple[Any, Any, dict[str, Any] | None]:
+    """(the `SiameseTrainer`, the recipe's weight-averaging callback or None, the weights to interpolate from or
+    None); a row the trainer refuses is named by the user's source it is in."""
+    from ..training.trainer import SiameseTrainer
+
+    (train_data, train_name), (eval_data, eval_name) = train, evaluation
     start = {n: p.detach().clone() for n, p in model.named_parameters()} if recipe.interpolate is not None else None
     # The best recipe keeps the best of the epochs (the mean is compared with it where both exist).
     averaging = WeightAveragingCallback(load_at_end=not recipe.select_best) if recipe.average else None
@@ -296,72 +239,34 @@ def run_train(args: argparse.Namespace) -> int:
         if "outside the score range" in message:
             message += " Pass --score-range LOW,HIGH to match the data."
         raise ValueError(f"{source}: {message}") from None
-    main_process = trainer.is_world_process_zero()
-    show = print if main_process else _silent
+    return trainer, averaging, start
 
-    show(f"{PROG} train: {train_name} ({len(train_data)} rows), loss {describe_loss(loss)}, base model {model_path}")
-    hint = NO_EVAL_HINT if eval_data is None and loss.label_kind == "score" else ""
-    show(f"{PROG} train: {recipe.describe()}{hint}")
-    before = _measure(trainer, eval_data)
-    if before:
-        label, value = headline(before)
-        show(f"{PROG} train: {label} x100 on {eval_name} before training: {value:.2f}")
-    if run.note:
-        show(f"{PROG} train: {run.note}")
+
+def _train(
+    args: argparse.Namespace, trainer: Any, run: Any, recipe: Recipe, averaging: Any, start: Any, eval_data: Any
+) -> tuple[list[str], dict[str, float] | None]:
+    """Train (resuming a stopped run), then the recipe's end (`end_training`): (what it did, the final --eval
+    metrics)."""
+    output_dir = trainer.args.output_dir
     resume_from = run.start()
-    selection_checkpoints = checkpoint_folders(output_dir) if main_process else None
+    selection_checkpoints = checkpoint_folders(output_dir) if trainer.is_world_process_zero() else None
     trainer.train(resume_from_checkpoint=resume_from)
     lines, after = end_training(
-        trainer, recipe, averaging, start, lambda: _measure(trainer, eval_data), lambda m: headline(m)[1]
+        trainer, recipe, averaging, start, lambda: measure(trainer, eval_data), lambda m: headline(m)[1]
     )
-    for line in lines:
-        show(f"{PROG} train: {line}")
     if selection_checkpoints is not None and recipe.select_best and not args.save_steps:
         remove_checkpoints(output_dir, selection_checkpoints)
-    after = after or _measure(trainer, eval_data)
-    facts = card_facts(args, demo)
-    if after:
-        # The card states the final weights' scores (the trainer's log holds those of the epochs or the checkpoint).
-        facts["eval_results"] = {f"eval_{key}": value for key, value in after.items()}
-    if lines:
-        facts["final_weights"] = f"`{PROG} train` ({recipe.name} recipe) " + "; ".join(lines)
+    return lines, after or measure(trainer, eval_data)
+
+
+def _save(trainer: Any, output_dir: str, facts: dict[str, Any]) -> None:
+    """Save the model, with hf-siamese's model card (not Trainer's) written by the main process."""
+    from ..training.trainer import SiameseTrainer
+
     with quiet_progress_bars():
         trainer.save_model(output_dir)
-        if main_process and "create_model_card" in vars(SiameseTrainer):  # hf-siamese's own card, not Trainer's
+        if trainer.is_world_process_zero() and "create_model_card" in vars(SiameseTrainer):
             trainer.create_model_card(**facts)
-    run.finish()
-
-    pushed = None
-    if args.push_to_hub is not None:
-        push = getattr(trainer, "push_to_hub", None)
-        if push is None:
-            raise ValueError("--push-to-hub: this version of SiameseTrainer cannot push to the Hub")
-        push_kwargs: dict[str, Any] = {"commit_message": f"{PROG} train: {loss_name} loss on {train_name}"}
-        if "repo_id" in inspect.signature(push).parameters:
-            push_kwargs["repo_id"] = args.push_to_hub
-        with quiet_progress_bars():
-            push(**push_kwargs, **facts)
-        pushed = args.push_to_hub
-
-    show("")
-    show("=" * 80)
-    show(f"Trained {model_path}")
-    show(f"  on      {train_name}: {len(train_data)} rows, {recipe.epochs:g} epoch(s), loss {describe_loss(loss)}")
-    if before and after:
-        (label, old), (_, new) = headline(before), headline(after)
-        unit = "queries" if not hasattr(eval_data, "column_names") else "pairs"
-        show(f"  eval    {eval_name}: {len(eval_data)} {unit}")
-        show(f"          {label} x100: before {old:.2f}  ->  after {new:.2f}  ({new - old:+.2f})")
-    show(f"  saved   {os.path.abspath(output_dir)}")
-    if pushed:
-        from huggingface_hub import constants
-
-        show(f"  pushed  {constants.ENDPOINT}/{pushed}")
-    show("Load it with:")
-    show(load_snippet(pushed or output_dir))
-    show("=" * 80)
-    shutdown_distributed()
-    return 0
 
 
 def _settings(args: argparse.Namespace, model: str, train_data: Any, eval_data: Any, processes: int) -> dict[str, Any]:
@@ -377,14 +282,6 @@ def _settings(args: argparse.Namespace, model: str, train_data: Any, eval_data: 
 
 # Options that change where the model goes or what is printed, not the model.
 _NOT_SETTINGS = {"handler", "command", "output_dir", "overwrite", "push_to_hub", "logging_steps"}
-
-
-def _infer_label_column(dataset: datasets.Dataset) -> str:
-    from ..data.columns import detect_layout
-
-    label = detect_layout(dataset.column_names).label
-    assert label is not None  # _as_scores has checked it
-    return label
 
 
 def _silent(*_args: Any, **_kwargs: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 
@@ -14,13 +15,46 @@ def headline(metrics: dict[str, float]) -> tuple[str, float]:
     return key.replace("ndcg", "nDCG"), 100 * metrics[key]
 
 
-def card_facts(args: argparse.Namespace, demo: bool) -> dict[str, str]:
-    """Model-card facts under Trainer's keyword names: where the weights and the training data came from."""
-    facts = {}
+def summary_lines(
+    model_path: str,
+    trained: str,
+    scores: tuple[dict[str, float] | None, dict[str, float] | None],
+    evaluation: tuple[Any, str | None],
+    output_dir: str,
+    pushed: str | None,
+) -> list[str]:
+    """The closing summary: the base model, what it was trained on (`trained`), the headline metric on the eval set
+    before and after (`scores`), where the model went, and how to load it."""
+    (before, after), (eval_data, eval_name) = scores, evaluation
+    lines = ["", "=" * 80, f"Trained {model_path}", f"  on      {trained}"]
+    if before and after:
+        (label, old), (_, new) = headline(before), headline(after)
+        unit = "queries" if not hasattr(eval_data, "column_names") else "pairs"
+        lines.append(f"  eval    {eval_name}: {len(eval_data)} {unit}")
+        lines.append(f"          {label} x100: before {old:.2f}  ->  after {new:.2f}  ({new - old:+.2f})")
+    lines.append(f"  saved   {os.path.abspath(output_dir)}")
+    if pushed:
+        from huggingface_hub import constants
+
+        lines.append(f"  pushed  {constants.ENDPOINT}/{pushed}")
+    return [*lines, "Load it with:", load_snippet(pushed or output_dir), "=" * 80]
+
+
+def card_facts(
+    args: argparse.Namespace, demo: bool, after: dict[str, float] | None = None, final_weights: str | None = None
+) -> dict[str, Any]:
+    """Model-card facts under Trainer's keyword names: where the weights and the training data came from, the final
+    weights' --eval metrics (`after`) and how they were made (`final_weights`)."""
+    facts: dict[str, Any] = {}
     # The default weights are a local copy of this Hub model; naming it links the card to its base.
     facts["finetuned_from"] = args.model or "sentence-transformers/all-MiniLM-L6-v2"
     if not demo:
         facts["dataset"] = args.train
+    if after:
+        # The card states the final weights' scores (the trainer's log holds those of the epochs or the checkpoint).
+        facts["eval_results"] = {f"eval_{key}": value for key, value in after.items()}
+    if final_weights:
+        facts["final_weights"] = final_weights
     return facts
 
 
@@ -45,4 +79,4 @@ def load_snippet(location: str) -> str:
 NO_EVAL_HINT = " (give --eval scored pairs to choose the epoch and the interpolation on them: --recipe best)"
 
 
-__all__ = ["NO_EVAL_HINT", "card_facts", "describe_loss", "headline", "load_snippet"]
+__all__ = ["NO_EVAL_HINT", "card_facts", "describe_loss", "headline", "load_snippet", "summary_lines"]

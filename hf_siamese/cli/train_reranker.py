@@ -257,13 +257,7 @@ def _choose_fusion(model: Any, eval_set: Any, eval_split: str, batch_size: int) 
 
 def run_train_reranker(args: argparse.Namespace) -> int:
     """Read the pairs, mine the negatives, train (evaluating each epoch), save the best cross-encoder."""
-    import torch
-
-    from ..cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
-    from ..cross_encoder.data import reranker_training_rows
-    from ..cross_encoder.evaluation import RerankingDataset
     from ..cross_encoder.losses import get_loss
-    from ..data.beir import read_beir
 
     if args.pos_weight is not None and args.loss not in (None, "bce"):
         raise ValueError(f"--pos-weight applies to --loss bce, not --loss {args.loss}")
@@ -273,8 +267,36 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     beir = _read_beir_training_split(args)
     held_out = _held_out_queries(args, beir)
     rows, corpus, labelled = _read_training_pairs(args, beir, held_out)
+    _choose_loss(args, labelled)
+    eval_split = _eval_split(args) or (f"{len(held_out)} held-out {args.split} queries" if held_out else None)
+    start = args.model or default_model_path()
+    model, kind = _start_model(start, args.max_length)
+    first_stage, tokenizer = _first_stage(
+        args, start, kind, (args.negatives > 0 and not labelled) or eval_split is not None
+    )
+
+    train_rows = rows if labelled else _mined_rows(args, rows, first_stage, corpus, tokenizer)
+    print(f"training rows: {len(train_rows)} ({', '.join(train_rows.column_names)})")
+    eval_set = None
+    if eval_split is not None:
+        eval_set = _evaluation_set(args, beir, held_out, eval_split, first_stage, tokenizer)
+    loss = get_loss(args.loss, **({"pos_weight": args.pos_weight} if args.loss == "bce" else {}))
+    batch_size = args.batch_size or BATCH_SIZES["pairs" if labelled or args.loss == "bce" else "tuples"]
+    model.model = _train(args, model, train_rows, (eval_set, eval_split), loss, batch_size, output).model
+    if eval_set is not None:
+        _choose_fusion(model, eval_set, eval_split, batch_size)
+    model.save_pretrained(output)
+    print(f"saved the cross-encoder -> {output}")
+    return 0
+
+
+def _choose_loss(args: argparse.Namespace, labelled: bool) -> None:
+    """`args.loss`: as given, else the cross-encoder's default for the rows the command will make (`default_loss`:
+    labelled pairs, or pairs for --pos-weight, else (query, positive, negatives...) tuples); checked against them."""
+    from ..cross_encoder.losses import PAIRS, TUPLES, default_loss
+
     if args.loss is None:
-        args.loss = "bce" if labelled or args.pos_weight is not None else "plistmle"
+        args.loss = default_loss(PAIRS if labelled or args.pos_weight is not None else TUPLES)
     if not labelled and args.negatives + args.random_negatives == 0:
         raise ValueError(
             f"--negatives 0 --random-negatives 0: --loss {args.loss} needs at least one negative per pair "
@@ -285,47 +307,70 @@ def run_train_reranker(args: argparse.Namespace) -> int:
             f"{args.data}: labelled (query, document, label) pairs train with --loss bce; --loss {args.loss} needs "
             "(query, positive) pairs to mine negatives for"
         )
-    eval_split = _eval_split(args) or (f"{len(held_out)} held-out {args.split} queries" if held_out else None)
-    start = args.model or default_model_path()
-    model, kind = _start_model(start, args.max_length)
-    first_stage_path = args.first_stage or (start if kind == "bi-encoder" else None)
-    needs_first_stage = (args.negatives > 0 and not labelled) or eval_split is not None
-    if needs_first_stage and first_stage_path is None:
+
+
+def _first_stage(args: argparse.Namespace, start: str, kind: str, needed: bool) -> tuple[Any, Any]:
+    """(bi-encoder, tokenizer) of --first-stage (default: --model when it is a bi-encoder), or (None, None) where
+    nothing is mined or evaluated (`needed` false)."""
+    path = args.first_stage or (start if kind == "bi-encoder" else None)
+    if not needed:
+        return None, None
+    if path is None:
         raise ValueError(
             f"--model {start} is a{'n' if kind == 'encoder' else ''} {kind}, not a bi-encoder: give --first-stage BI "
             "(the bi-encoder that mines the negatives and retrieves the dev candidates), or --negatives 0 and "
             "--eval-split none"
         )
-    first_stage = tokenizer = None
-    if needs_first_stage:
-        try:
-            first_stage, tokenizer = load_inference_model(first_stage_path, None, None, None)
-        except ValueError as error:
-            raise ValueError(f"--first-stage {first_stage_path}: {_one_line(error)}") from None
+    try:
+        return load_inference_model(path, None, None, None)
+    except ValueError as error:
+        raise ValueError(f"--first-stage {path}: {_one_line(error)}") from None
 
-    if labelled:
-        train_rows = rows
+
+def _mined_rows(args: argparse.Namespace, rows: Any, first_stage: Any, corpus: Any, tokenizer: Any) -> Any:
+    """(query, positive) rows with their mined and random negatives: pairs for bce, else tuples."""
+    from ..cross_encoder.data import reranker_training_rows
+
+    return reranker_training_rows(
+        rows, first_stage, corpus, num_negatives=args.negatives, random_negatives=args.random_negatives,
+        output="pairs" if args.loss == "bce" else "tuples", range_min=args.range_min, range_max=args.range_max,
+        margin=args.margin, sampling=args.sampling, tokenizer=tokenizer, seed=args.seed,
+        show_progress_bar=True, negatives_from=args.negatives_from,
+    )  # fmt: skip
+
+
+def _evaluation_set(
+    args: argparse.Namespace, beir: Any, held_out: set[str], eval_split: str, first_stage: Any, tokenizer: Any
+) -> Any:
+    """The `RerankingDataset` of the evaluation queries: the held-out training queries, or the --eval-split's."""
+    from ..cross_encoder.evaluation import RerankingDataset
+    from ..data.beir import read_beir
+
+    if held_out:  # the training split, read once, with only the held-out queries judged
+        dev = dataclasses.replace(beir, qrels={q: rel for q, rel in beir.qrels.items() if q in held_out})
     else:
-        train_rows = reranker_training_rows(
-            rows, first_stage, corpus, num_negatives=args.negatives, random_negatives=args.random_negatives,
-            output="pairs" if args.loss == "bce" else "tuples", range_min=args.range_min, range_max=args.range_max,
-            margin=args.margin, sampling=args.sampling, tokenizer=tokenizer, seed=args.seed,
-            show_progress_bar=True, negatives_from=args.negatives_from,
-        )  # fmt: skip
-    print(f"training rows: {len(train_rows)} ({', '.join(train_rows.column_names)})")
-    eval_set = None
-    if eval_split is not None:
-        if held_out:  # the training split, read once, with only the held-out queries judged
-            dev = dataclasses.replace(beir, qrels={q: rel for q, rel in beir.qrels.items() if q in held_out})
-        else:
-            dev = read_beir(args.data, split=eval_split)
-        eval_set = RerankingDataset.from_first_stage(
-            dev, first_stage, args.rerank_top, tokenizer=tokenizer, first_stage=_candidate_stage(args)
-        )
-    loss = get_loss(args.loss, **({"pos_weight": args.pos_weight} if args.loss == "bce" else {}))
-    output_shape = "pairs" if labelled or args.loss == "bce" else "tuples"
-    batch_size = args.batch_size or BATCH_SIZES[output_shape]
+        dev = read_beir(args.data, split=eval_split)
+    return RerankingDataset.from_first_stage(
+        dev, first_stage, args.rerank_top, tokenizer=tokenizer, first_stage=_candidate_stage(args)
+    )
 
+
+def _train(
+    args: argparse.Namespace,
+    model: Any,
+    train_rows: Any,
+    evaluation: tuple[Any, str | None],
+    loss: Any,
+    batch_size: int,
+    output: Path,
+) -> Any:
+    """Train in a checkpoint folder beside `output` (removed afterwards), printing the evaluation before training and
+    the best epoch's; returns the trainer (its model: the best epoch's where there is an evaluation)."""
+    import torch
+
+    from ..cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+
+    eval_set, eval_split = evaluation
     output.parent.mkdir(parents=True, exist_ok=True)
     checkpoints = tempfile.mkdtemp(prefix=f".{output.name}.checkpoints-", dir=output.parent)
     try:
@@ -349,9 +394,4 @@ def run_train_reranker(args: argparse.Namespace) -> int:
             _print_reranking(f"best epoch ({eval_split}, top {args.rerank_top})", after)
     finally:
         shutil.rmtree(checkpoints, ignore_errors=True)
-    model.model = trainer.model
-    if eval_set is not None:
-        _choose_fusion(model, eval_set, eval_split, batch_size)
-    model.save_pretrained(output)
-    print(f"saved the cross-encoder -> {output}")
-    return 0
+    return trainer

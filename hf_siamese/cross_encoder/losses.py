@@ -15,6 +15,7 @@ the others.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -385,6 +386,21 @@ LOSSES: dict[str, type[CrossEncoderLoss]] = {
     "mse": MSELoss,
     "ce": CrossEntropyLoss,
 }
+
+
+def default_loss(shape: str, num_labels: int = 1, labels: Iterable[Any] | None = None) -> str:
+    """The name of the loss (`LOSSES`) a cross-encoder trains with when none is named, from the shape of its rows
+    (`PAIRS`, `TUPLES`, `LISTS`): tuples and lists -> "plistmle" (PListMLE ranked SciFact better than LambdaLoss:
+    README, training rerankers); pairs for a model with `num_labels > 1` -> "ce"; other pairs -> "bce" where the
+    numeric `labels` all lie in [0, 1] (or are not known yet: None), else "mse"."""
+    if shape in (TUPLES, LISTS):
+        return "plistmle"
+    if shape != PAIRS:
+        raise ValueError(f"default_loss: shape {shape!r}; expected one of {PAIRS!r}, {TUPLES!r}, {LISTS!r}")
+    if num_labels > 1:
+        return "ce"
+    numbers = [v for v in labels or () if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return "bce" if all(0 <= v <= 1 for v in numbers) else "mse"
 
 
 def get_loss(loss: str | CrossEncoderLoss, **kwargs: Any) -> CrossEncoderLoss:

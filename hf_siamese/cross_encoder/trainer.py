@@ -27,17 +27,7 @@ from ..training.trainer_setup import (
 from .collator import CrossEncoderCollator
 from .evaluation import RerankingDataset
 from .forward import base_model, packs, pair_logits
-from .losses import (
-    LISTS,
-    LOSSES,
-    TUPLES,
-    BinaryCrossEntropyLoss,
-    CrossEncoderLoss,
-    CrossEntropyLoss,
-    MSELoss,
-    PListMLELoss,
-    get_loss,
-)
+from .losses import LOSSES, PAIRS, CrossEncoderLoss, CrossEntropyLoss, default_loss, get_loss
 from .tokenization import PAIR_TOKENS, tokenize_pair_rows
 from .trainer_evaluation import CrossEncoderEvaluationMixin
 
@@ -161,18 +151,12 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         read = collator.read_rows(rows, ["train_dataset row 0"])
         layout = collator.layout(list(rows[0]), rows[0])
         shape = layout.shape
-        chosen: CrossEncoderLoss
-        if shape in (TUPLES, LISTS):  # PListMLE ranked SciFact better than LambdaLoss (README, training rerankers)
-            chosen = PListMLELoss()
-        elif num_labels > 1:
-            chosen = CrossEntropyLoss()
-        else:
+        values = None
+        if shape == PAIRS and num_labels == 1:
             # Every label of a map-style dataset (one Arrow column), the first row's of a stream.
             column = getattr(train_dataset, "column_names", None)
             values = list(train_dataset[layout.label]) if column and layout.label in column else read.labels.tolist()
-            numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-            binary = all(0 <= v <= 1 for v in numbers)
-            chosen = BinaryCrossEntropyLoss() if binary else MSELoss()
+        chosen = get_loss(default_loss(shape, num_labels, values))
         logger.info("CrossEncoderTrainer: no loss given; using %r for %s rows.", chosen, shape)
         return chosen
 

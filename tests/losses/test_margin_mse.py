@@ -134,13 +134,13 @@ def test_trainer_steps_with_margin_mse(tmp_path, tiny_tokenizer):
 
 def test_score_lists_choose_margin_mse_in_the_trainer_as_in_the_cli(tmp_path, tiny_tokenizer):
     """One rule (`trainer_data.default_loss`) for `SiameseTrainer` and `hf-siamese train`: lists -> margin_mse."""
-    from hf_siamese.cli.train import _infer_loss
+    from hf_siamese.training.objective import choose_objective
     from hf_siamese.training.trainer_data import default_loss
 
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     trainer = SiameseTrainer(model=make_tiny_model(), args=args, train_dataset=rows(), processing_class=tiny_tokenizer)
     assert isinstance(trainer.loss, losses.MarginMSELoss)
-    assert _infer_loss(rows(), "rows") == "margin_mse"
+    assert choose_objective(rows(), source="rows").loss_name == "margin_mse"
     assert [default_loss(label) for label in (None, [1.0, 0.5], 3.5, 2, "entailment")] == [
         "mnr", "margin_mse", "cosine", "softmax", "softmax",
     ]  # fmt: skip
