@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .common import DTYPES, LOSS_NAMES, POOLING_NAMES, PROG
+from .common import DTYPES, POOLING_NAMES, PROG
 
 
 def number_type(
@@ -82,11 +82,13 @@ def interpolate_option(text: str) -> float | str:
 
 
 def loss_option(text: str) -> str:
-    """A `--loss` value: one of LOSS_NAMES or a weighted sum of them (`cosent+0.5*angle`), lower-cased."""
+    """A `--loss` value: one of `training.objective.ROW_LOSSES` or a weighted sum of them (`cosent+0.5*angle`),
+    lower-cased."""
     from ..losses import parse_loss_spec
+    from ..training.objective import ROW_LOSSES
 
     try:
-        parse_loss_spec(text, LOSS_NAMES)
+        parse_loss_spec(text, ROW_LOSSES)
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"invalid choice: {text!r} ({error})") from None
     return text.strip().lower()

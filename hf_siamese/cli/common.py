@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from ..modeling.modeling_siamese import SiameseBertModel
 
 PROG = "hf-siamese"
-LOSS_NAMES = ("cosine", "cosent", "angle", "scored_mnr", "softmax", "mnr", "margin_mse", "list_distill")
 POOLING_NAMES = ("mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken")
 DTYPES = ("float32", "bfloat16", "float16")
 DEMO_OUTPUT_DIR = "runs/demo-minilm"
@@ -152,13 +151,11 @@ def parse_labels(text: str | None) -> dict[str, int] | None:
 
 
 def infer_score_range(scores: Sequence[float], source: str) -> tuple[float, float]:
-    """The usual STS scales: 0..1 (Hub `sentence-transformers/stsb`) or 0..5 (STS Benchmark files, demo set)."""
-    low, high = min(scores), max(scores)
-    if low >= 0 and high <= 1:
-        return 0.0, 1.0
-    if low >= 0 and high <= 5:
-        return 0.0, 5.0
-    raise ValueError(f"{source}: scores span {low:g}..{high:g}; pass --score-range LOW,HIGH")
+    """The usual STS scales: 0..1 (Hub `sentence-transformers/stsb`) or 0..5 (STS Benchmark files, demo set); else an
+    error asking for --score-range (`training.objective.infer_score_range`)."""
+    from ..training.objective import infer_score_range as library_rule
+
+    return library_rule(scores, source, "--score-range")
 
 
 def load_data(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..training.objective import ROW_LOSSES
 from ..training.recipe import RECIPES
 from .arguments import (
     add_command,
@@ -16,7 +17,7 @@ from .arguments import (
     positive_int,
     warmup_ratio,
 )
-from .common import DEMO_OUTPUT_DIR, LOSS_NAMES
+from .common import DEMO_OUTPUT_DIR
 from .train import run_train
 
 
@@ -71,7 +72,7 @@ def _add_objective_group(parser: argparse.ArgumentParser) -> None:
         "--loss",
         type=loss_option,
         metavar="LOSS",
-        help=f"one of {', '.join(LOSS_NAMES)}, or a weighted sum of them such as cosent+0.5*angle (default from the "
+        help=f"one of {', '.join(ROW_LOSSES)}, or a weighted sum of them such as cosent+0.5*angle (default from the "
         "data: float scores -> cosine, class labels -> softmax, no label -> mnr)",
     )
     group.add_argument(
