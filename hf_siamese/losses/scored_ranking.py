@@ -25,7 +25,8 @@ class ScoredPairsRankingLoss(SiameseLoss):
     texts). A batch without a positive row gives 0, still connected to the graph so that gradient accumulation and
     DDP see every parameter. This is the in-batch term of the AnglE paper's recipe on STS-style data; combine it with
     a ranking loss on all pairs, e.g. `CombinedLoss([("cosent", 1), (ScoredPairsRankingLoss(4.0), 1)])`. A second
-    text repeated in the batch is a false negative; `SiameseTrainingArguments(no_duplicates_sampler=True)` avoids repeats.
+    text repeated in the batch is a false negative; `SiameseTrainingArguments(no_duplicates_sampler=True)` avoids
+    repeats.
 
     Args:
         threshold: the lowest gold score of a positive pair, on the data's own scale (e.g. 4.0 for STSb's 0-5).
