@@ -81,7 +81,7 @@ def reranker_training_rows(
     seed: int = 42,
     shuffle: bool = True,
     show_progress_bar: bool = False,
-    negatives_from: str = "dense",
+    negatives_from: str | None = None,
 ) -> Any:
     """Reranker training rows from (query, positive) pairs: `num_negatives` hard negatives per pair mined by
     `bi_encoder`, plus `random_negatives` drawn uniformly (seeded) from the corpus.
@@ -94,7 +94,9 @@ def reranker_training_rows(
         num_negatives: hard negatives per row, by `hf_siamese.mine_hard_negatives` with `range_min`, `range_max`,
             `margin`, `max_score`, `sampling` (see there: the other positives of the same query and the query itself
             are never negatives; rows with too few candidates are dropped, with a warning), ranked as
-            `negatives_from` says: "dense" (the bi-encoder), "lexical" (BM25) or "hybrid" (both, fused).
+            `negatives_from` says: "dense" (the bi-encoder), "lexical" (BM25) or "hybrid" (both, fused); default
+            (None): hybrid where bm25s is installed, else dense (`retrieval.hybrid.default_first_stage`), since
+            hybrid-mined negatives trained the better reranker over SciFact's held-out train claims.
         random_negatives: random corpus documents per row, never a positive of the query, the query itself, or one
             of the row's hard negatives.
         output: `"pairs"`: columns `query`, `document`, `label` (1.0 for the positive, 0.0 for each negative), one
@@ -113,6 +115,10 @@ def reranker_training_rows(
     queries, positives = _query_positive_columns(dataset, query_column, positive_column)
     texts = _corpus_texts(corpus, positives)
     if num_negatives:
+        if negatives_from is None:
+            from ..retrieval.hybrid import default_first_stage
+
+            negatives_from = default_first_stage()
         rows = _hard_negative_rows(
             queries, positives, bi_encoder, texts, num_negatives=num_negatives, range_min=range_min,
             range_max=range_max, margin=margin, max_score=max_score, sampling=sampling, tokenizer=tokenizer,

@@ -35,6 +35,14 @@ Ranked = tuple[np.ndarray, np.ndarray]
 LEXICAL_FLAGS = "--language, --no-stemmer, --no-stopwords, --k1, --b"
 
 
+def default_first_stage() -> str:
+    """"hybrid" where bm25s is installed (`pip install 'hf-siamese[lexical]'`), else "dense": the first stage `index`
+    builds by default, so the one a reranker is trained for and its negatives are mined by."""
+    import importlib.util
+
+    return "hybrid" if importlib.util.find_spec("bm25s") is not None else "dense"
+
+
 def check_first_stage(
     first_stage: str, fusion: str | None = None, dense_weight: float | None = None, lexical_settings: Any = None
 ) -> str:

@@ -3,6 +3,7 @@ dev reranking printed before and after, the saved cross-encoder loadable; pairs 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -65,6 +66,9 @@ def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, caps
     assert code == 0, stderr
     # the default loss (plistmle) reads tuples: 4 pairs x (positive, 2 hard + 1 random negatives)
     assert "training rows: 4 (query, positive, negative_1, negative_2, negative_3)" in stdout
+    # negatives mined by the first stage the reranker will rerank: hybrid where bm25s is installed
+    stage = "hybrid" if importlib.util.find_spec("bm25s") else "dense"
+    assert f"hard negatives mined by: {stage} (--negatives-from)" in stdout
     assert "before training (dev, top 100): first stage nDCG@10" in stdout
     assert "best epoch (dev, top 100)" in stdout and "change" in stdout
     chosen = re.search(r"fusion \(dev, nDCG@10\): .* two scores \(first-stage weight (\d\.\d)\)", stdout)
@@ -112,6 +116,11 @@ def test_negatives_from_both_stages_or_bm25(files, tmp_path, capsys):
     code, stdout, stderr = _run([*argv, "--negatives-from", "hybrid"], capsys)
     assert code == 0, stderr
     assert "training rows:" in stdout and CrossEncoder.from_pretrained(out).num_labels == 1
+    assert "hard negatives mined by: hybrid" in stdout
+    # no --negatives-from: the first stage of --candidates mines them
+    code, stdout, stderr = _run([*argv, "--candidates", "dense", "-o", tmp_path / "dense"], capsys)
+    assert code == 0, stderr
+    assert "hard negatives mined by: dense (--negatives-from)" in stdout
     # BM25 alone finds too few documents sharing words with these tiny queries: one line that says so
     code, _, stderr = _run([*argv, "--negatives-from", "lexical", "-o", tmp_path / "other"], capsys)
     assert code == 1 and "documents by lexical" in stderr.splitlines()[-1]
