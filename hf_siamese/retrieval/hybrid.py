@@ -36,8 +36,8 @@ LEXICAL_FLAGS = "--language, --no-stemmer, --no-stopwords, --k1, --b"
 
 
 def default_first_stage() -> str:
-    """"hybrid" where bm25s is installed (`pip install 'hf-siamese[lexical]'`), else "dense": the first stage `index`
-    builds by default, so the one a reranker is trained for and its negatives are mined by."""
+    """The default first stage: `"hybrid"` where bm25s is installed (`pip install 'hf-siamese[lexical]'`), else
+    `"dense"`; the one `index` builds by default, so the one a reranker is trained for and its negatives mined by."""
     import importlib.util
 
     return "hybrid" if importlib.util.find_spec("bm25s") is not None else "dense"
