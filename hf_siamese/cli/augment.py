@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..data.training_sets import load_data
 from .arguments import add_command, non_negative_int, positive_float, positive_int
-from .common import _one_line, default_model_path, load_cross_encoder, load_data, parse_columns, quiet_progress_bars
+from .common import _one_line, default_model_path, load_cross_encoder, parse_columns, quiet_progress_bars
 
 
 def register(commands: Any) -> None:

@@ -11,16 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import datasets
-
     from ..modeling.modeling_siamese import SiameseBertModel
 
 PROG = "hf-siamese"
 POOLING_NAMES = ("mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken")
 DTYPES = ("float32", "bfloat16", "float16")
 DEMO_OUTPUT_DIR = "runs/demo-minilm"
-DEMO_TRAIN_NAME = "built-in demo set (train split)"
-DEMO_DEV_NAME = "built-in demo set (dev split)"
 # Exit status for bad input found after parsing (argparse itself uses 2 for bad command lines).
 EXIT_BAD_INPUT = 1
 
@@ -158,16 +154,6 @@ def infer_score_range(scores: Sequence[float], source: str) -> tuple[float, floa
     return library_rule(scores, source, "--score-range")
 
 
-def load_data(
-    source: str | None, split: str | None, columns: dict[str, str] | None, subset: str | None
-) -> datasets.Dataset:
-    """A pair dataset from a local file/folder or the Hub, through `hf_siamese.data.load_pairs`."""
-    from ..data.readers import load_pairs
-
-    kwargs = {"name": subset} if subset else {}
-    return load_pairs(source, split=split, columns=columns, **kwargs)
-
-
 def model_output_folder(output: str, overwrite: bool, what: str) -> Path:
     """`-o OUTPUT` of a command that saves a model folder: refused when it is a file, or a non-empty folder (`what`
     saved before) without --overwrite."""
@@ -199,31 +185,6 @@ def shard_options(args: Any, tokenizer: Any) -> dict[str, Any]:
         dtype=args.dtype,
         show_progress_bar=True,
     )
-
-
-def take(dataset: datasets.Dataset, limit: int | None, seed: int) -> datasets.Dataset:
-    """At most `limit` rows, drawn at random (files are often sorted by source or label)."""
-    if limit is None or limit >= len(dataset):
-        return dataset
-    if limit < 1:
-        raise ValueError(f"--max-train/--max-eval must be at least 1, got {limit}")
-    return dataset.shuffle(seed=seed).select(range(limit))
-
-
-def scored_pairs_layout(dataset: datasets.Dataset, source: str) -> tuple[str, str, str]:
-    """(text column 1, text column 2, score column) of a dataset of scored pairs, or a clear error."""
-    from ..data.columns import detect_layout
-
-    try:
-        layout = detect_layout(dataset.column_names)
-    except ValueError as err:
-        raise ValueError(f"{source}: {err}") from None
-    if layout.label is None or len(layout.texts) != 2 or not isinstance(dataset[0][layout.label], float):
-        raise ValueError(
-            f"{source}: expected scored pairs (sentence1, sentence2, score: a number), got columns "
-            f"{dataset.column_names}; use --columns sentence1=...,sentence2=...,score=... to pick them"
-        )
-    return layout.texts[0], layout.texts[1], layout.label
 
 
 def load_inference_model(

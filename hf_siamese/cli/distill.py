@@ -9,11 +9,11 @@ import argparse
 import shutil
 from typing import Any
 
+from ..data.training_sets import load_data
 from .arguments import add_command, positive_float, positive_int
 from .common import (
     _one_line,
     default_model_path,
-    load_data,
     load_inference_model,
     model_output_folder,
     parse_columns,

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..data.training_sets import DEMO_DEV_NAME, load_data, scored_pairs_layout, take
 from .arguments import (
     add_command,
     add_data_arguments,
@@ -18,15 +19,11 @@ from .arguments import (
     positive_int,
 )
 from .common import (
-    DEMO_DEV_NAME,
     default_model_path,
     infer_score_range,
-    load_data,
     load_inference_model,
     parse_columns,
     parse_score_range,
-    scored_pairs_layout,
-    take,
 )
 
 

@@ -117,7 +117,7 @@ def _calibration_texts(source: str, column: str | None, size: int) -> list[str]:
 def _calibration_pairs(source: str) -> list[tuple[str, str]]:
     """(query, document) pairs of a calibration file for a cross-encoder: its first two text columns."""
     from ..data.columns import detect_layout
-    from .common import load_data
+    from ..data.training_sets import load_data
 
     dataset = load_data(source, None, None, None)
     layout = detect_layout(dataset.column_names)

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..data.training_sets import load_data
 from ..storage import row_file_kind, write_rows
 from .arguments import (
     APPROXIMATE_HELP,
@@ -24,7 +25,6 @@ from .arguments import (
 from .common import (
     corpus_source,
     load_cross_encoder,
-    load_data,
     load_inference_model,
     parse_columns,
 )

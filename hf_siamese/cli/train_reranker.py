@@ -19,11 +19,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..data.training_sets import load_data
 from .arguments import non_negative_int, positive_float, positive_int, warmup_ratio
 from .common import (
     _one_line,
     default_model_path,
-    load_data,
     load_inference_model,
     model_output_folder,
     parse_columns,

@@ -1,8 +1,8 @@
-"""What `hf-siamese train` prints and states in the model card: the headline metric, the loss, the load snippet."""
+"""What a fine-tuning run (`fine_tune`, `hf-siamese train`) reports and states in the model card: the headline
+metric, the loss, the closing summary, the load snippet."""
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
@@ -41,15 +41,14 @@ def summary_lines(
 
 
 def card_facts(
-    args: argparse.Namespace, demo: bool, after: dict[str, float] | None = None, final_weights: str | None = None
+    finetuned_from: str, dataset: str | None, after: dict[str, float] | None = None, final_weights: str | None = None
 ) -> dict[str, Any]:
-    """Model-card facts under Trainer's keyword names: where the weights and the training data came from, the final
-    weights' --eval metrics (`after`) and how they were made (`final_weights`)."""
-    facts: dict[str, Any] = {}
-    # The default weights are a local copy of this Hub model; naming it links the card to its base.
-    facts["finetuned_from"] = args.model or "sentence-transformers/all-MiniLM-L6-v2"
-    if not demo:
-        facts["dataset"] = args.train
+    """Model-card facts under Trainer's keyword names: where the weights (`finetuned_from`) and the training data
+    (`dataset`; None: not named) came from, the final weights' eval metrics (`after`) and how they were made
+    (`final_weights`)."""
+    facts: dict[str, Any] = {"finetuned_from": finetuned_from}
+    if dataset is not None:
+        facts["dataset"] = dataset
     if after:
         # The card states the final weights' scores (the trainer's log holds those of the epochs or the checkpoint).
         facts["eval_results"] = {f"eval_{key}": value for key, value in after.items()}
