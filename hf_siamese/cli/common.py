@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,14 +144,6 @@ def parse_labels(text: str | None) -> dict[str, int] | None:
             "e.g. entailment,neutral,contradiction"
         )
     return {name: index for index, name in enumerate(names)}
-
-
-def infer_score_range(scores: Sequence[float], source: str) -> tuple[float, float]:
-    """The usual STS scales: 0..1 (Hub `sentence-transformers/stsb`) or 0..5 (STS Benchmark files, demo set); else an
-    error asking for --score-range (`training.objective.infer_score_range`)."""
-    from ..training.objective import infer_score_range as library_rule
-
-    return library_rule(scores, source, "--score-range")
 
 
 def model_output_folder(output: str, overwrite: bool, what: str) -> Path:

@@ -20,7 +20,6 @@ from .arguments import (
 )
 from .common import (
     default_model_path,
-    infer_score_range,
     load_inference_model,
     parse_columns,
     parse_score_range,
@@ -114,7 +113,10 @@ def run_eval(args: argparse.Namespace) -> int:
         args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
     gold = list(data[score])
-    score_range = score_range or infer_score_range(gold, name)
+    if score_range is None:
+        from ..training.objective import infer_score_range
+
+        score_range = infer_score_range(gold, name, "--score-range")
     evaluator = EmbeddingSimilarityEvaluator(
         list(data[first]), list(data[second]), gold, score_range=score_range, tokenizer=tokenizer,
         batch_size=args.batch_size, percent=True, show_progress_bar=True,
