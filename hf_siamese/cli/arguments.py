@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..retrieval.hybrid import FIRST_STAGES
 from .common import DTYPES, POOLING_NAMES, PROG
 
 
@@ -286,7 +287,7 @@ def add_first_stage_arguments(parser: argparse.ArgumentParser, default: str) -> 
     `default` says what it is when not given. --fusion and --dense-weight default to None: given where they do not
     apply, `hybrid.check_first_stage` refuses them."""
     parser.add_argument(
-        "--first-stage", choices=("dense", "lexical", "hybrid"),
+        "--first-stage", choices=FIRST_STAGES,
         help=f"what retrieves: the vectors (dense), BM25 (lexical), or both fused (hybrid); default: {default}",
     )  # fmt: skip
     parser.add_argument(

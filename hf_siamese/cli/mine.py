@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.training_sets import load_data
+from ..retrieval.hybrid import FIRST_STAGES
 from ..storage import row_file_kind, write_rows
 from .arguments import (
     APPROXIMATE_HELP,
@@ -84,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sampling", choices=("top", "random"), default="top", help="default: %(default)s")
     parser.add_argument("--seed", type=int, default=42, help="for --sampling random (default: %(default)s)")
     parser.add_argument(
-        "--negatives-from", choices=("dense", "lexical", "hybrid"), default="dense",
+        "--negatives-from", choices=FIRST_STAGES, default="dense",
         help="what ranks the candidates: the model (dense, default), BM25 over the corpus texts (lexical: documents "
         "sharing the anchor's words), or both fused by reciprocal ranks (hybrid). --margin and --max-score always "
         "compare the model's similarities; lexical embeds the corpus only for them or for --embeddings-dir, which "

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.training_sets import load_data
+from ..retrieval.hybrid import FIRST_STAGES
 from .arguments import non_negative_int, positive_float, positive_int, warmup_ratio
 from .common import (
     _one_line,
@@ -92,7 +93,7 @@ def add_train_reranker_command(commands: Any) -> None:
     )
     negatives.add_argument("--range-max", type=positive_int, default=50, help="mine above this rank (default: 50)")
     negatives.add_argument(
-        "--negatives-from", choices=("dense", "lexical", "hybrid"),
+        "--negatives-from", choices=FIRST_STAGES,
         help="what ranks the hard-negative candidates: the --first-stage bi-encoder (dense), BM25 (lexical) or both "
         "fused (hybrid; pip install 'hf-siamese[lexical]'). Default: the first stage the reranker will rerank "
         "(--candidates: hybrid where bm25s is installed, else dense); hybrid-mined negatives measured better on "
