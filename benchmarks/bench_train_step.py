@@ -225,6 +225,16 @@ def instrument(trainer: Any, timer: Timer, spec: dict[str, Any]) -> dict[str, An
         return out
 
     trainer.compute_loss = timed_loss
+    losses = state.setdefault("losses", [])
+    step_loss = trainer.training_step
+
+    def recorded_step(*args, **kwargs):  # the step's loss kept on the device (read once at the end: no sync)
+        loss = step_loss(*args, **kwargs)
+        if len(losses) < 200:
+            losses.append(loss.detach().float().clone())
+        return loss
+
+    trainer.training_step = recorded_step
     backward = trainer.accelerator.backward
 
     def timed_backward(*args, **kwargs):
@@ -269,6 +279,7 @@ def instrument(trainer: Any, timer: Timer, spec: dict[str, Any]) -> dict[str, An
             state["optimizer_start"] = timer.now()
 
         def on_step_end(self, args, st, control, **kw):
+            state.setdefault("step_ends", []).append(time.perf_counter())
             if timer.counting:
                 end = timer.now()
                 timer.add("optimizer, scheduler, zero_grad", end - state["optimizer_start"])
@@ -320,8 +331,14 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         dataloader_drop_last=True,
     )
     library, cross = spec["library"], run.get("cross_encoder", False)
+    ours_options: dict[str, Any] = {}
     if library == "ours+compile":  # torch_compile=True: the encoder's layers compiled with dynamic shapes
         common["torch_compile"] = True
+    if library == "ours+graphs":  # static shapes a bucket, each layer replayed as a CUDA graph
+        common.update(torch_compile=True, torch_compile_mode="reduce-overhead")
+    if library == "ours+static":  # static shapes a bucket, inductor's fused kernels, no CUDA graphs
+        common["torch_compile"] = True
+        ours_options["shape_buckets"] = True
     if library == "st" and not cross:
         from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
         from sentence_transformers.sentence_transformer.training_args import (
@@ -347,20 +364,24 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         args = CrossEncoderTrainingArguments(**common)
         trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
     elif not cross:
-        from transformers import TrainingArguments
-
         from hf_siamese import SiameseBertModel, SiameseTrainer, losses
+        from hf_siamese import SiameseTrainingArguments as TrainingArguments
 
         model = SiameseBertModel.from_encoder(
             path, pooling="mean", normalize=False, max_seq_length=run["max_length"], attn_implementation=spec["attn"]
         )
         loss = losses.CosineSimilarityLoss(score_range=(0, 5)) if run["loss"] == "cosine" else "mnr"
         trainer = SiameseTrainer(
-            model=model, args=TrainingArguments(**common), train_dataset=dataset, processing_class=tokenizer, loss=loss
+            model=model,
+            args=TrainingArguments(**common, **ours_options),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            loss=loss,
         )
     else:
-        from transformers import AutoModelForSequenceClassification, TrainingArguments
+        from transformers import AutoModelForSequenceClassification
 
+        from hf_siamese import CrossEncoderTrainingArguments as TrainingArguments
         from hf_siamese.cross_encoder.collator import CrossEncoderCollator
         from hf_siamese.cross_encoder.trainer import CrossEncoderTrainer
 
@@ -368,7 +389,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         dataset = dataset.rename_columns({"docs": "documents", "labels": "scores"}) if "docs" in rows else dataset
         trainer = CrossEncoderTrainer(
             model=model,
-            args=TrainingArguments(**common),
+            args=TrainingArguments(**common, **ours_options),
             train_dataset=dataset,
             data_collator=CrossEncoderCollator(tokenizer, max_length=run["max_length"]),
             loss="plistmle" if run["loss"] == "plistmle" else "bce",
@@ -382,6 +403,16 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     seconds = state["seconds"]
     rows_per_step = batch
     result: dict[str, Any] = {"rows_per_s": steps * rows_per_step / seconds}
+    # Median step (host clock between step ends, the launch queue full): a step that compiled a new bucket's graph
+    # inside the timed window moves the mean, not this.
+    ends = state.get("step_ends", [])[warmup:]
+    gaps = sorted(b - a for a, b in zip(ends, ends[1:], strict=False))
+    result["rows_per_s_median"] = rows_per_step / gaps[len(gaps) // 2] if gaps else None
+    result["startup_s"] = state.get("start", 0) - state.get("step_ends", [state.get("start", 0)])[0]
+    result["losses"] = [round(x, 5) for x in torch.stack(state["losses"]).tolist()] if state.get("losses") else []
+    buckets = getattr(getattr(trainer.model, "encoder", None) or trainer.model.base_model, "shape_buckets", None)
+    if buckets is not None:
+        result["buckets"] = bucket_padding(rows, tokenizer, run, buckets, batch, warmup + steps)
     result["phases_ms"] = {k: 1000 * v / steps for k, v in timer.totals.items()}
     result["host_syncs_per_step"] = state["syncs"]
     if "profile" in state:
@@ -402,6 +433,31 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     result["tokens_per_row"] = tokens
     result["mfu_percent"] = 100 * 6 * (total - embedding) * tokens * result["rows_per_s"] / (spec["peak_tflops"] * 1e12)
     return result
+
+
+def bucket_padding(rows: dict, tokenizer: Any, run: dict, buckets: Any, batch: int, count: int) -> dict[str, Any]:
+    """Padding the shape buckets add over `count` batches of `batch` rows taken in order (the trainer shuffles; the
+    share is the same in expectation): % of the packed tokens, and the number of distinct bucket sizes."""
+    if "query" in rows:  # cross-encoder pairs: each (query, document) pair is one packed text
+        docs = rows.get("docs") or [[d] for d in rows["document"]]
+        pairs = [(q, d) for q, ds in zip(rows["query"], docs, strict=True) for d in ds]
+        per_row = len(docs[0])
+        lengths = [len(x) for x in tokenizer([p[0] for p in pairs], [p[1] for p in pairs], truncation=True,
+                                              max_length=run["max_length"])["input_ids"]]  # fmt: skip
+    else:
+        columns = [c for c in rows.values() if isinstance(c[0], str)]
+        per_row = len(columns)
+        encoded = [tokenizer(c, truncation=True, max_length=run["max_length"])["input_ids"] for c in columns]
+        lengths = [len(x) for group in zip(*encoded, strict=True) for x in group]
+    real = padded = 0
+    sizes = set()
+    step = batch * per_row
+    for start in range(0, min(len(lengths), step * count) - step + 1, step):
+        total = sum(lengths[start : start + step])
+        size = buckets.tokens(total)
+        real, padded = real + total, padded + size
+        sizes.add(size)
+    return {"padding_percent": 100 * (1 - real / max(padded, 1)), "sizes": len(sizes)}
 
 
 # ---------------------------------------------------------------------------------------------------- parent
@@ -447,12 +503,15 @@ def main() -> None:
     parser.add_argument(
         "--orders",
         default="ours,st,st,ours",
-        help="the order of the processes of each run: ours, st, ours+compile (ours with torch_compile=True)",
+        help="the order of the processes of each run: ours, st, ours+compile (layers compiled, dynamic shapes), "
+        "ours+graphs (shape buckets, static shapes, CUDA graphs: torch_compile_mode='reduce-overhead'), ours+static "
+        "(shape buckets, static shapes, no graphs)",
     )
     parser.add_argument("--phases", action="store_true", help="also one phase-timing process per (run, library)")
     parser.add_argument(
         "--profile", action="store_true", help="also one torch.profiler process per (run, library): time by kind"
     )
+    parser.add_argument("--profile-libraries", default="ours,st", help="the libraries --phases/--profile run")
     parser.add_argument("--attn", default="sdpa", help="hf-siamese's attn_implementation (sdpa, varlen_attn, ...)")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100/H200 SXM: 989)")
     parser.add_argument("--timeout", type=float, default=300)
@@ -494,14 +553,14 @@ def run_all(args: argparse.Namespace, data: Path, models: Path, results: list[di
         model = make_encoder(run["size"], tokenizer, models, run.get("cross_encoder", False))
         base = dict(run=name, device=args.device, data=str(data), model=model, steps=args.steps, warmup=args.warmup)
         base.update(threads=args.threads, peak_tflops=args.peak_tflops, attn=args.attn)
-        for library in args.orders.split(","):
+        for library in [name for name in args.orders.split(",") if name]:
             result = run_child({**base, "library": library, "phases": False}, args.timeout)
             results.append(result)
             print(json.dumps(result), flush=True)
         extra = [("phases", True)] if args.phases else []
         extra += [("profile", True)] if args.profile else []
         for key, value in extra:
-            for library in ("ours", "st"):
+            for library in args.profile_libraries.split(","):
                 result = run_child({**base, "library": library, "phases": False, key: value}, args.timeout)
                 results.append(result)
                 print(json.dumps({k: v for k, v in result.items() if k != "profile"}), flush=True)
@@ -509,8 +568,11 @@ def run_all(args: argparse.Namespace, data: Path, models: Path, results: list[di
 
 def print_table(results: list[dict[str, Any]], device: str) -> None:
     print(f"\n## bench_train_step: {device}\n")
-    print("| run | library | rows/s (each process) | data wait ms/step | host syncs/step | peak GiB | useful MFU % |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| run | library | rows/s (each process) | median-step rows/s | data wait ms/step | host syncs/step | peak GiB "
+        "| useful MFU % | bucket padding % (sizes) | warm-up s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     by_run: dict[str, dict[str, list]] = {}
     for r in results:
         if r.get("phases") or r.get("profile"):
@@ -521,7 +583,7 @@ def print_table(results: list[dict[str, Any]], device: str) -> None:
         for library, rows in libraries.items():
             good = [r for r in rows if "error" not in r]
             if not good:
-                print(f"| {run} | {library} | error: {rows[0]['error'][-200:]!r} | | | | |")
+                print(f"| {run} | {library} | error: {rows[0]['error'][-200:]!r} | | | | | | | |")
                 continue
             speeds = [r["rows_per_s"] for r in good]
             means[library] = sum(speeds) / len(speeds)
@@ -529,13 +591,18 @@ def print_table(results: list[dict[str, Any]], device: str) -> None:
             syncs = good[0]["host_syncs_per_step"]
             peak = max(r.get("peak_gib", 0) for r in good)
             mfu = sum(r["mfu_percent"] for r in good) / len(good)
+            medians = " / ".join(f"{r['rows_per_s_median']:.0f}" for r in good if r.get("rows_per_s_median"))
+            bucket = good[0].get("buckets")
+            bucket = f"{bucket['padding_percent']:.1f} ({bucket['sizes']})" if bucket else "-"
+            startup = max(r.get("startup_s", 0) for r in good)
             print(
-                f"| {run} | {library} | {' / '.join(f'{s:.0f}' for s in speeds)} | {wait:.1f} | "
-                f"{'-' if syncs is None else f'{syncs:.1f}'} | {peak:.2f} | {mfu:.1f} |"
+                f"| {run} | {library} | {' / '.join(f'{s:.0f}' for s in speeds)} | {medians} | {wait:.1f} | "
+                f"{'-' if syncs is None else f'{syncs:.1f}'} | {peak:.2f} | {mfu:.1f} | {bucket} | {startup:.0f} |"
             )
-        for mine in ("ours", "ours+compile"):
+        for mine in ("ours", "ours+compile", "ours+graphs", "ours+static"):
             if mine in means and "st" in means:
-                print(f"| {run} | **ratio {mine} / st** | **{means[mine] / means['st']:.2f}x** | | | | |")
+                print(f"| {run} | **ratio {mine} / st** | **{means[mine] / means['st']:.2f}x** | | | | | | | |")
+    print_loss_agreement(results)
     phases = [r for r in results if r.get("phases") and "error" not in r]
     if phases:
         print("\n| run | library | " + " | ".join(PHASES) + " |")
@@ -544,6 +611,32 @@ def print_table(results: list[dict[str, Any]], device: str) -> None:
             cells = " | ".join(f"{r['phases_ms'].get(p, 0):.1f}" for p in PHASES)
             print(f"| {r['run']} | {r['library']} | {cells} |")
     print_profiles(results)
+
+
+def print_loss_agreement(results: list[dict[str, Any]]) -> None:
+    """Each route's per-step losses beside the plain route's (same data order and seed; dropout masks differ with the
+    shapes): the largest relative difference of the mean loss over each tenth of the steps."""
+    lines = []
+    for run in dict.fromkeys(r["run"] for r in results):
+        plain = next((r for r in results if r["run"] == run and r["library"] == "ours" and r.get("losses")), None)
+        for other in (r for r in results if r["run"] == run and r["library"].startswith("ours+") and r.get("losses")):
+            if plain is None:
+                continue
+            a, b = plain["losses"], other["losses"]
+            n = min(len(a), len(b))
+            chunk = max(n // 10, 1)
+            means = [
+                (sum(a[i : i + chunk]) / chunk, sum(b[i : i + chunk]) / chunk) for i in range(0, n - chunk + 1, chunk)
+            ]
+            worst = max(abs(x - y) / max(abs(x), 1e-8) for x, y in means)
+            first, last = f"{a[0]:.4f} / {b[0]:.4f}", f"{a[n - 1]:.4f} / {b[n - 1]:.4f}"
+            lines.append(f"| {run} | {other['library']} | {n} | {first} | {last} | {100 * worst:.2f} |")
+    if lines:
+        print(
+            "\n| run | route | steps | first loss plain / route | last loss plain / route | worst tenth-mean diff % |"
+        )
+        print("|---|---|---|---|---|---|")
+        print("\n".join(lines))
 
 
 PHASES = ("data wait", "forward + loss", "backward", "optimizer, scheduler, zero_grad", "step (whole)")

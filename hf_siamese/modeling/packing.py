@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from .shape_buckets import ShapeBuckets
+
 # model_type -> where position ids start: BERT counts from 0; RoBERTa-style models from padding_idx + 1.
 PACKABLE_MODEL_TYPES: dict[str, str] = {
     "bert": "zero",
@@ -155,6 +157,7 @@ def pack_texts(
     first_position: int = 0,
     capacity: int | None = None,
     lengths: Sequence[int] | None = None,
+    buckets: ShapeBuckets | None = None,
 ) -> PackedTexts:
     """Pack the texts of a padded batch `(texts, seq_len)` into rows of `capacity` tokens (default and at least: the
     longest text's length. Longer rows were slower here: the attention work of a row grows with its length squared).
@@ -162,7 +165,10 @@ def pack_texts(
     `lengths`: each text's real tokens, known on the host (the collator's `text_lengths`), for a right-padded batch:
     then the whole layout is computed on the host and copied without blocking, and nothing is read back from the
     device. Without it the lengths and starts are read from `attention_mask` (right or left padding: the real tokens
-    are where it is 1, and must be contiguous)."""
+    are where it is 1, and must be contiguous).
+
+    `buckets`: rows of `buckets.text_tokens` tokens and their number rounded up (`ShapeBuckets.rows`, whole rows of
+    padding), so that batches share few shapes (shape_buckets.py)."""
     seq_len = input_ids.shape[-1]
     if lengths is None:
         real = attention_mask.bool()
@@ -170,8 +176,12 @@ def pack_texts(
         first = real.int().argmax(dim=1).tolist()  # where each text starts: 0 when right-padded
     else:
         lengths, first = list(lengths), [0] * len(lengths)
+    if buckets is not None:
+        capacity = max(capacity or 0, buckets.text_tokens)
     capacity = max(max(lengths, default=0), capacity or 0, 1)
     row, column, rows = first_fit_rows(lengths, capacity)
+    if buckets is not None:
+        rows = buckets.rows(rows)
     count = torch.tensor(lengths, dtype=torch.long)
     starts = torch.tensor([r * capacity + c for r, c in zip(row, column, strict=True)], dtype=torch.long)
     total = sum(lengths)
@@ -279,11 +289,17 @@ def pack_varlen(
     token_type_ids: torch.Tensor | None = None,
     first_position: int = 0,
     route: str = "varlen",
+    buckets: ShapeBuckets | None = None,
+    pad_token_id: int = 0,
 ) -> PackedTexts:
     """All texts of a right-padded batch `(texts, seq_len)` end to end in ONE row of `sum(lengths)` tokens (no
     padding), for flash attention's varlen kernel (`route="varlen"`) or flex attention (`route="flex"`). Everything
     that depends on the lengths is computed on the host and copied without blocking: no value is read back from
-    the device."""
+    the device.
+
+    `buckets` (varlen route): the row rounded up to `buckets.tokens(...)`, the padding in segments of its own at the
+    end and the kernel's longest segment fixed at `buckets.text_tokens`: the same shapes for every batch of a bucket
+    (shape_buckets.py)."""
     device = input_ids.device
     seq_len = input_ids.shape[-1]
     count = torch.tensor(list(lengths), dtype=torch.long)
@@ -296,26 +312,36 @@ def pack_varlen(
     text_mask = (steps[None, :] < count[:, None]).long()
     gather = torch.clamp(starts[:, None] + steps[None, :] * text_mask, max=max(total - 1, 0))
     source = _to(owner * seq_len + offset, device)  # where each real token sits in the padded batch
+    width, kernel_longest, segment_ends = total, longest, ends
+    if buckets is not None and route == "varlen":
+        width = buckets.tokens(total)
+        pads = torch.tensor(buckets.pad_segments(width, total), dtype=torch.long)
+        segment_ends = torch.cat([ends, total + torch.cumsum(pads, dim=0)])
+        kernel_longest = max(longest, buckets.text_tokens)
 
-    def take(values: torch.Tensor) -> torch.Tensor:
-        return values.reshape(-1)[source].view(1, total)
+    def take(values: torch.Tensor, fill: int) -> torch.Tensor:
+        row = values.reshape(-1)[source]
+        if width > total:
+            row = torch.nn.functional.pad(row, (0, width - total), value=fill)
+        return row.view(1, width)
 
+    positions = torch.cat([offset + first_position, torch.full((width - total,), first_position, dtype=torch.long)])
     attention_kwargs: dict[str, Any] = {}
     if route == "flex":
         attention_mask = document_block_mask(lengths, device)
     else:
         attention_mask = None
-        boundaries = _to(torch.nn.functional.pad(ends, (1, 0)).to(torch.int32), device)
+        boundaries = _to(torch.nn.functional.pad(segment_ends, (1, 0)).to(torch.int32), device)
         attention_kwargs = {
             "cu_seq_lens_q": boundaries,
             "cu_seq_lens_k": boundaries,
-            "max_length_q": longest,
-            "max_length_k": longest,
+            "max_length_q": kernel_longest,
+            "max_length_k": kernel_longest,
         }
     return PackedTexts(
-        take(input_ids),
-        take(token_type_ids) if token_type_ids is not None else None,
-        _to(offset + first_position, device).view(1, total),
+        take(input_ids, pad_token_id),
+        take(token_type_ids, 0) if token_type_ids is not None else None,
+        _to(positions, device).view(1, width),
         attention_mask,
         _to(gather, device),
         _to(text_mask, device),
@@ -332,16 +358,27 @@ def pack_for_encoder(
 ) -> PackedTexts:
     """Pack a right-padded batch `(texts, seq_len)` on the encoder's route (`packed_route`), its attention mask in the
     form the encoder's attention takes. `text_lengths`: each text's real token count, computed on the host (else
-    read from `attention_mask`); the varlen and flex routes then read nothing back from the device."""
+    read from `attention_mask`); the varlen and flex routes then read nothing back from the device. Where the encoder
+    carries `shape_buckets` (a `ShapeBuckets`, set by the trainers for steps compiled with static shapes), the batch
+    is rounded up to its bucket."""
     pad_token_id = getattr(encoder.config, "pad_token_id", None) or 0
     route = packed_route(encoder)
     lengths = host_lengths(attention_mask, text_lengths)
+    buckets = getattr(encoder, "shape_buckets", None)
     if route == "block_mask":
         packed = pack_texts(
-            input_ids, attention_mask, token_type_ids, pad_token_id, position_start(encoder), lengths=lengths
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            pad_token_id,
+            position_start(encoder),
+            lengths=lengths,
+            buckets=buckets,
         )
         return replace(packed, attention_mask=encoder_mask(packed.attention_mask, encoder))
-    return pack_varlen(input_ids, lengths, token_type_ids, position_start(encoder), route or "varlen")
+    return pack_varlen(
+        input_ids, lengths, token_type_ids, position_start(encoder), route or "varlen", buckets, pad_token_id
+    )
 
 
 def unpack_states(states: torch.Tensor, packed: PackedTexts) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """What `SiameseTrainer` and `CrossEncoderTrainer` share around the Trainer's own: arguments that keep the text
 columns and copy batches without blocking, the tokenizer's pad token in the model config, the Trainer started without
-loss rescaling, and a training step that never waits for the device (`HostFreeStepMixin`)."""
+loss rescaling (and its layers compiled, with shape buckets where asked), and a training step that never waits for the
+device (`HostFreeStepMixin`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import torch
 from transformers import TrainingArguments
 
 from ..modeling.attention_kernels import attention_dropout_off, training_attention
-from ..modeling.compilation import compile_layers, take_compile_option
+from ..modeling.compilation import GRAPH_MODES, compile_layers, take_compile_option
 from ..modeling.packing import attention_implementation
+from ..modeling.shape_buckets import ShapeBuckets
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +59,13 @@ def start_trainer(
 ) -> None:
     """Run `init` (the trainer's `super().__init__`) with these arguments, then keep the Trainer from rescaling the
     loss by label or token counts: the losses average over their batch themselves. `torch_compile=True` compiles the
-    encoder's layers one by one with dynamic shapes (modeling/compilation.py), not the whole model."""
+    encoder's layers one by one (modeling/compilation.py), not the whole model: with dynamic shapes, or with static
+    ones where packed batches are rounded up to shape buckets (`shape_buckets`; by default with a CUDA-graph mode)."""
     compile_settings = take_compile_option(args)
+    mode = (compile_settings or {}).get("mode")
+    wanted = getattr(args, "shape_buckets", None)
+    trainer.shape_buckets_on = bool(wanted if wanted is not None else mode in GRAPH_MODES)
+    trainer.graph_steps = compile_settings is not None and mode in GRAPH_MODES
     init(
         model=model,
         args=args,
@@ -70,14 +77,20 @@ def start_trainer(
     )
     trainer.model_accepts_loss_kwargs = False
     if compile_settings is not None:
-        count = compile_layers(getattr(model, "encoder", model), **compile_settings)
-        logger.info("torch_compile: %d encoder layers compiled with dynamic shapes (%s).", count, compile_settings)
+        dynamic = not trainer.shape_buckets_on
+        count = compile_layers(getattr(model, "encoder", model), **compile_settings, dynamic=dynamic)
+        shapes = "dynamic shapes" if dynamic else "static shapes, one graph a shape bucket"
+        logger.info("torch_compile: %d encoder layers compiled with %s (%s).", count, shapes, compile_settings)
 
 
 def packed_attention(trainer: Any, encoder: torch.nn.Module) -> None:
     """Set up `encoder` (which trains packed) for its packed route: on CUDA in bf16/fp16 an SDPA encoder takes the
     varlen kernel (`training_attention`), and attention dropout goes to 0 where the route's kernel has none (a warning
-    says so; hidden dropout stays). Both trainers call this once, after the Trainer has its device."""
+    says so; hidden dropout stays); with shape buckets on, packed batches are rounded up to them
+    (`encoder.shape_buckets`, texts of at most the collator's token limit). Both trainers call this once, after the
+    Trainer has its device."""
+    if getattr(trainer, "shape_buckets_on", False):
+        encoder.shape_buckets = ShapeBuckets(text_tokens=text_token_limit(trainer.data_collator))
     name = type(trainer).__name__
     low_precision = bool(trainer.args.bf16 or trainer.args.fp16)
     kernel = training_attention(encoder, trainer.args.device.type, low_precision)
@@ -92,12 +105,27 @@ def packed_attention(trainer: Any, encoder: torch.nn.Module) -> None:
         )
 
 
+def text_token_limit(collator: Any) -> int:
+    """The most tokens the collator lets a text (or a cross-encoder's pair) have: its `token_limit()`, else its
+    `max_length`, else its tokenizer's `model_max_length` (512 where that is unknown)."""
+    limit = getattr(collator, "token_limit", None)
+    if callable(limit):
+        return int(limit())
+    length = getattr(collator, "max_length", None)
+    if isinstance(length, int) and length > 0:
+        return length
+    length = getattr(getattr(collator, "tokenizer", None), "model_max_length", None)
+    return length if isinstance(length, int) and 0 < length < 100_000 else 512
+
+
 class HostFreeStepMixin:
     """The Trainer's step without its one read-back: `TrainingArguments(logging_nan_inf_filter=True)` (the default)
     replaces a NaN or inf step loss by the mean loss since the last log, and the Trainer decides that with
     `torch.isnan(loss)` on the host every step. Here the same replacement is a `torch.where` on the device."""
 
     def training_step(self, model: torch.nn.Module, inputs: dict[str, Any], num_items_in_batch: Any = None):
+        if getattr(self, "graph_steps", False):  # CUDA graphs: a new step may overwrite the last step's outputs
+            torch.compiler.cudagraph_mark_step_begin()
         loss = super().training_step(model, inputs, num_items_in_batch)
         if not getattr(self.args, "on_device_nan_inf_filter", False) or not isinstance(loss, torch.Tensor):
             return loss
@@ -106,3 +134,11 @@ class HostFreeStepMixin:
             return torch.nan_to_num(loss, nan=0.0, posinf=0.0, neginf=0.0)
         steps = 1 + self.state.global_step - getattr(self, "_globalstep_last_logged", 0)
         return torch.where(torch.isfinite(loss), loss, (logged / steps).to(loss.dtype))
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        """The Trainer's evaluation; where the layers are compiled for shape buckets, run eagerly: evaluation batches
+        (padded, of every size) would each compile a graph of their own."""
+        if not getattr(self, "shape_buckets_on", False) or not hasattr(torch.compiler, "set_stance"):
+            return super().evaluate(*args, **kwargs)
+        with torch.compiler.set_stance("force_eager"):
+            return super().evaluate(*args, **kwargs)
