@@ -65,3 +65,11 @@ if want fused; then  # issue 64: ours+graphs (buckets, static shapes, CUDA graph
     table "$OUT/fused_profile.log"
   fi
 fi
+if want fused-smoke; then  # a short first look at the fused routes (about 4 minutes), before the full part
+  F="$B --warmup 20 --steps 30 --timeout 110"
+  timeout 150 $F --runs scifact --orders ours+graphs,ours+static --json "$OUT/smoke_scifact.json" >"$OUT/smoke_scifact.log" 2>&1
+  table "$OUT/smoke_scifact.log"
+  timeout 120 $F --runs nli,ce-plistmle --orders ours+graphs --json "$OUT/smoke_rest.json" >"$OUT/smoke_rest.log" 2>&1
+  table "$OUT/smoke_rest.log"
+  grep -h -o '"error": "[^"]*' "$OUT"/smoke_*.log | tail -c 3000
+fi
