@@ -270,7 +270,7 @@ def instrument(trainer: Any, timer: Timer, spec: dict[str, Any]) -> dict[str, An
                     state["syncs"] = len(syncs) / 10
                     state["sync_examples"] = sorted({f"{w.filename}:{w.lineno}" for w in syncs})[:8]
                     torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
+                    torch.cuda.reset_peak_memory_stats()  # (reserved memory keeps what is still held)
                 state["start"] = time.perf_counter()
                 timer.counting = True
             state["step_start"] = timer.now() if timer.counting else None
@@ -410,7 +410,10 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     result["rows_per_s_median"] = rows_per_step / gaps[len(gaps) // 2] if gaps else None
     result["startup_s"] = state.get("start", 0) - state.get("step_ends", [state.get("start", 0)])[0]
     result["losses"] = [round(x, 5) for x in torch.stack(state["losses"]).tolist()] if state.get("losses") else []
-    buckets = getattr(getattr(trainer.model, "encoder", None) or trainer.model.base_model, "shape_buckets", None)
+    buckets = None
+    if library.startswith("ours"):  # the module that packs: the bi-encoder's encoder, the cross-encoder's base model
+        packer = trainer.model.encoder if hasattr(trainer.model, "encoder") else trainer.model.base_model
+        buckets = getattr(packer, "shape_buckets", None)
     if buckets is not None:
         result["buckets"] = bucket_padding(rows, tokenizer, run, buckets, batch, warmup + steps)
     result["phases_ms"] = {k: 1000 * v / steps for k, v in timer.totals.items()}
@@ -420,6 +423,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     result["sync_examples"] = state.get("sync_examples")
     if spec["device"] == "cuda":
         result["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        # Reserved as well: CUDA graphs keep their outputs in a private pool, which the allocated peak after the
+        # warm-up's reset may not show.
+        result["peak_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30
         result["device_name"] = torch.cuda.get_device_name()
     # Useful MFU: 6 x non-embedding parameters x real tokens/s.
     texts = [t for c in rows.values() if isinstance(c[0], str) for t in c[: batch * (warmup + steps)]]
@@ -569,7 +575,8 @@ def run_all(args: argparse.Namespace, data: Path, models: Path, results: list[di
 def print_table(results: list[dict[str, Any]], device: str) -> None:
     print(f"\n## bench_train_step: {device}\n")
     print(
-        "| run | library | rows/s (each process) | median-step rows/s | data wait ms/step | host syncs/step | peak GiB "
+        "| run | library | rows/s (each process) | median-step rows/s | data wait ms/step | host syncs/step "
+        "| peak GiB (allocated / reserved) "
         "| useful MFU % | bucket padding % (sizes) | warm-up s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -590,6 +597,7 @@ def print_table(results: list[dict[str, Any]], device: str) -> None:
             wait = sum(r["phases_ms"].get("data wait", 0) for r in good) / len(good)
             syncs = good[0]["host_syncs_per_step"]
             peak = max(r.get("peak_gib", 0) for r in good)
+            reserved = max(r.get("peak_reserved_gib", 0) for r in good)
             mfu = sum(r["mfu_percent"] for r in good) / len(good)
             medians = " / ".join(f"{r['rows_per_s_median']:.0f}" for r in good if r.get("rows_per_s_median"))
             bucket = good[0].get("buckets")
@@ -597,7 +605,8 @@ def print_table(results: list[dict[str, Any]], device: str) -> None:
             startup = max(r.get("startup_s", 0) for r in good)
             print(
                 f"| {run} | {library} | {' / '.join(f'{s:.0f}' for s in speeds)} | {medians} | {wait:.1f} | "
-                f"{'-' if syncs is None else f'{syncs:.1f}'} | {peak:.2f} | {mfu:.1f} | {bucket} | {startup:.0f} |"
+                f"{'-' if syncs is None else f'{syncs:.1f}'} | {peak:.2f} / {reserved:.2f} | {mfu:.1f} | {bucket} | "
+                f"{startup:.0f} |"
             )
         for mine in ("ours", "ours+compile", "ours+graphs", "ours+static"):
             if mine in means and "st" in means:
