@@ -69,6 +69,7 @@ REMOTE_CODE = (
     "batching",
     "devices",
     "packing",
+    "shape_buckets",
     "short_attention",
     "attention_kernels",
 )

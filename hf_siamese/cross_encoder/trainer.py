@@ -20,7 +20,7 @@ from ..training.throughput import ThroughputLogMixin
 from ..training.trainer_setup import (
     HostFreeStepMixin,
     copy_pad_token,
-    packed_attention,
+    prepare_step,
     start_trainer,
     text_column_args,
 )
@@ -134,8 +134,7 @@ class CrossEncoderTrainer(ThroughputLogMixin, HostFreeStepMixin, CrossEncoderEva
         # Pairs train packed where exact (forward.py); set False to train padded. DataParallel splits a batch after
         # the layout is made, so it trains padded.
         self.packing = packs(model) and self.args.n_gpu <= 1
-        if self.packing:
-            packed_attention(self, base_model(model))
+        prepare_step(self, model, base_model(model) if self.packing else None)
 
     @staticmethod
     def _resolve_loss(

@@ -23,7 +23,7 @@ from .streaming import first_rows, is_stream
 from .throughput import ThroughputLogMixin
 from .trainer_data import SiameseDataMixin, default_loss
 from .trainer_evaluation import SiameseEvaluationMixin
-from .trainer_setup import HostFreeStepMixin, copy_pad_token, packed_attention, start_trainer, text_column_args
+from .trainer_setup import HostFreeStepMixin, copy_pad_token, prepare_step, start_trainer, text_column_args
 
 # Rows of a streamed train_dataset checked before training (later rows are checked as batches are built).
 STREAM_CHECK_ROWS = 1000
@@ -114,8 +114,7 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
                 launched,
             )
         self.check_parallel_setup()
-        if getattr(model, "packing", False):
-            packed_attention(self, model.encoder)
+        prepare_step(self, model, model.encoder if getattr(model, "packing", False) else None)
         for flag, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
             if getattr(self.args, flag) and self.args.device.type == "cpu" and not encoding.native_low_precision(dtype):
                 logger.warning(

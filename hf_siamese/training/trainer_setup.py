@@ -14,7 +14,7 @@ from transformers import TrainingArguments
 
 from ..modeling.attention_kernels import attention_dropout_off, training_attention
 from ..modeling.compilation import GRAPH_MODES, compile_layers, take_compile_option
-from ..modeling.packing import attention_implementation
+from ..modeling.packing import attention_implementation, packed_route
 from ..modeling.shape_buckets import ShapeBuckets
 
 logger = logging.getLogger(__name__)
@@ -58,14 +58,11 @@ def start_trainer(
     kwargs: dict[str, Any],
 ) -> None:
     """Run `init` (the trainer's `super().__init__`) with these arguments, then keep the Trainer from rescaling the
-    loss by label or token counts: the losses average over their batch themselves. `torch_compile=True` compiles the
-    encoder's layers one by one (modeling/compilation.py), not the whole model: with dynamic shapes, or with static
-    ones where packed batches are rounded up to shape buckets (`shape_buckets`; by default with a CUDA-graph mode)."""
-    compile_settings = take_compile_option(args)
-    mode = (compile_settings or {}).get("mode")
-    wanted = getattr(args, "shape_buckets", None)
-    trainer.shape_buckets_on = bool(wanted if wanted is not None else mode in GRAPH_MODES)
-    trainer.graph_steps = compile_settings is not None and mode in GRAPH_MODES
+    loss by label or token counts: the losses average over their batch themselves. `torch_compile=True` is taken
+    from the Trainer (which would compile the whole model) and kept for `prepare_step`, which compiles the encoder's
+    layers instead (modeling/compilation.py)."""
+    trainer.layer_compile = take_compile_option(args)
+    trainer.graph_steps = False
     init(
         model=model,
         args=args,
@@ -76,21 +73,67 @@ def start_trainer(
         **kwargs,
     )
     trainer.model_accepts_loss_kwargs = False
+
+
+def prepare_step(trainer: Any, model: torch.nn.Module, packer: torch.nn.Module | None) -> None:
+    """Set up the training step, once the Trainer has its device. `packer`: the module whose batches run packed (the
+    bi-encoder's encoder, the cross-encoder's base model), or None where the model trains padded.
+
+    - The packed route's attention (`packed_attention`).
+    - CUDA graphs (`uses_cuda_graphs`): packed batches rounded up to shape buckets (`packer.shape_buckets`, texts of
+      at most the collator's token limit) and the encoder's layers compiled with static shapes, one graph a bucket,
+      in `torch_compile_mode` "reduce-overhead" (the default) so that each is recorded once and replayed.
+    - Else, with `torch_compile=True`, the layers compiled with dynamic shapes.
+    """
+    if packer is not None:
+        packed_attention(trainer, packer)
+    settings = trainer.layer_compile
+    trainer.graph_steps = uses_cuda_graphs(trainer.args, settings, packer)
+    if trainer.graph_steps:
+        packer.shape_buckets = ShapeBuckets(text_tokens=text_token_limit(trainer.data_collator))
+        backend, mode = (settings or {}).get("backend"), (settings or {}).get("mode") or "reduce-overhead"
+        count = compile_layers(packer, backend=backend, mode=mode, dynamic=False)
+        logger.info(
+            "%s: the step's %d encoder layers replay CUDA graphs (static shapes, one graph a shape bucket of at most "
+            "%d-token texts; mode %r). cuda_graphs=False turns this off.",
+            type(trainer).__name__,
+            count,
+            packer.shape_buckets.text_tokens,
+            mode,
+        )
+    elif settings is not None:
+        count = compile_layers(getattr(model, "encoder", model), **settings)
+        logger.info("torch_compile: %d encoder layers compiled with dynamic shapes (%s).", count, settings)
+
+
+def uses_cuda_graphs(args: Any, compile_settings: dict[str, Any] | None, packer: torch.nn.Module | None) -> bool:
+    """Whether the step replays CUDA graphs: `args.cuda_graphs` when set (True needs a model that trains packed);
+    else a CUDA-graph `torch_compile_mode` ("reduce-overhead", "max-autotune") with `torch_compile=True`; else, by
+    default, where it measured fastest: packed bf16/fp16 training on the varlen kernel, one process on one CUDA GPU,
+    `torch_compile` not set (1.5-1.9x the uncompiled step for BERT-base on an H200, benchmarks/RESULTS.md)."""
+    wanted = getattr(args, "cuda_graphs", None)
+    if packer is None:
+        if wanted:
+            raise ValueError(
+                "cuda_graphs=True: this model trains padded (its encoder cannot run packed batches, or packing is "
+                "off), and CUDA graphs need the packed batches' shape buckets; leave cuda_graphs unset or False"
+            )
+        return False
+    if wanted is not None:
+        return bool(wanted)
     if compile_settings is not None:
-        dynamic = not trainer.shape_buckets_on
-        count = compile_layers(getattr(model, "encoder", model), **compile_settings, dynamic=dynamic)
-        shapes = "dynamic shapes" if dynamic else "static shapes, one graph a shape bucket"
-        logger.info("torch_compile: %d encoder layers compiled with %s (%s).", count, shapes, compile_settings)
+        return compile_settings.get("mode") in GRAPH_MODES
+    device = getattr(args, "device", None)
+    low_precision = bool(getattr(args, "bf16", False) or getattr(args, "fp16", False))
+    one_process = getattr(args, "world_size", 1) == 1 and getattr(args, "n_gpu", 1) <= 1
+    on_cuda = getattr(device, "type", None) == "cuda"
+    return on_cuda and low_precision and one_process and packed_route(packer) == "varlen"
 
 
 def packed_attention(trainer: Any, encoder: torch.nn.Module) -> None:
     """Set up `encoder` (which trains packed) for its packed route: on CUDA in bf16/fp16 an SDPA encoder takes the
     varlen kernel (`training_attention`), and attention dropout goes to 0 where the route's kernel has none (a warning
-    says so; hidden dropout stays); with shape buckets on, packed batches are rounded up to them
-    (`encoder.shape_buckets`, texts of at most the collator's token limit). Both trainers call this once, after the
-    Trainer has its device."""
-    if getattr(trainer, "shape_buckets_on", False):
-        encoder.shape_buckets = ShapeBuckets(text_tokens=text_token_limit(trainer.data_collator))
+    says so; hidden dropout stays). `prepare_step` calls this once, after the Trainer has its device."""
     name = type(trainer).__name__
     low_precision = bool(trainer.args.bf16 or trainer.args.fp16)
     kernel = training_attention(encoder, trainer.args.device.type, low_precision)
@@ -138,7 +181,7 @@ class HostFreeStepMixin:
     def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         """The Trainer's evaluation; where the layers are compiled for shape buckets, run eagerly: evaluation batches
         (padded, of every size) would each compile a graph of their own."""
-        if not getattr(self, "shape_buckets_on", False) or not hasattr(torch.compiler, "set_stance"):
+        if not getattr(self, "graph_steps", False) or not hasattr(torch.compiler, "set_stance"):
             return super().evaluate(*args, **kwargs)
         with torch.compiler.set_stance("force_eager"):
             return super().evaluate(*args, **kwargs)

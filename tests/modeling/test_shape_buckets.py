@@ -1,5 +1,5 @@
-"""Shape buckets: packed batches rounded up to few sizes, the same embeddings and training as unbucketed, and a step
-compiled with static shapes that compiles once a bucket (the route CUDA graphs replay on a GPU).
+"""CUDA graphs' step: packed batches rounded up to shape buckets (few sizes), the same embeddings and training as
+unbucketed, layers compiled with static shapes once a bucket (what CUDA graphs replay on a GPU), and when it is on.
 
 Compiling runs with dynamo's "eager" backend (it traces and guards as inductor does, generating no code), so the
 tests take seconds; flash attention's varlen kernel is stood in for by SDPA per segment (test_packing_varlen.py)."""
@@ -7,6 +7,7 @@ tests take seconds; flash attention's varlen kernel is stood in for by SDPA per 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from test_packing_varlen import _batch, _embeddings, flash_calls  # noqa: F401  
 
 from hf_siamese import SiameseTrainer, SiameseTrainingArguments
 from hf_siamese.modeling.shape_buckets import ShapeBuckets, bucket_value, previous_bucket
-from hf_siamese.training.trainer_setup import text_token_limit
+from hf_siamese.training.trainer_setup import text_token_limit, uses_cuda_graphs
 
 
 def test_buckets_are_few_and_pad_little() -> None:
@@ -50,8 +51,8 @@ def test_bad_bucket_settings_are_refused_by_name(value) -> None:
 
 
 def test_bad_shape_buckets_option_is_refused(tmp_path) -> None:
-    with pytest.raises(ValueError, match=r"shape_buckets='yes'; accepted: True, False, None"):
-        SiameseTrainingArguments(output_dir=str(tmp_path), shape_buckets="yes")
+    with pytest.raises(ValueError, match=r"cuda_graphs='yes'; accepted: True, False, None"):
+        SiameseTrainingArguments(output_dir=str(tmp_path), cuda_graphs="yes")
 
 
 @pytest.mark.parametrize("rows", [PAIRS, TRIPLETS])
@@ -116,11 +117,11 @@ def graph_count():
 
 def test_static_bucketed_step_trains_like_the_plain_one(tmp_path, tiny_tokenizer, graph_count) -> None:
     plain, plain_losses = _train(tmp_path / "plain", tiny_tokenizer)
-    assert not plain.shape_buckets_on and getattr(plain.model.encoder, "shape_buckets", None) is None
+    assert not plain.graph_steps and getattr(plain.model.encoder, "shape_buckets", None) is None
     compiled, losses = _train(
-        tmp_path / "static", tiny_tokenizer, torch_compile=True, torch_compile_backend="eager", shape_buckets=True
+        tmp_path / "static", tiny_tokenizer, torch_compile=True, torch_compile_backend="eager", cuda_graphs=True
     )
-    assert compiled.shape_buckets_on and compiled.model.encoder.shape_buckets.text_tokens == 64
+    assert compiled.graph_steps and compiled.model.encoder.shape_buckets.text_tokens == 64
     assert len(losses) == len(plain_losses) == 12
     # The same loss curve (float32: to rounding) and the same trained parameters.
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(plain_losses), rtol=1e-4, atol=1e-5)
@@ -130,14 +131,42 @@ def test_static_bucketed_step_trains_like_the_plain_one(tmp_path, tiny_tokenizer
     assert 1 <= graph_count() <= 4
 
 
-def test_a_cuda_graph_mode_turns_buckets_on_by_default(tmp_path, tiny_tokenizer) -> None:
+def test_a_cuda_graph_mode_turns_graphs_on(tmp_path, tiny_tokenizer) -> None:
     model = make_tiny_model()
     for mode, expected in ((None, False), ("reduce-overhead", True), ("max-autotune", True), ("default", False)):
         args = make_args(tmp_path, torch_compile=True, torch_compile_backend="eager", torch_compile_mode=mode)
         trainer = SiameseTrainer(model=model, args=args, train_dataset=_unit_scores(8), processing_class=tiny_tokenizer)
-        assert trainer.shape_buckets_on is expected, mode
         assert trainer.graph_steps is expected, mode
+        assert (getattr(model.encoder, "shape_buckets", None) is not None) is expected, mode
+        model.encoder.shape_buckets = None
         torch._dynamo.reset()
+
+
+def _settings(device: str = "cuda", bf16: bool = True, world_size: int = 1, **extra) -> SimpleNamespace:
+    return SimpleNamespace(device=torch.device(device), bf16=bf16, fp16=False, world_size=world_size, n_gpu=1, **extra)
+
+
+def test_graphs_by_default_only_where_they_measured_fastest() -> None:
+    varlen, sdpa = make_tiny_model().encoder, make_tiny_model().encoder
+    varlen.config._attn_implementation = "varlen_attn"
+    assert uses_cuda_graphs(_settings(), None, varlen)  # bf16, one CUDA GPU, the varlen kernel
+    assert not uses_cuda_graphs(_settings(device="cpu"), None, varlen)
+    assert not uses_cuda_graphs(_settings(bf16=False), None, varlen)  # fp32 keeps SDPA's block mask
+    assert not uses_cuda_graphs(_settings(world_size=2), None, varlen)  # several processes: not measured
+    assert not uses_cuda_graphs(_settings(), None, sdpa)
+    assert not uses_cuda_graphs(_settings(), None, None)  # trains padded
+    assert not uses_cuda_graphs(_settings(), {"backend": None, "mode": None}, varlen)  # torch_compile: dynamic layers
+    assert not uses_cuda_graphs(_settings(cuda_graphs=False), None, varlen)
+    assert uses_cuda_graphs(_settings(device="cpu", cuda_graphs=True), None, sdpa)
+
+
+def test_cuda_graphs_on_a_padded_model_is_refused(tmp_path, tiny_tokenizer) -> None:
+    model = make_tiny_model()
+    model.packing = False
+    settings = make_args(tmp_path).to_dict()
+    args = SiameseTrainingArguments(**{k: settings[k] for k in _SETTINGS}, cuda_graphs=True)
+    with pytest.raises(ValueError, match="cuda_graphs=True: this model trains padded"):
+        SiameseTrainer(model=model, args=args, train_dataset=_unit_scores(8), processing_class=tiny_tokenizer)
 
 
 def test_text_token_limit_reads_the_collator(tiny_tokenizer) -> None:
@@ -166,7 +195,12 @@ def test_cross_encoder_trains_the_same_with_buckets(tmp_path, tiny_tokenizer) ->
         )  # fmt: skip
         model = BertForSequenceClassification(config)
         settings = make_args(tmp_path / str(buckets), num_train_epochs=1).to_dict()
-        args = CrossEncoderTrainingArguments(**{k: settings[k] for k in _SETTINGS}, shape_buckets=buckets)
+        args = CrossEncoderTrainingArguments(
+            **{k: settings[k] for k in _SETTINGS},
+            cuda_graphs=buckets,
+            torch_compile=buckets,
+            torch_compile_backend="eager",
+        )
         trainer = CrossEncoderTrainer(
             model=model, args=args, train_dataset=_unit_scores(16), processing_class=tiny_tokenizer
         )
