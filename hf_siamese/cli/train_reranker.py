@@ -289,7 +289,8 @@ def run_train_reranker(args: argparse.Namespace) -> int:
         eval_set = _evaluation_set(args, beir, held_out, eval_split, first_stage, tokenizer)
     loss = get_loss(args.loss, **({"pos_weight": args.pos_weight} if args.loss == "bce" else {}))
     batch_size = args.batch_size or BATCH_SIZES["pairs" if labelled or args.loss == "bce" else "tuples"]
-    model.model = _train(args, model, train_rows, (eval_set, eval_split), loss, batch_size, output).model
+    trained_head = kind == "cross-encoder"
+    model.model = _train(args, model, train_rows, (eval_set, eval_split), loss, batch_size, output, trained_head).model
     if eval_set is not None:
         _choose_fusion(model, eval_set, eval_split, batch_size)
     model.save_pretrained(output)
@@ -370,12 +371,15 @@ def _train(
     loss: Any,
     batch_size: int,
     output: Path,
+    trained_head: bool,
 ) -> Any:
-    """Train in a checkpoint folder beside `output` (removed afterwards), printing the evaluation before training and
-    the best epoch's; returns the trainer (its model: the best epoch's where there is an evaluation)."""
+    """Train in a checkpoint folder beside `output` (removed afterwards), printing the evaluation before training (the
+    first stage alone where the head is new: `trained_head` false) and the best epoch's; returns the trainer (its
+    model: the best epoch's where there is an evaluation)."""
     import torch
 
     from ..cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from ..cross_encoder.fusion_weights import first_stage_metrics
 
     eval_set, eval_split = evaluation
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -392,8 +396,15 @@ def _train(
             report_to=[], logging_steps=50, disable_tqdm=False, head_learning_rate=args.head_lr,
         )  # fmt: skip
         trainer = CrossEncoderTrainer(model, training, train_dataset=train_rows, eval_dataset=eval_set, loss=loss)
-        if eval_set is not None:
-            _print_reranking(f"before training ({eval_split}, top {args.rerank_top})", trainer.evaluate())
+        title = f"before training ({eval_split}, top {args.rerank_top})"
+        if eval_set is not None and trained_head:
+            _print_reranking(title, trainer.evaluate())
+        elif eval_set is not None:  # a new head's scores before training mean nothing: the first stage alone
+            first = first_stage_metrics(eval_set)
+            print(
+                f"{title}: first stage nDCG@10 {100 * first[EVAL_METRIC]:.2f} MRR@10 {100 * first['mrr@10']:.2f} | "
+                "the new head is not scored before training"
+            )
         trainer.train()
         if eval_set is not None:  # the best epoch's evaluation, as logged (not scored again)
             logged = [entry for entry in trainer.state.log_history if f"eval_{EVAL_METRIC}" in entry]

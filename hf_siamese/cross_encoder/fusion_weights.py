@@ -82,11 +82,9 @@ def reranked_metrics(
     """`evaluate_reranking`'s metrics of the final order (see there)."""
     from ..metrics import retrieval_metrics
 
-    judged = dataset.judged_queries()
     reranked = reranked_orders(dataset, scores, weight, stage_weights)
-    first = {query: list(dataset.candidates[query]) for query in judged}
     ks = sorted(set(dataset.k_values))
-    before = retrieval_metrics(first, dataset.qrels, ks)
+    before = first_stage_metrics(dataset)
     after = retrieval_metrics(reranked, dataset.qrels, ks)
     metrics: dict[str, float] = {}
     for name in ("ndcg", "mrr"):
@@ -96,13 +94,22 @@ def reranked_metrics(
             metrics[f"first_stage_{key}"] = before[key]
             metrics[f"{key}_delta"] = after[key] - before[key]
     relevant = found = 0
-    for query in judged:
+    for query in dataset.judged_queries():
         positives = {doc for doc, value in dataset.qrels[query].items() if value > 0}
         relevant += len(positives)
         found += len(positives.intersection(dataset.candidates[query]))
     metrics["candidate_recall"] = found / relevant
-    metrics["num_queries"] = len(judged)
+    metrics["num_queries"] = len(dataset.judged_queries())
     return metrics
+
+
+def first_stage_metrics(dataset: RerankingDataset) -> dict[str, float]:
+    """nDCG@k and MRR@k (k in `dataset.k_values`) of the judged queries' candidates in first-stage order: what
+    reranking is measured against, computed without scoring a pair."""
+    from ..metrics import retrieval_metrics
+
+    first = {query: list(dataset.candidates[query]) for query in dataset.judged_queries()}
+    return retrieval_metrics(first, dataset.qrels, sorted(set(dataset.k_values)))
 
 
 def evaluate_reranking(

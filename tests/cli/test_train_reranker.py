@@ -69,7 +69,8 @@ def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, caps
     # negatives mined by the first stage the reranker will rerank: hybrid where bm25s is installed
     stage = "hybrid" if importlib.util.find_spec("bm25s") else "dense"
     assert f"hard negatives mined by: {stage} (--negatives-from)" in stdout
-    assert "before training (dev, top 100): first stage nDCG@10" in stdout
+    # the head is new: before training only the first stage is measured (a random head's scores mean nothing)
+    assert re.search(r"before training \(dev, top 100\): first stage nDCG@10 [\d.]+ MRR@10 [\d.]+ \| the new head is not", stdout)
     assert "best epoch (dev, top 100)" in stdout and "change" in stdout
     chosen = re.search(r"fusion \(dev, nDCG@10\): .* two scores \(first-stage weight (\d\.\d)\)", stdout)
     assert chosen, stdout
@@ -93,7 +94,7 @@ def test_beir_folder_without_dev_lends_training_queries(files, tmp_path, capsys)
     assert code == 0, stderr
     # q1..q3 train: 2 held out (int(3 * 0.5) = 1 query; q1 has 2 pairs): 2 or 3 pairs left x 4 rows each
     assert re.search(r"training rows: (8|12) \(query, document, label\)", stdout), stdout
-    assert "before training (1 held-out train queries, top 100)" in stdout
+    assert "before training (1 held-out train queries, top 100): first stage nDCG@10" in stdout
     assert "first-stage weight" in stdout and "fusion (1 held-out train queries, nDCG@10)" in stdout
 
 
