@@ -146,7 +146,11 @@ def _settings(device: str = "cuda", bf16: bool = True, world_size: int = 1, **ex
     return SimpleNamespace(device=torch.device(device), bf16=bf16, fp16=False, world_size=world_size, n_gpu=1, **extra)
 
 
-def test_graphs_by_default_only_where_they_measured_fastest() -> None:
+def test_graphs_by_default_only_where_they_measured_fastest(monkeypatch) -> None:
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "triton" else found(name))
     varlen, sdpa = make_tiny_model().encoder, make_tiny_model().encoder
     varlen.config._attn_implementation = "varlen_attn"
     assert uses_cuda_graphs(_settings(), None, varlen)  # bf16, one CUDA GPU, the varlen kernel
@@ -158,6 +162,8 @@ def test_graphs_by_default_only_where_they_measured_fastest() -> None:
     assert not uses_cuda_graphs(_settings(), {"backend": None, "mode": None}, varlen)  # torch_compile: dynamic layers
     assert not uses_cuda_graphs(_settings(cuda_graphs=False), None, varlen)
     assert uses_cuda_graphs(_settings(device="cpu", cuda_graphs=True), None, sdpa)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "triton" else found(name))
+    assert not uses_cuda_graphs(_settings(), None, varlen)  # no Triton (inductor's GPU kernels): the plain step
 
 
 def test_cuda_graphs_on_a_padded_model_is_refused(tmp_path, tiny_tokenizer) -> None:
