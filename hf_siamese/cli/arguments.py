@@ -302,8 +302,9 @@ def add_first_stage_arguments(parser: argparse.ArgumentParser, default: str) -> 
     )  # fmt: skip
 
 
-def add_rerank_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--rerank CE_DIR` / `--rerank-top N`: the second stage of a search or of a retrieval evaluation."""
+def add_rerank_arguments(parser: Any, searching: bool = True) -> None:
+    """`--rerank CE_DIR` / `--rerank-top N` / `--first-stage-weight W`, and where `searching` `--no-rerank`: the second
+    stage of a search or of a retrieval evaluation (or, not `searching`, the one an index records)."""
     parser.add_argument(
         "--rerank", metavar="CE_DIR",
         help="a cross-encoder (folder or Hub id) that re-scores each query's first-stage hits (retrieve, then rerank)",
@@ -313,3 +314,9 @@ def add_rerank_arguments(parser: argparse.ArgumentParser) -> None:
         help="first-stage hits per query that --rerank re-scores (default: 100; all documents if fewer)",
     )  # fmt: skip
     add_first_stage_weight(parser)
+    if not searching:
+        return
+    parser.add_argument(
+        "--no-rerank", action="store_true",
+        help="--index: the first stage alone, where the index keeps a reranker (index --rerank / --attach)",
+    )  # fmt: skip

@@ -225,3 +225,43 @@ def shutdown_distributed() -> None:
     shutdown = getattr(distributed, "shutdown_process_group", None)
     if shutdown is not None:
         shutdown()
+
+
+def choose_and_report_fusion(
+    model: Any, eval_set: Any, eval_split: str, batch_size: int, corpus: tuple[str, str, Any] | None = None
+) -> None:
+    """Choose and set the model's fusion weights on the evaluation queries (`choose_fusion`: the two-score weight,
+    and over hybrid candidates the three-score weights where they measure better), with the corpus they were chosen
+    on (`corpus`: its name, the split, its documents by id; searches of another corpus then take the setting-free
+    order); say what each order gives. `train-reranker` and `eval --choose-fusion` call it."""
+    from ..cross_encoder import choose_fusion
+    from ..retrieval.fingerprint import corpus_fingerprint
+    from ..retrieval.rerank import reranker_has_no_share
+
+    chosen = choose_fusion(model, eval_set, batch_size=max(32, batch_size))
+    weight, stages = chosen["first_stage_weight"], chosen["stage_weights"]
+    model.first_stage_weight, model.stage_weights = weight, stages
+    if corpus is not None:
+        name, split, documents = corpus
+        model.fusion_corpus = {"name": name, "split": split, "fingerprint": corpus_fingerprint(documents)}
+    line = (
+        f"fusion ({eval_split}, nDCG@10): first stage {100 * chosen['first_stage']:.2f} | reranker alone "
+        f"{100 * chosen['reranker_alone']:.2f} | two scores (first-stage weight {weight:.1f}) "
+        f"{100 * chosen['two_scores']:.2f}"
+    )
+    if "three_scores" in chosen:
+        three = stages or chosen["best_three_weights"]
+        line += (
+            f" | three scores (dense {three['dense']:.1f}, lexical {three['lexical']:.1f}) "
+            f"{100 * chosen['three_scores']:.2f} | RRF of three {100 * chosen['rrf3']:.2f}"
+        )
+    print(line)
+    kept = "three-score" if stages is not None else "two-score"
+    where = f"searches of {corpus[0]}" if corpus is not None else "searches"
+    print(f"saved with the model: the {kept} order ({where} use it; --first-stage-weight overrides)")
+    if reranker_has_no_share(weight, stages):
+        print(
+            f"warning: the reranker does not improve on the first stage's nDCG@10 on {eval_split}; its saved weights "
+            "give it no share, so searches keep the first stage's order: change the recipe (more epochs, another "
+            "--lr, more --random-negatives)"
+        )

@@ -4,6 +4,7 @@ BEIR folder the IR table, and with --rerank CE_DIR the first stage's and the two
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from .arguments import (
 )
 from .common import (
     default_model_path,
+    load_cross_encoder,
     load_inference_model,
     parse_columns,
     parse_score_range,
@@ -72,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="BEIR folder: print nDCG@10 of z-score hybrid fusion at dense weights 0, 0.1, ..., 1 on --split and the "
         "best (choose on train or dev queries, then eval test with --fusion zscore --dense-weight W)",
     )  # fmt: skip
+    parser.add_argument(
+        "--choose-fusion", action="store_true",
+        help="BEIR folder, with --rerank CE_DIR (a folder): choose the reranker's fusion weights on --split (default "
+        "dev) of this corpus and save them in CE_DIR with the corpus they were chosen on; its searches of this corpus "
+        "then use them, of any other the setting-free order",
+    )  # fmt: skip
     add_rerank_arguments(parser)
 
 
@@ -89,6 +97,7 @@ def run_eval(args: argparse.Namespace) -> int:
         "--rerank": args.rerank, "--rerank-top": args.rerank_top, "--first-stage": args.first_stage,
         "--index": args.index,
         "--fusion": args.fusion, "--dense-weight": args.dense_weight, "--choose-dense-weight": args.choose_dense_weight,
+        "--choose-fusion": args.choose_fusion, "--no-rerank": args.no_rerank,
         "--language/--no-stemmer/--no-stopwords/--k1/--b": lexical_settings(args),
     }  # fmt: skip
     given = [flag for flag, value in retrieval_only.items() if value not in (None, False)]
@@ -160,19 +169,30 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     settings = lexical_settings(args)
     if args.choose_dense_weight:
         return _choose_dense_weight(args, settings)
+    if args.choose_fusion:
+        return _choose_fusion(args, settings)
     split = args.split or "test"
     data = read_beir(args.data, split=split)  # the split asked for, or an error listing the splits there are
     index, weight, stages = None, args.first_stage_weight, None
-    reranker, rerank_top = rerank_options(args)
     stage, fusion, dense_weight = args.first_stage, args.fusion, args.dense_weight
     if args.index is not None:
         from ..retrieval.vector_index import load_index
 
         index = load_index(args.index)  # a folder or an engine's collection of this set's corpus
-        if reranker is None and index.pipeline is not None:  # the pipeline the index keeps, measured as it searches
-            reranker, stage, fusion, dense_weight = index.pipeline_settings(None, stage, fusion, dense_weight)
-            rerank_top, weight = index.pipeline["rerank_top"], index.pipeline["first_stage_weight"]
-            stages = index.pipeline.get("stage_weights")
+    if args.no_rerank and (index is None or args.rerank is not None):
+        raise ValueError(
+            "--no-rerank measures the first stage alone of an --index that keeps a reranker: give --index, no --rerank"
+        )
+    recorded = index.pipeline if index is not None and not args.no_rerank else None
+    reranker, rerank_top = rerank_options(args, recorded=recorded is not None)
+    if reranker is None and recorded is not None:  # the pipeline the index keeps, measured as it searches
+        from ..retrieval.pipeline import recorded_weights
+
+        reranker, stage, fusion, dense_weight = index.pipeline_settings(None, stage, fusion, dense_weight)
+        first_stage = index.check_first_stage(stage, fusion, dense_weight)
+        rerank_top = recorded["rerank_top"] if rerank_top is None else rerank_top
+        if weight is None:  # a --first-stage-weight given asks for the two-score order, as in search
+            weight, stages = recorded_weights(recorded, first_stage)
     first_stage = check_first_stage(stage or "dense", fusion, dense_weight, settings)
     if index is not None:
         index.check_first_stage(first_stage, fusion, dense_weight)
@@ -252,7 +272,6 @@ def _retrieval_model(args: argparse.Namespace, first_stage: str, reranker: Any, 
 def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
     """--choose-dense-weight: nDCG@10 of z-score hybrid fusion at each dense weight on held-out queries (--split,
     default dev: never test unless asked for), and the best."""
-    from ..data.beir import read_beir
     from ..retrieval.evaluation import choose_hybrid_weight
 
     given = {"--rerank": args.rerank, "--dense-weight": args.dense_weight, "--index": args.index}
@@ -264,20 +283,7 @@ def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
             f"--choose-dense-weight measures every dense weight of the z-score hybrid first stage (--first-stage "
             f"hybrid --fusion zscore): give no {', '.join(refused)}"
         )
-    split = args.split or "dev"
-    try:
-        data = read_beir(args.data, split=split)
-    except FileNotFoundError as error:
-        if args.split is not None:
-            raise
-        raise FileNotFoundError(
-            2,
-            f"{error.strerror}. --choose-dense-weight chooses on held-out queries, --split dev by default: give "
-            "--split with a train or dev split of this folder",
-            error.filename,
-        ) from None
-    if split == "test":
-        print("note: choosing on the test split; report a test figure only for a weight chosen on train or dev queries")
+    data, split = _held_out_split(args, "--choose-dense-weight")
     model, tokenizer = _retrieval_model(args, "hybrid", None)
     best, measured = choose_hybrid_weight(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, lexical_settings=settings,
@@ -287,4 +293,63 @@ def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
     for weight, value in measured.items():
         print(f"  {weight:.1f}  {value:6.2f}" + ("  <- best" if weight == best else ""))
     print(f"use: --first-stage hybrid --fusion zscore --dense-weight {best}")
+    return 0
+
+
+def _held_out_split(args: argparse.Namespace, option: str) -> tuple[Any, str]:
+    """The BEIR split a choice is made on (--split, default dev: never test unless asked for, with a note) and its
+    name; a missing default split is an error that names --split."""
+    from ..data.beir import read_beir
+
+    split = args.split or "dev"
+    try:
+        data = read_beir(args.data, split=split)
+    except FileNotFoundError as error:
+        if args.split is not None:
+            raise
+        raise FileNotFoundError(
+            2,
+            f"{error.strerror}. {option} chooses on held-out queries, --split dev by default: give --split with a "
+            "train or dev split of this folder",
+            error.filename,
+        ) from None
+    if split == "test":
+        print("note: choosing on the test split; report a test figure only for a choice made on train or dev queries")
+    return data, split
+
+
+def _choose_fusion(args: argparse.Namespace, settings: Any) -> int:
+    """--choose-fusion: the reranker's fusion weights chosen on --split of this corpus (`choose_fusion`: two-score
+    weight, three-score weights over hybrid candidates), set with the corpus they were chosen on and written into
+    the reranker's config.json."""
+    from ..cross_encoder.evaluation import RerankingDataset
+    from ..retrieval.hybrid import check_first_stage, default_first_stage
+    from ..retrieval.rerank import RERANK_TOP
+    from ..storage.files import write_text_atomic
+    from .common import choose_and_report_fusion
+
+    given = {"--index": args.index, "--first-stage-weight": args.first_stage_weight, "--no-rerank": args.no_rerank}
+    refused = [flag for flag, value in given.items() if value not in (None, False)]
+    if refused or args.rerank is None or not os.path.isdir(args.rerank):
+        what = f"give no {', '.join(refused)}" if refused else f"--rerank {args.rerank} is no local folder"
+        raise ValueError(
+            f"--choose-fusion chooses the fusion weights of --rerank CE_DIR (a local folder, where they are saved) "
+            f"over this folder's first stage: {what if args.rerank else 'give --rerank CE_DIR'}"
+        )
+    data, split = _held_out_split(args, "--choose-fusion")
+    first_stage = check_first_stage(args.first_stage or default_first_stage(), args.fusion, args.dense_weight, settings)
+    reranker = load_cross_encoder(args.rerank, args.device)
+    model, tokenizer = _retrieval_model(args, first_stage, reranker)
+    candidates = RerankingDataset.from_first_stage(
+        data, model, args.rerank_top or RERANK_TOP, tokenizer=tokenizer, batch_size=args.batch_size,
+        show_progress_bar=True, first_stage=first_stage, fusion=args.fusion, dense_weight=args.dense_weight,
+        lexical_settings=settings,
+    )  # fmt: skip
+    name = Path(args.data).name
+    label = f"{split} of {name}, {len(candidates.judged_queries())} queries"
+    choose_and_report_fusion(reranker, candidates, label, args.batch_size, corpus=(name, split, data.corpus))
+    write_text_atomic(Path(args.rerank) / "config.json", reranker.model.config.to_json_string())
+    print(
+        f"saved in {args.rerank}/config.json: searches of {name} use these weights, of any other corpus the RRF order"
+    )
     return 0

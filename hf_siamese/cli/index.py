@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="record --rerank CE_DIR (and the settings below) in the existing index IDX (a folder or milvus...); "
         "no CORPUS or -o",
     )  # fmt: skip
-    add_rerank_arguments(pipeline)
+    add_rerank_arguments(pipeline, searching=False)
     add_first_stage_arguments(pipeline, "the index's default (hybrid where it has its lexical part)")
     add_model_arguments(parser, training=False)
     add_corpus_arguments(parser)
@@ -105,7 +105,8 @@ def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--dense-index", metavar="TYPE",
         help="the engine's index of the vectors (default: FLAT below 100,000 documents, else IVF_FLAT with nprobe "
-        "chosen by measured recall@10; a server also takes HNSW, ...)",
+        "chosen by measured recall@10; also HNSW, ... where the engine builds it: one it does not build is refused "
+        "before any work, naming those it does)",
     )  # fmt: skip
     group.add_argument("--dense-index-params", metavar="JSON", help="its build parameters, e.g. '{\"M\": 16}'")
     group.add_argument(

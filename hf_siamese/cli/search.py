@@ -34,6 +34,16 @@ _CORPUS_ONLY = {
 }
 
 
+# What only a search that embeds the queries reads: flag -> dest.
+_MODEL_ONLY = {
+    "--model": "model",
+    "--pooling": "pooling",
+    "--normalize": "normalize",
+    "--max-seq-length": "max_seq_length",
+    "--prompt-name": "prompt_name",
+}
+
+
 def register(commands: Any) -> None:
     """Add `search` to the `hf-siamese` subparsers."""
     add_command(
@@ -75,10 +85,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(--corpus: dense)",
     )
     add_rerank_arguments(parser)
-    parser.add_argument(
-        "--no-rerank", action="store_true",
-        help="--index: search the first stage alone, where the index keeps a reranker (index --rerank / --attach)",
-    )  # fmt: skip
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -93,7 +99,6 @@ def run_search(args: argparse.Namespace) -> int:
     queries = [query.strip() for query in queries]
     if not queries or not all(queries):
         raise ValueError("give at least one non-empty --query TEXT or a --queries FILE")
-    reranker, rerank_top = rerank_options(args)
     if not args.index:
         given = (("--first-stage", args.first_stage), ("--fusion", args.fusion), ("--dense-weight", args.dense_weight))
         for flag, value in given:
@@ -105,28 +110,41 @@ def run_search(args: argparse.Namespace) -> int:
         given = given_flags(args, _CORPUS_ONLY)
         if given:
             raise ValueError(f"{', '.join(given)} describe(s) a --corpus to embed; an --index is already embedded")
-        results = _search_index(args, queries, reranker, rerank_top)
+        results = _search_index(args, queries)
     else:
+        reranker, rerank_top = rerank_options(args)
         results = _search_corpus(args, queries, reranker, rerank_top)
     print_hits(queries, results)
     return 0
 
 
-def rerank_options(args: argparse.Namespace) -> tuple[Any, int]:
-    """(the --rerank cross-encoder or None, --rerank-top): loaded before any embedding, so a wrong folder fails fast."""
+def rerank_options(args: argparse.Namespace, recorded: bool = False) -> tuple[Any, int | None]:
+    """(the --rerank cross-encoder or None, --rerank-top): loaded before any embedding, so a wrong folder fails fast.
+    `recorded`: the --index keeps a reranker, which --rerank-top and --first-stage-weight then set (--rerank-top None:
+    the recorded depth). The cross-encoder is left as saved: --first-stage-weight goes to the search itself, where it
+    asks for the two-score order (`rerank.rerank_hits`), as in `eval` and the Python API."""
     from ..retrieval.rerank import RERANK_TOP
 
-    if args.rerank is None:
-        for flag, value in (("--rerank-top", args.rerank_top), ("--first-stage-weight", args.first_stage_weight)):
+    given = (("--rerank-top", args.rerank_top), ("--first-stage-weight", args.first_stage_weight))
+    if getattr(args, "no_rerank", False):
+        for flag, value in given:
             if value is not None:
-                raise ValueError(f"{flag} applies with --rerank CE_DIR (the cross-encoder that reranks)")
-        return None, RERANK_TOP
-    rerank_top = RERANK_TOP if args.rerank_top is None else args.rerank_top
-    if rerank_top < getattr(args, "top_k", 1):
+                raise ValueError(f"--no-rerank searches the first stage alone: give no {flag}")
+    if args.rerank is None:
+        if not recorded:
+            for flag, value in given:
+                if value is not None:
+                    raise ValueError(
+                        f"{flag} applies with --rerank CE_DIR (the cross-encoder that reranks), or to an --index that "
+                        "keeps a reranker"
+                    )
+            return None, RERANK_TOP
+        rerank_top = args.rerank_top
+    else:
+        rerank_top = RERANK_TOP if args.rerank_top is None else args.rerank_top
+    if rerank_top is not None and rerank_top < getattr(args, "top_k", 1):
         raise ValueError(f"--rerank-top {rerank_top} is below --top-k {args.top_k}: rerank at least the hits shown")
-    reranker = load_cross_encoder(args.rerank, args.device)
-    if args.first_stage_weight is not None:
-        reranker.first_stage_weight = args.first_stage_weight
+    reranker = None if args.rerank is None else load_cross_encoder(args.rerank, args.device)
     return reranker, rerank_top
 
 
@@ -158,20 +176,20 @@ def _search_corpus(
         id_column=args.id_column, embeddings_dir=args.embeddings_dir, approximate=args.approximate,
         batch_size=args.batch_size, prompt_name=args.prompt_name, rerank=reranker, rerank_top=rerank_top,
         show_progress_bar=progress_wanted(), shard_size=args.shard_size, dtype=args.dtype,
+        first_stage_weight=args.first_stage_weight,
     )  # fmt: skip
 
 
-def _search_index(
-    args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
-) -> list[list[dict[str, Any]]]:
+def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dict[str, Any]]]:
     """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
     from ..retrieval.pipeline import describe_pipeline
     from ..retrieval.vector_index import load_index
 
     index = load_index(args.index)
-    asked = False if args.no_rerank else reranker  # None: the index's pipeline, if it keeps one
-    if args.no_rerank and reranker is not None:
+    if args.no_rerank and args.rerank is not None:
         raise ValueError("--no-rerank searches the first stage alone: give no --rerank")
+    reranker, rerank_top = rerank_options(args, recorded=index.pipeline is not None and not args.no_rerank)
+    asked = False if args.no_rerank else reranker  # None: the index's pipeline, if it keeps one
     # Before the model loads: a setting that does not apply, a missing lexical part or bm25s, each in one line.
     used, first_stage, fusion, dense_weight = index.pipeline_settings(
         asked, args.first_stage, args.fusion, args.dense_weight
@@ -181,11 +199,16 @@ def _search_index(
         print(f"(the index's pipeline: {describe_pipeline(index.pipeline)}; --no-rerank: the first stage alone)")
     options = {
         "top_k": args.top_k, "batch_size": args.batch_size, "rerank": asked, "first_stage": first_stage,
-        "fusion": fusion, "dense_weight": dense_weight, "rerank_top": rerank_top if reranker is not None else None,
+        "fusion": fusion, "dense_weight": dense_weight, "rerank_top": rerank_top if used is not None else None,
+        "first_stage_weight": args.first_stage_weight,
     }  # fmt: skip
-    if first_stage == "lexical":  # no model to load
-        if args.model is not None:
-            raise ValueError("--model embeds the queries; --first-stage lexical searches BM25 alone, with no model")
+    if first_stage == "lexical":  # no model to load: its options would be ignored
+        given = given_flags(args, _MODEL_ONLY)
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} {'sets' if len(given) == 1 else 'set'} the model that embeds the queries; "
+                "--first-stage lexical searches BM25 alone, with no model"
+            )
         return index.search(None, queries, **options)
     model_path = args.model or index.model_name
     if not model_path:

@@ -24,6 +24,7 @@ from ..retrieval.hybrid import FIRST_STAGES
 from .arguments import non_negative_int, positive_float, positive_int, warmup_ratio
 from .common import (
     _one_line,
+    choose_and_report_fusion,
     default_model_path,
     load_inference_model,
     model_output_folder,
@@ -227,37 +228,6 @@ def _print_reranking(title: str, metrics: dict[str, float], prefix: str = "eval_
     )
 
 
-def _choose_fusion(model: Any, eval_set: Any, eval_split: str, batch_size: int) -> None:
-    """Choose and set the model's fusion weights on the evaluation queries (`choose_fusion`: the two-score weight,
-    and over hybrid candidates the three-score weights where they measure better); say what each order gives."""
-    from ..cross_encoder import choose_fusion
-    from ..retrieval.rerank import reranker_has_no_share
-
-    chosen = choose_fusion(model, eval_set, batch_size=max(32, batch_size))
-    weight, stages = chosen["first_stage_weight"], chosen["stage_weights"]
-    model.first_stage_weight, model.stage_weights = weight, stages
-    line = (
-        f"fusion ({eval_split}, nDCG@10): first stage {100 * chosen['first_stage']:.2f} | reranker alone "
-        f"{100 * chosen['reranker_alone']:.2f} | two scores (first-stage weight {weight:.1f}) "
-        f"{100 * chosen['two_scores']:.2f}"
-    )
-    if "three_scores" in chosen:
-        three = stages or chosen["best_three_weights"]
-        line += (
-            f" | three scores (dense {three['dense']:.1f}, lexical {three['lexical']:.1f}) "
-            f"{100 * chosen['three_scores']:.2f} | RRF of three {100 * chosen['rrf3']:.2f}"
-        )
-    print(line)
-    kept = "three-score" if stages is not None else "two-score"
-    print(f"saved with the model: the {kept} order (search/eval --rerank use it; --first-stage-weight overrides)")
-    if reranker_has_no_share(weight, stages):
-        print(
-            f"warning: the reranker does not improve on the first stage's nDCG@10 on {eval_split}; its saved weights "
-            "give it no share, so searches keep the first stage's order: change the recipe (more epochs, another "
-            "--lr, more --random-negatives)"
-        )
-
-
 def run_train_reranker(args: argparse.Namespace) -> int:
     """Read the pairs, mine the negatives, train (evaluating each epoch), save the best cross-encoder."""
     from ..cross_encoder.losses import get_loss
@@ -292,7 +262,8 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     trained_head = kind == "cross-encoder"
     model.model = _train(args, model, train_rows, (eval_set, eval_split), loss, batch_size, output, trained_head).model
     if eval_set is not None:
-        _choose_fusion(model, eval_set, eval_split, batch_size)
+        corpus = (Path(args.data).name, eval_split, beir.corpus) if beir is not None else None
+        choose_and_report_fusion(model, eval_set, eval_split, batch_size, corpus=corpus)
     model.save_pretrained(output)
     print(f"saved the cross-encoder -> {output}")
     return 0

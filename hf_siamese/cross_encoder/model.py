@@ -47,7 +47,8 @@ class CrossEncoder:
     Args:
         model: a `...ForSequenceClassification` with `num_labels` outputs (1: a relevance / similarity score).
         tokenizer: its tokenizer.
-        max_length: tokens per pair (query and document together); defaults to the tokenizer's limit, at most 512.
+        max_length: tokens per pair (query and document together); defaults to the tokenizer's limit, at most 512
+            and at most the encoder's positions (`position_limit`).
         activation: `"sigmoid"` (the default for one output: scores in (0, 1)) or `"identity"` (raw logits; the
             default for several outputs).
 
@@ -61,7 +62,9 @@ class CrossEncoder:
         self.model = model
         self.tokenizer = tokenizer
         limit = getattr(tokenizer, "model_max_length", 512)
-        self.max_length = int(max_length or min(limit if isinstance(limit, int) and limit < 100_000 else 512, 512))
+        default = min(limit if isinstance(limit, int) and limit < 100_000 else 512, 512)
+        positions = _position_limit(model)
+        self.max_length = int(max_length or (min(default, positions[0] - positions[1]) if positions else default))
         self.activation = _activation_name(activation, self.num_labels)
         self.packing = True  # pairs run packed where that is exact (forward.py); False: padded batches
 
@@ -99,6 +102,7 @@ class CrossEncoder:
                 f"...ForSequenceClassification): start a cross-encoder with CrossEncoder.from_encoder({source!r})."
             )
         config = AutoConfig.from_pretrained(source, **kwargs)
+        check_saved_fusion_weights(source, config)
         with naming_damaged_weights(source):
             model = AutoModelForSequenceClassification.from_pretrained(source, **kwargs)
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
@@ -218,7 +222,10 @@ class CrossEncoder:
         `(1 - w) * z(reranker) + w * z(first stage)`); 0: the reranker's order alone. `hf-siamese train-reranker`
         chooses it on held-out queries; it is saved in config.json (transformers, sentence-transformers and TEI ignore
         it: they give the reranker's own scores)."""
-        return float(getattr(self.model.config, "first_stage_weight", 0.0) or 0.0)
+        from ..retrieval.rerank import check_first_stage_weight
+
+        value = getattr(self.model.config, "first_stage_weight", None)
+        return 0.0 if value is None else check_first_stage_weight(value)
 
     @first_stage_weight.setter
     def first_stage_weight(self, value: float) -> None:
@@ -241,6 +248,28 @@ class CrossEncoder:
         from ..retrieval.rerank import check_stage_weights
 
         self.model.config.stage_weights = check_stage_weights(value)
+
+    @property
+    def fusion_corpus(self) -> dict[str, Any] | None:
+        """The corpus the saved fusion weights were chosen on: `{"name", "split", "fingerprint"}`
+        (`retrieval.fingerprint.corpus_fingerprint` of its document ids), set by `train-reranker` and `eval
+        --choose-fusion`; None where unknown. The weights rank that corpus only; any other takes the setting-free
+        order (`retrieval.rerank.rerank_hits`)."""
+        value = getattr(self.model.config, "fusion_corpus", None)
+        return value if isinstance(value, dict) and isinstance(value.get("fingerprint"), str) else None
+
+    @fusion_corpus.setter
+    def fusion_corpus(self, value: dict[str, Any] | None) -> None:
+        if value is not None and not (isinstance(value, dict) and isinstance(value.get("fingerprint"), str)):
+            raise ValueError(f"fusion_corpus={value!r:.80}; expected None or a dict with a 'fingerprint' string")
+        self.model.config.fusion_corpus = value
+
+    @property
+    def position_limit(self) -> tuple[int, int] | None:
+        """`(max_position_embeddings, offset)` of an encoder with learned positions: a pair reads at most
+        `max_position_embeddings - offset` tokens (the offset: RoBERTa's position ids start after its padding index,
+        at 2); None for an encoder without a position table (relative or rotary positions)."""
+        return _position_limit(self.model)
 
     @property
     def device(self) -> torch.device:
@@ -317,6 +346,33 @@ class CrossEncoder:
         if dtype not in (None, torch.float32, torch.bfloat16, torch.float16):
             raise ValueError(f"dtype={dtype!r}: expected 'auto', None, torch.float32, torch.bfloat16 or torch.float16")
         return cpu_dtype(dtype, device)
+
+
+def check_saved_fusion_weights(source: str, config: Any) -> None:
+    """Refuse a `first_stage_weight` or `stage_weights` saved in config.json that reranking would not take (a
+    string, a boolean, a number outside [0, 1]; see `rerank.check_first_stage_weight`, `check_stage_weights`),
+    naming the file and the key; absent or null, the reranker has none."""
+    from ..retrieval.rerank import check_first_stage_weight, check_stage_weights
+
+    where = os.path.join(source, "config.json") if os.path.isdir(source) else f"{source} (config.json)"
+    for key, check in (("first_stage_weight", check_first_stage_weight), ("stage_weights", check_stage_weights)):
+        value = getattr(config, key, None)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}; correct the saved value, or remove the key") from None
+
+
+def _position_limit(model: Any) -> tuple[int, int] | None:
+    """`CrossEncoder.position_limit` of `model` (a `...ForSequenceClassification`), read from its position table."""
+    prefix = getattr(model, "base_model_prefix", None)
+    base = getattr(model, prefix, model) if isinstance(prefix, str) and prefix else model
+    table = getattr(getattr(base, "embeddings", None), "position_embeddings", None)
+    if not isinstance(table, nn.Embedding):
+        return None
+    return table.num_embeddings, 0 if table.padding_idx is None else table.padding_idx + 1
 
 
 def _from_our_bi_encoder(source: str, labels: dict[str, Any]) -> Any:

@@ -77,6 +77,33 @@ def chosen_activation(scorer: Any, activation: bool | str) -> str:
     return activation_name(name, scorer.num_labels)
 
 
+def checked_max_length(scorer: Any, max_length: Any) -> int:
+    """The tokens per pair to score with: `max_length`, or None for the scorer's own (`scorer.max_length`). Refused
+    (ValueError naming it) unless a positive int within the scorer's position table (`position_limit`, where the
+    scorer has one: `CrossEncoder`), which a longer pair would index past."""
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
+        raise ValueError(f"max_length={max_length!r}: expected a positive number of tokens, or None for the model's")
+    length = max_length or scorer.max_length
+    positions = getattr(scorer, "position_limit", None)
+    if positions is not None and length > positions[0] - positions[1]:
+        table, offset = positions
+        limit = table - offset
+        reads = f"max_position_embeddings={table}" + (
+            f" less {offset}: its position ids start at {offset}" if offset else ""
+        )
+        if max_length is None:
+            raise ValueError(
+                f"CrossEncoder.max_length={length}: this model reads at most {limit} tokens a pair ({reads}); set "
+                f"max_length <= {limit}"
+            )
+        own = f", or None for the model's own ({scorer.max_length})" if scorer.max_length <= limit else ""
+        raise ValueError(
+            f"max_length={length}: this model reads at most {limit} tokens a pair ({reads}); give max_length <= "
+            f"{limit}{own}"
+        )
+    return length
+
+
 def score_pairs(
     scorer: Any,
     rows: list[tuple[str, str]],
@@ -90,10 +117,8 @@ def score_pairs(
     """`(len(rows), num_labels)` float32 scores of `rows` in input order: `logits_of` on length-sorted batches of the
     distinct pairs (`workers` batches at a time), then `activation` (`"sigmoid"` or `"identity"`). The tokenizer,
     `num_labels` and the default of `max_length` are the scorer's (a `CrossEncoder` or `ExportedCrossEncoder`)."""
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1):
-        raise ValueError(f"max_length={max_length!r}: expected a positive number of tokens, or None for the model's")
+    max_length = checked_max_length(scorer, max_length)
     tokenizer, num_labels = scorer.tokenizer, scorer.num_labels
-    max_length = max_length or scorer.max_length
     if not rows:
         return torch.empty((0, num_labels))
     unique = list(dict.fromkeys(rows))  # each distinct pair once

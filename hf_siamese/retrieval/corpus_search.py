@@ -14,6 +14,7 @@ from typing import Any
 
 from .corpus import encode_corpus
 from .corpus_matrix import corpus_matrix, matrix_search, texts_of
+from .fingerprint import corpus_fingerprint
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
 
@@ -43,6 +44,7 @@ def search_corpus(
     rerank: Any = None,
     rerank_top: int = RERANK_TOP,
     show_progress_bar: bool = False,
+    first_stage_weight: float | None = None,
     **encode_options: Any,
 ) -> list[list[dict[str, Any]]]:
     """The `top_k` hits of each query in a corpus without an index, as `VectorIndex.search` gives them (`rank`,
@@ -50,7 +52,8 @@ def search_corpus(
 
     `source` is anything `open_corpus` reads twice (a list, a file or glob, a dataset). An approximate index pays off
     only when it is kept for later searches: with `approximate=None` it is built (by size) only when `embeddings_dir`
-    is given. `rerank` (a cross-encoder) re-scores the first `rerank_top` hits. `encode_options` go to
+    is given. `rerank` (a cross-encoder) re-scores the first `rerank_top` hits, fused with their scores by
+    `first_stage_weight` (default: the reranker's own; `rerank.rerank_hits`). `encode_options` go to
     `encode_corpus` (`shard_size`, `dtype`)."""
     if approximate is None and embeddings_dir is None:
         approximate = False
@@ -79,7 +82,10 @@ def search_corpus(
         )
     if rerank is None:
         return results
-    return rerank_hits(rerank, queries, results, top_k, batch_size, show_progress_bar=show_progress_bar)
+    return rerank_hits(
+        rerank, queries, results, top_k, batch_size, show_progress_bar=show_progress_bar,
+        first_stage_weight=first_stage_weight, corpus=corpus_fingerprint(ids),
+    )  # fmt: skip
 
 
 __all__ = ["search_corpus", "work_folder"]

@@ -16,6 +16,7 @@ import numpy as np
 from ..data.beir import RetrievalDataset
 from ..metrics.evaluator import Evaluator, prefixed_metrics
 from .exact import exact_search
+from .fingerprint import corpus_fingerprint
 from .hybrid import check_first_stage, choose_dense_weight, fuse, reciprocal_rank_fusion, stage_scores
 from .lexical import LexicalSettings, build_lexical_index
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
@@ -211,7 +212,7 @@ class RetrievalEvaluator(Evaluator):
         reranked = rerank_hits(
             self.rerank, [dataset.queries[q] for q in judged], hits, batch_size=self.batch_size,
             show_progress_bar=self.show_progress_bar, first_stage_weight=self.first_stage_weight,
-            stage_weights=self.stage_weights,
+            stage_weights=self.stage_weights, corpus=corpus_fingerprint(dataset.corpus),
         )  # fmt: skip
         first = ranked_ids(runs[first_stage][1], judged, corpus_ids)
         second = {q: _then([hit["id"] for hit in found], first[q]) for q, found in zip(judged, reranked, strict=True)}

@@ -97,3 +97,15 @@ def describe_mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> str:
     if recorded.get("weights_dtype") != current["weights_dtype"]:
         return f"the weights are {current['weights_dtype']} here, {recorded.get('weights_dtype')} in the index"
     return "same config, different weights"
+
+
+def corpus_fingerprint(ids: Any) -> str:
+    """A digest of a corpus's document ids (their number and the sorted ids as strings): which corpus a set of
+    second-stage weights was chosen on, compared with the corpus a search or evaluation runs over. Edits of a
+    document's text keep it; another corpus, or documents added or removed, change it."""
+    names = sorted(str(i) for i in ids)
+    digest = hashlib.sha256(f"{len(names)}\n".encode())
+    for name in names:
+        digest.update(name.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()

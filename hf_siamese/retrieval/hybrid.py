@@ -27,6 +27,10 @@ import numpy as np
 FIRST_STAGES = ("dense", "lexical", "hybrid")
 FUSIONS = ("rrf", "zscore")
 RRF_K = 60
+# How deep each list is read before fusing when no reranker sets the depth: the same for every top_k, so that asking
+# for more hits never reorders the best ones (RRF and z-scores both change with a list's depth); 100 is the depth
+# `eval` fuses at (its deepest cut-off, recall@100) and a reranker's default.
+FUSION_DEPTH = 100
 WEIGHT_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 
 Ranked = tuple[np.ndarray, np.ndarray]

@@ -43,7 +43,7 @@ import torch
 from ..storage import exclusive_output, recover_output, replace_folder
 from .corpus import encode_corpus
 from .corpus_matrix import corpus_matrix, keep_one_copy, neighbour_search
-from .fingerprint import model_fingerprint, recorded_name
+from .fingerprint import corpus_fingerprint, model_fingerprint, recorded_name
 from .index_parts import (
     FAISS_METRICS,
     check_ids,
@@ -51,7 +51,7 @@ from .index_parts import (
     faiss_available,
     resolve_dtype,
 )
-from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, require_lexical
+from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, wants_lexical
 from .store import SearchIndex, is_engine_location
 from .vector_index import (
     EMBEDDINGS_DIR,
@@ -114,25 +114,6 @@ class _TextTable:
             self.writer.close()
         if self.lexical is not None:
             self.lexical.close()
-
-
-def _wants_lexical(lexical: bool | None, settings: LexicalSettings | None) -> bool:
-    """Whether to build the lexical part: `lexical=None` builds it when bm25s (and PyStemmer) are installed; settings
-    given with `lexical=False` are refused (they would set nothing)."""
-    if lexical is False and settings is not None:
-        raise ValueError(
-            "lexical_settings (--language, --no-stemmer, --no-stopwords, --k1, --b) set the BM25 part, which "
-            "lexical=False (--no-lexical) leaves out: give one or the other"
-        )
-    if lexical is None:
-        try:
-            require_lexical((settings or LexicalSettings()).stemmer)
-        except ImportError:
-            return False
-        return True
-    if lexical:
-        require_lexical((settings or LexicalSettings()).stemmer)
-    return bool(lexical)
 
 
 def _source(corpus: Any, ids: Any, text_column: str, id_column: str | None) -> tuple[Any, str, str | None]:
@@ -198,7 +179,7 @@ def build_index(
 
     `output_dir` may also be a search engine's collection (`milvus://HOST:PORT/COLLECTION`,
     `milvus-lite:FILE.db#COLLECTION`): the corpus is embedded into a local folder index as below, then exported to it
-    (`milvus_export.build_engine_index`; `engine_options`: `engine_lexical` "ours" / "milvus", `dense_index`,
+    (`milvus_build.build_engine_index`; `engine_options`: `engine_lexical` "ours" / "milvus", `dense_index`,
     `dense_params`, `work_dir`), and the `MilvusIndex` returned searches like the folder.
 
     Args:
@@ -228,16 +209,16 @@ def build_index(
             where they are not). `lexical_settings`: its language, stemmer, stopwords, k1 and b.
     """
     if is_engine_location(output_dir):
-        from .milvus_export import build_engine_index
+        from .milvus_build import build_engine_index
 
         if calibration_queries is not None:
             raise ValueError(
                 "calibration_queries (--calibration-queries): an engine's approximate index measures its recall on "
                 "held-out documents; give none"
             )
-
+        corpus, text_column, id_column = _source(corpus, ids, text_column, id_column)  # read as the build reads it
         return build_engine_index(
-            model, corpus, str(output_dir), build_index, ids=ids, text_column=text_column, id_column=id_column,
+            model, corpus, str(output_dir), build_index, text_column=text_column, id_column=id_column,
             tokenizer=tokenizer,
             batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
             approximate=approximate, embeddings_dir=embeddings_dir, show_progress_bar=show_progress_bar,
@@ -276,7 +257,7 @@ def _build_index(
         raise ImportError("approximate=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
     if approximate is None and not (similarity in FAISS_METRICS and faiss_available()):
         approximate = False
-    with_lexical = _wants_lexical(lexical, lexical_settings)
+    with_lexical = wants_lexical(lexical, lexical_settings)
     if with_lexical:
         TermTokenizer(
             lexical_settings or LexicalSettings()
@@ -367,6 +348,7 @@ def index_record(
         "count": int(shape[0]),
         "dim": int(shape[1]),
         "id_type": type(ids[0]).__name__,
+        "corpus": corpus_fingerprint(ids),
         "backend": backend,
         "ann": None,
         "lexical": None,

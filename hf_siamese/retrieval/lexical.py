@@ -47,6 +47,33 @@ def require_lexical(stemmer: bool = True) -> None:
     require_modules(needed, "lexical and hybrid search need bm25s and PyStemmer", INSTALL)
 
 
+def wants_lexical(lexical: bool | None, settings: LexicalSettings | None, engine_lexical: str | None = None) -> bool:
+    """Whether an index build makes its lexical part: the one rule for the lexical choices of a build. `lexical=None`
+    builds it when bm25s (and PyStemmer) are installed, or where `engine_lexical` (an engine's BM25, "ours" /
+    "milvus") asks for it (then an ImportError names the install where they are not); what sets the BM25 part
+    (`settings`, `engine_lexical`) given with `lexical=False` is refused, naming both: it would set nothing."""
+    given = []
+    if settings is not None:
+        given.append("lexical_settings (--language, --no-stemmer, --no-stopwords, --k1, --b)")
+    if engine_lexical is not None:
+        given.append(f"engine_lexical={engine_lexical!r} (--engine-lexical {engine_lexical})")
+    if lexical is False and given:
+        verb = "sets" if given == [given[-1]] and settings is None else "set"
+        raise ValueError(
+            f"{' and '.join(given)} {verb} the BM25 part, which lexical=False (--no-lexical) leaves out: give one or "
+            "the other"
+        )
+    if lexical is None and engine_lexical is None:
+        try:
+            require_lexical((settings or LexicalSettings()).stemmer)
+        except ImportError:
+            return False
+        return True
+    if lexical is not False:
+        require_lexical((settings or LexicalSettings()).stemmer)
+    return lexical is not False
+
+
 @dataclass(frozen=True)
 class LexicalSettings:
     """How texts become terms and how BM25 weighs them; recorded in the index (`lexical/lexical.json`).

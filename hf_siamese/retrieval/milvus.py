@@ -7,6 +7,10 @@ Where it lives, in the one string `--index` / `-o` take:
                                          written anywhere); milvuss://... for TLS
     milvus-lite:PATH/TO/FILE.db#COLLECTION   Milvus Lite: one process at a time
 
+The scheme is read in any case. Searching never creates a database: a Milvus Lite path that does not exist, or is not
+a Milvus Lite database, is refused at once, naming it (`milvus_location.py`: the parse, the connection, and the dense
+index types each engine builds).
+
 One collection holds, per document: `row` (its position in the corpus: the primary key, so a rerun upserts the same
 keys and nothing is duplicated), `doc_id` (the corpus id), `text`, `dense` (the vector) and, with its lexical part,
 `lexical`: a sparse vector of BM25 weights. The lexical part is ours by default (`lexical="ours"`: bm25s's Lucene
@@ -25,91 +29,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import os
-import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .index_parts import require_modules
+from .milvus_location import MilvusLocation, check_dense_index, dense_index_types, require_milvus
 from .store import SearchIndex
 
-INSTALL = "pip install 'hf-siamese[milvus]'"
 RECORD_KEY = "hf_siamese.index"
 FORMAT_NAME = "hf-siamese-milvus-index"
 FORMAT_VERSION = 1
 FIELDS = ("row", "doc_id", "text", "dense")
-CONNECT_TIMEOUT = 10.0  # seconds: an unreachable server is one line within this, not a hang
 QUERY_CHUNK = 256  # queries per search request
-_COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 METRICS = {"cosine": "COSINE", "dot": "IP", "euclidean": "L2"}
-
-
-def require_milvus(lite: bool = False) -> None:
-    """Raise `ImportError` naming the install command unless pymilvus (and, for Lite, milvus-lite) import."""
-    needed = {"pymilvus": "pymilvus", "milvus_lite": "milvus-lite"} if lite else {"pymilvus": "pymilvus"}
-    require_modules(needed, "Milvus indexes need pymilvus and milvus-lite", INSTALL)
-
-
-@dataclass(frozen=True)
-class MilvusLocation:
-    """A parsed `milvus://` / `milvus-lite:` location: the client's `uri`, the `collection`, and the text given."""
-
-    uri: str
-    collection: str
-    text: str
-    lite: bool
-
-    @classmethod
-    def parse(cls, text: str) -> MilvusLocation:
-        form = "milvus://HOST:PORT/COLLECTION or milvus-lite:PATH/TO/FILE.db#COLLECTION"
-        if text.startswith("milvus-lite:"):
-            path, _, collection = text[len("milvus-lite:") :].partition("#")
-            if not path.endswith(".db"):
-                raise ValueError(f"{text!r}: Milvus Lite keeps a collection in a file named *.db; expected {form}")
-            uri, lite = os.path.abspath(path), True
-        elif text.startswith(("milvus://", "milvuss://")):
-            scheme, _, rest = text.partition("://")
-            address, _, collection = rest.partition("/")
-            if not re.fullmatch(r"[^/:]+:\d+", address):
-                raise ValueError(f"{text!r}: expected {form} (a host and a port)")
-            uri, lite = ("https://" if scheme == "milvuss" else "http://") + address, False
-        else:
-            raise ValueError(f"{text!r} is not a Milvus location; expected {form}")
-        if not _COLLECTION_NAME.fullmatch(collection):
-            raise ValueError(
-                f"{text!r}: collection name {collection!r}; expected letters, digits and '_', not starting with a digit"
-            )
-        return cls(uri, collection, text, lite)
-
-    def connect(self) -> Any:
-        """A `MilvusClient` of this location, within `CONNECT_TIMEOUT`; a `ConnectionError` naming the location and
-        what to check where it cannot be reached."""
-        require_milvus(self.lite)
-        from pymilvus import MilvusClient
-
-        if self.lite:
-            os.makedirs(os.path.dirname(self.uri) or ".", exist_ok=True)
-            # Milvus Lite's in-process gRPC server logs calls it does not implement (AllocTimestamp) as errors
-            logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
-        try:
-            return MilvusClient(self.uri, token=os.environ.get("MILVUS_TOKEN", ""), timeout=CONNECT_TIMEOUT)
-        except Exception as error:  # pymilvus raises its own MilvusException kinds
-            what = "open the Milvus Lite file" if self.lite else "reach the Milvus server"
-            raise ConnectionError(
-                f"{self.text}: could not {what} at {self.uri} within {CONNECT_TIMEOUT:g} s ({_one_line(error)}); "
-                + ("check the file is not open in another process" if self.lite else "check it runs and the port")
-            ) from None
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())[:300] or type(error).__name__
-
-
 NO_TERM_KEY = 0xFFFFFFFE  # the one dimension of a document with no term (Milvus refuses an empty sparse vector)
 
 
@@ -154,6 +88,35 @@ def read_record(client: Any, location: MilvusLocation) -> dict[str, Any] | None:
     return record
 
 
+def _checked_record(client: Any, location: MilvusLocation) -> dict[str, Any]:
+    """The record of the collection at `location`, checked: written by hf-siamese, complete, its fields and dimension
+    as recorded; each problem is one line naming the location and what to do."""
+    text = location.text
+    info = read_record(client, location)
+    if info is None:
+        names = client.list_collections()
+        raise ValueError(
+            f"{text}: no collection {location.collection!r} there (collections: {sorted(names)}); build one with "
+            f"'hf-siamese index CORPUS -o {text}'"
+        )
+    if info.get("uploaded") != info.get("count"):
+        raise ValueError(
+            f"{text}: the export stopped at {info.get('uploaded')} of {info.get('count')} documents; run the same "
+            "'hf-siamese index' command again to finish it (where it stopped on an error, change what that error "
+            "named and rebuild with --overwrite)"
+        )
+    fields = {field["name"]: field for field in client.describe_collection(location.collection)["fields"]}
+    wanted = [*FIELDS, "lexical"] if info.get("lexical") else list(FIELDS)
+    missing = [name for name in wanted if name not in fields]
+    if missing:
+        raise ValueError(f"{text}: the collection has no field(s) {missing}; rebuild it with --overwrite")
+    dim = int(fields["dense"].get("params", {}).get("dim", -1))
+    if dim != int(info["dim"]):
+        raise ValueError(f"{text}: the dense field has dimension {dim}, the record says {info['dim']}; rebuild it")
+    client.load_collection(location.collection)
+    return info
+
+
 class MilvusIndex(SearchIndex):
     """A collection written by `hf-siamese index -o milvus...` (`milvus_export.export_index`), searched like a folder
     index; open one with `load_index(location)` or `MilvusIndex.open`."""
@@ -172,28 +135,15 @@ class MilvusIndex(SearchIndex):
         recorded; each problem is one line naming the location and what to do."""
         location = MilvusLocation.parse(text)
         client = location.connect()
-        info = read_record(client, location)
-        if info is None:
-            names = client.list_collections()
-            raise ValueError(
-                f"{text}: no collection {location.collection!r} there (collections: {sorted(names)}); build one with "
-                f"'hf-siamese index CORPUS -o {text}'"
-            )
-        if info.get("uploaded") != info.get("count"):
-            raise ValueError(
-                f"{text}: the export stopped at {info.get('uploaded')} of {info.get('count')} documents; run the same "
-                "'hf-siamese index' command again to finish it"
-            )
-        fields = {field["name"]: field for field in client.describe_collection(location.collection)["fields"]}
-        wanted = [*FIELDS, "lexical"] if info.get("lexical") else list(FIELDS)
-        missing = [name for name in wanted if name not in fields]
-        if missing:
-            raise ValueError(f"{text}: the collection has no field(s) {missing}; rebuild it with --overwrite")
-        dim = int(fields["dense"].get("params", {}).get("dim", -1))
-        if dim != int(info["dim"]):
-            raise ValueError(f"{text}: the dense field has dimension {dim}, the record says {info['dim']}; rebuild it")
-        client.load_collection(location.collection)
-        return cls(location, client, info)
+        try:
+            return cls(location, client, _checked_record(client, location))
+        except BaseException:
+            client.close()  # its own channel: not left open behind a refusal
+            raise
+
+    def close(self) -> None:
+        """Close the client's channel (the index cannot search afterwards)."""
+        self.client.close()
 
     def __repr__(self) -> str:
         return f"MilvusIndex({self.location!r}, count={len(self)}, dim={self.dim}, similarity={self.similarity!r})"
@@ -276,4 +226,7 @@ class MilvusIndex(SearchIndex):
         return scores, rows
 
 
-__all__ = ["MilvusIndex", "MilvusLocation", "query_vectors", "read_record", "require_milvus", "term_key"]
+__all__ = [
+    "MilvusIndex", "MilvusLocation", "check_dense_index", "dense_index_types", "query_vectors", "read_record",
+    "require_milvus", "term_key",
+]  # fmt: skip

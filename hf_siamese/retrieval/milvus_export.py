@@ -1,6 +1,5 @@
-"""Writing an index into Milvus (`milvus.py` says where and what a collection holds): `build_engine_index` embeds
-the corpus into a local folder index first (the same reader, the same streamed, resumable shards and BM25 pass as
-`build_index`), then `export_index` upserts it into the collection in batches.
+"""Writing an index into Milvus (`milvus.py` says where and what a collection holds): `export_index` upserts a folder
+index into the collection in batches (`milvus_build.build_engine_index` embeds a corpus into one first).
 
 Resumable and idempotent: rows are upserted by their position (the primary key), and the collection records how many
 rows the engine has flushed (`uploaded`), so a killed export, run again, goes on from there; nothing is duplicated or
@@ -8,23 +7,21 @@ lost. A collection holding another export (other data, model or settings) is rep
 
 The dense field's index follows the folder's rule: exact (FLAT) below `ann.EXACT_BELOW` documents, else IVF_FLAT with
 `nprobe` chosen by the recall@10 measured against exact search on held-out documents (the folder's vectors give the
-exact answer); `dense_index=` / `dense_params=` pass any other index type on to a server (HNSW, ...).
+exact answer); `dense_index=` / `dense_params=` pass any other index type the engine builds (`milvus.dense_index_types`:
+HNSW, ...; another is refused before any work). What Milvus cannot hold (a text or id over 65,535 bytes) is refused
+before the collection is created or replaced: nothing already there is lost, nothing is left half-written.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..data.digest import TextDigest
-from ..storage import write_text_atomic
 from .lexical import lucene_idf, lucene_weights
 from .milvus import (
     FORMAT_NAME,
@@ -34,6 +31,7 @@ from .milvus import (
     RECORD_KEY,
     MilvusIndex,
     MilvusLocation,
+    check_dense_index,
     query_vectors,
     read_record,
     term_key,
@@ -46,6 +44,22 @@ BATCH = 2_000  # rows a request
 FLUSH_EVERY = 20  # batches between flushes: the recorded resume point is always flushed
 RECALL_TARGET, RECALL_SAMPLE = 0.95, 200
 _MAX_TEXT_BYTES = 65_535  # Milvus's VARCHAR limit
+
+
+def check_engine_row(doc_id: Any, text: str, row: int) -> None:
+    """A `ValueError` naming the document, its size and what to change where its text (or its id) is over the
+    65,535 bytes Milvus holds in a VARCHAR field; checked before any collection is made or replaced."""
+    fixes = {"text": "split long documents into passages (or shorten this one)", "id": "give it a shorter id"}
+    for what, value in (("text", text), ("id", doc_id)):
+        # a character is at most 4 bytes in UTF-8: most values need no encoding to be known short enough
+        if isinstance(value, str) and 4 * len(value) > _MAX_TEXT_BYTES:
+            size = len(value.encode("utf-8", "surrogatepass"))
+            if size > _MAX_TEXT_BYTES:
+                raise ValueError(
+                    f"document {doc_id!r:.60} (row {row}) has {size:,} bytes of {what}, over the {_MAX_TEXT_BYTES:,} "
+                    f"Milvus holds in a {what} field: {fixes[what]}, then run the command again (the collection was "
+                    "not touched)"
+                )
 
 
 def analyzer_of(settings: Any) -> dict[str, Any]:
@@ -62,15 +76,20 @@ def analyzer_of(settings: Any) -> dict[str, Any]:
     return {"tokenizer": "standard", "filter": filters}
 
 
-def dense_index_of(count: int, index_type: str | None, params: dict[str, Any] | None) -> dict[str, Any]:
-    """The dense field's index: given, or FLAT below `ann.EXACT_BELOW` documents and IVF_FLAT above (nlist about
-    4 x sqrt(count) where not given; its nprobe is then chosen by measured recall)."""
+def dense_index_of(
+    count: int, index_type: str | None, params: dict[str, Any] | None, location: MilvusLocation | None = None
+) -> dict[str, Any]:
+    """The dense field's index: given (checked against what the engine at `location` builds), or FLAT below
+    `ann.EXACT_BELOW` documents and IVF_FLAT above (an IVF kind's nlist about 4 x sqrt(count) where not given; its
+    nprobe is then chosen by measured recall)."""
     from .ann import EXACT_BELOW
 
     if index_type is None:
         index_type = "FLAT" if count < EXACT_BELOW else "IVF_FLAT"
+    elif location is not None:
+        index_type = check_dense_index(index_type, location)
     index_type, params = index_type.upper(), dict(params or {})
-    if index_type == "IVF_FLAT":
+    if index_type.startswith("IVF_"):
         params.setdefault("nlist", int(min(65_536, max(16, 4 * np.sqrt(count)))))
         return {"type": index_type, "params": params, "search": {"nprobe": 16}}
     return {"type": index_type, "params": params, "search": {}}
@@ -85,12 +104,14 @@ def export_index(
     dense_params: dict[str, Any] | None = None,
     overwrite: bool = False,
     batch_size: int = BATCH,
+    build: str | None = None,
 ) -> MilvusIndex:
     """Upsert the folder index `index` (a `VectorIndex`) into the collection at `location`; returns it opened.
 
     `lexical`: "ours" (the folder's BM25 weights as sparse vectors: the same scores as the folder), "milvus" (the
     engine's BM25 function over `analyzer_of` its settings) or None (no lexical part); the folder must have a lexical
-    part for either. A collection holding this same export is resumed (or, complete, returned as it is)."""
+    part for either. A collection holding this same export is resumed (or, complete, returned as it is). `build`:
+    what made the folder (recorded, not compared: `milvus_build`'s digest of the corpus and settings)."""
     if lexical is not None and lexical not in LEXICAL_KINDS:
         raise ValueError(f"lexical={lexical!r}; accepted: {', '.join(LEXICAL_KINDS)} or None")
     if lexical is not None and not index.has_lexical:
@@ -100,17 +121,21 @@ def export_index(
             f"the {index.similarity!r} similarity has no Milvus metric; Milvus serves {', '.join(METRICS)}"
         )
     where = MilvusLocation.parse(location)
-    client = where.connect()
-    wanted = _record(index, lexical, dense_index_of(len(index), dense_index, dense_params))
-    start = _prepare(client, where, wanted, overwrite)
-    if start is None:
-        return MilvusIndex.open(location)
-    upload = _Uploader(index, client, where, wanted, lexical)
-    for begin in range(start, len(index), batch_size):
-        upload.batch(begin, min(begin + batch_size, len(index)))
-    upload.finish()
-    if wanted["dense_index"]["type"] == "IVF_FLAT":
-        _choose_nprobe(index, client, where, wanted)
+    dense = dense_index_of(len(index), dense_index, dense_params, where)  # before any work
+    wanted = _record(index, lexical, dense)  # refuses what Milvus cannot hold before anything is written
+    wanted["build"] = build
+    client = where.connect(create=True)
+    try:
+        start = _prepare(client, where, wanted, overwrite)
+        if start is not None:
+            upload = _Uploader(index, client, where, wanted, lexical)
+            for begin in range(start, len(index), batch_size):
+                upload.batch(begin, min(begin + batch_size, len(index)))
+            upload.finish()
+            if wanted["dense_index"]["type"].startswith("IVF_"):
+                _choose_nprobe(index, client, where, wanted)
+    finally:
+        client.close()  # its own channel: closed, not left pinging an idle engine
     return MilvusIndex.open(location)
 
 
@@ -118,7 +143,8 @@ def _record(index: Any, lexical: str | None, dense: dict[str, Any]) -> dict[str,
     digest = TextDigest()
     for begin in range(0, len(index), 10_000):
         chunk = index.corpus[begin : begin + 10_000]
-        for doc_id, text in zip(chunk["id"], chunk["text"], strict=True):
+        for offset, (doc_id, text) in enumerate(zip(chunk["id"], chunk["text"], strict=True)):
+            check_engine_row(doc_id, text, begin + offset)
             digest.add(doc_id, text)
     info = index.info
     lexical_record = None
@@ -127,7 +153,8 @@ def _record(index: Any, lexical: str | None, dense: dict[str, Any]) -> dict[str,
     return {
         "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "model": _small_model(info["model"]),
         "settings": info["settings"], "count": info["count"], "dim": info["dim"], "id_type": info["id_type"],
-        "lexical": lexical_record, "dense_index": dense, "data": digest.describe("documents"), "uploaded": 0,
+        "corpus": info.get("corpus"), "lexical": lexical_record, "dense_index": dense,
+        "data": digest.describe("documents"), "uploaded": 0,
     }  # fmt: skip
 
 
@@ -138,8 +165,18 @@ def _small_model(model: dict[str, Any]) -> dict[str, Any]:
 
 
 def _comparable(record: dict[str, Any]) -> dict[str, Any]:
-    dense = {key: value for key, value in record["dense_index"].items() if key != "search"}
-    return {**{key: value for key, value in record.items() if key != "uploaded"}, "dense_index": dense}
+    """What makes two exports the same: not how far one got, what made its folder, nor what its search measured."""
+    dense = {key: value for key, value in record["dense_index"].items() if key not in ("search", "recall")}
+    kept = {key: value for key, value in record.items() if key not in ("uploaded", "build")}
+    return {**kept, "dense_index": dense}
+
+
+def another_export(where: MilvusLocation, differs: list[str]) -> ValueError:
+    """The refusal to write over a collection holding another export (`differs`: the record's keys that differ)."""
+    return ValueError(
+        f"{where.text}: the collection holds another export (differs in {differs}); pass --overwrite "
+        "(overwrite=True) to replace it, or give another collection"
+    )
 
 
 def _prepare(client: Any, where: MilvusLocation, wanted: dict[str, Any], overwrite: bool) -> int | None:
@@ -159,10 +196,7 @@ def _prepare(client: Any, where: MilvusLocation, wanted: dict[str, Any], overwri
             logger.warning("%s: resuming the export at row %d of %d", where.text, found["uploaded"], found["count"])
             return int(found["uploaded"])
         if not overwrite:
-            raise ValueError(
-                f"{where.text}: the collection holds another export (differs in {differs}); pass --overwrite "
-                "(overwrite=True) to replace it, or give another collection"
-            )
+            raise another_export(where, differs)
     if found is not None:
         client.drop_collection(where.collection)
     _create(client, where, wanted)
@@ -228,11 +262,6 @@ class _Uploader:
         vectors = np.asarray(self.index.embeddings[begin:end], dtype=np.float32)
         rows = []
         for offset, (doc_id, text) in enumerate(zip(chunk["id"], chunk["text"], strict=True)):
-            if len(text.encode("utf-8")) > _MAX_TEXT_BYTES:
-                raise ValueError(
-                    f"document {doc_id!r} (row {begin + offset}) is longer than Milvus's {_MAX_TEXT_BYTES} bytes of "
-                    "text; split long documents into passages"
-                )
             rows.append({"row": begin + offset, "doc_id": doc_id, "text": text, "dense": vectors[offset].tolist()})
         if self.weights is not None:
             for row, sparse in zip(rows, self.weights(chunk["text"]), strict=True):
@@ -309,91 +338,11 @@ def _choose_nprobe(index: Any, client: Any, where: MilvusLocation, record: dict[
         nprobe = min(nprobe * 2, most)
     record["dense_index"]["recall"] = {"at": 10, "value": round(recall, 4), "measured_on": "held-out documents"}
     client.alter_collection_properties(where.collection, properties={RECORD_KEY: json.dumps(record)})
-    logger.info("%s: IVF_FLAT nprobe %d, recall@10 %.3f on held-out documents", where.text, nprobe, recall)
+    kind = record["dense_index"]["type"]
+    logger.info("%s: %s nprobe %d, recall@10 %.3f on held-out documents", where.text, kind, nprobe, recall)
 
 
-def work_folder(location: str) -> Path:
-    """Where `build_engine_index` embeds the corpus before the export: beside a Milvus Lite file, else in the
-    current folder (`.hf-siamese-export-COLLECTION`)."""
-    where = MilvusLocation.parse(location)
-    if where.lite:
-        return Path(where.uri).with_name(f".{Path(where.uri).name}.{where.collection}.export")
-    return Path.cwd() / f".hf-siamese-export-{where.collection}"
-
-
-def build_engine_index(
-    model: Any,
-    corpus: Any,
-    location: str,
-    build_folder: Any,
-    *,
-    lexical: bool | None = None,
-    lexical_settings: Any = None,
-    approximate: bool | None = None,
-    engine_lexical: str = "ours",
-    dense_index: str | None = None,
-    dense_params: dict[str, Any] | None = None,
-    overwrite: bool = False,
-    work_dir: str | os.PathLike | None = None,
-    **build_kwargs: Any,
-) -> MilvusIndex:
-    """Embed `corpus` with `model` into a local folder index by `build_folder` (`index_build.build_index`), in
-    `work_dir` (default `work_folder(location)`; resumed when a stopped run left it), export it to the collection at
-    `location`, then remove the default work folder. `approximate` picks the dense index as the folder's rule does
-    (None: by size; True: IVF_FLAT; False: FLAT) unless `dense_index` names one."""
-    if dense_index is None and approximate is not None:
-        dense_index = "IVF_FLAT" if approximate else "FLAT"
-    if lexical_settings is not None and engine_lexical == "milvus":
-        from .lexical import LexicalSettings
-
-        analyzer_of(lexical_settings or LexicalSettings())  # what Milvus's analyzer cannot do: refused before work
-    from .vector_index import VectorIndex
-
-    MilvusLocation.parse(location).connect().close()  # an unreachable engine fails before any embedding
-    folder = Path(work_dir) if work_dir is not None else work_folder(location)
-    kept = None
-    settings = {**build_kwargs, "lexical": lexical, "lexical_settings": lexical_settings}
-    if (folder / "index.json").is_file():
-        kept = VectorIndex.load(folder)
-        if kept.info["model"]["fingerprint"] != _fingerprint(model) or not _same_source(folder, settings, corpus):
-            kept = None
-    if kept is None:
-        kept = build_folder(
-            model, corpus, folder, overwrite=True, lexical=lexical, lexical_settings=lexical_settings,
-            approximate=False, **build_kwargs,
-        )  # fmt: skip
-        write_text_atomic(folder / "export.json", json.dumps(_source(corpus, settings)))
-    result = export_index(
-        kept, location, lexical=engine_lexical if kept.has_lexical else None, dense_index=dense_index,
-        dense_params=dense_params, overwrite=overwrite,
-    )  # fmt: skip
-    if work_dir is None:
-        shutil.rmtree(folder, ignore_errors=True)
-    return result
-
-
-def _fingerprint(model: Any) -> str:
-    from .fingerprint import model_fingerprint
-
-    return model_fingerprint(model)["fingerprint"]
-
-
-def _source(corpus: Any, build_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What the corpus was, cheaply: files by path, size and time; anything else by its repr's digest."""
-    settings = {key: repr(value) for key, value in sorted(build_kwargs.items()) if key != "show_progress_bar"}
-    if isinstance(corpus, str | os.PathLike) and Path(corpus).exists():
-        stat = Path(corpus).stat()
-        return {"path": os.path.abspath(corpus), "size": stat.st_size, "mtime": stat.st_mtime_ns, **settings}
-    digest = TextDigest()
-    digest.add(repr(corpus)[:100_000])
-    return {"repr": digest.hexdigest(), **settings}
-
-
-def _same_source(folder: Path, build_kwargs: dict[str, Any], corpus: Any) -> bool:
-    try:
-        return json.loads((folder / "export.json").read_text(encoding="utf-8")) == _source(corpus, build_kwargs)
-    except (OSError, ValueError):
-        return False
-
-
-__all__ = ["analyzer_of", "build_engine_index", "export_index", "query_vectors", "work_folder"]
+__all__ = [
+    "LEXICAL_KINDS", "analyzer_of", "another_export", "check_engine_row", "dense_index_of", "export_index",
+    "query_vectors",
+]  # fmt: skip

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .hybrid import check_first_stage
 from .rerank import RERANK_TOP, check_first_stage_weight, check_stage_weights
 
 _LOADERS: list[Callable[[str], Any]] = []
@@ -37,6 +38,65 @@ def load_reranker(location: str) -> Any:
     if not _LOADERS:
         raise ValueError(f"no reranker loader is registered to load {location!r} (hf_siamese registers one on import)")
     return _LOADERS[-1](location)
+
+
+def checked_record(record: Any, location: str) -> dict[str, Any] | None:
+    """The pipeline `record` of the index at `location` (None: no pipeline), its fields checked: a record edited by
+    hand is refused naming the field and what it accepts, not met later as a raw error."""
+    if record is None:
+        return None
+    where = f"the pipeline recorded in the index {location!r}"
+    if not isinstance(record, dict):
+        raise ValueError(f"{where} is {record!r:.80}; expected an object (or null for none)")
+    reranker = record.get("reranker")
+    if not isinstance(reranker, str) or not reranker.strip():
+        raise ValueError(
+            f"{where}: 'reranker' is {reranker!r:.80}; expected the reranker's folder or Hub id. Record one with "
+            f"'hf-siamese index --attach {location} --rerank CE_DIR', or remove the pipeline"
+        )
+    top = record.get("rerank_top")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"{where}: 'rerank_top' is {top!r:.80}; expected a positive whole number")
+    try:
+        if record.get("first_stage_weight") is not None:
+            check_first_stage_weight(record["first_stage_weight"])
+        check_stage_weights(record.get("stage_weights"))
+        check_first_stage(record.get("first_stage"), record.get("fusion"), record.get("dense_weight"))
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    return record
+
+
+def load_recorded_reranker(record: dict[str, Any], location: str) -> Any:
+    """The reranker a pipeline record names, loaded and checked against the fingerprint recorded with it: a reranker
+    that cannot be loaded, or was replaced since it was recorded (other weights or config), is refused naming how to
+    go on (`--no-rerank`: the first stage alone; re-attaching it), never used silently."""
+    name = record["reranker"]
+    try:
+        reranker = load_reranker(name)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"the index {location!r} reranks with {name!r}, which cannot be loaded ({str(error).splitlines()[0]}): "
+            f"restore it, record another ('hf-siamese index --attach {location} --rerank CE_DIR'), or search the "
+            "first stage alone (--no-rerank; rerank=False in Python)"
+        ) from None
+    recorded, current = record.get("reranker_fingerprint"), reranker_fingerprint(reranker)
+    if recorded is not None and current is not None and recorded != current:
+        raise ValueError(
+            f"the index {location!r} records the reranker {name!r} with fingerprint {recorded[:12]}, but the model "
+            f"there now has fingerprint {current[:12]} (replaced or trained again since it was recorded): record it "
+            f"again ('hf-siamese index --attach {location} --rerank {name}'), rerank with it by name (--rerank "
+            f"{name}), or search the first stage alone (--no-rerank)"
+        )
+    return reranker
+
+
+def recorded_weights(record: dict[str, Any], first_stage: str) -> tuple[float | None, dict[str, float] | None]:
+    """(first_stage_weight, stage_weights) a recorded pipeline reranks `first_stage`'s hits with: its three-score
+    weights over the hybrid first stage (whose hits carry each stage's score), its two-score weight over any other;
+    (None, None) where it records none (the reranker's own then apply by their rule, `rerank.rerank_hits`)."""
+    stages = record.get("stage_weights") if first_stage == "hybrid" else None
+    return record["first_stage_weight"], stages
 
 
 def reranker_fingerprint(reranker: Any) -> str | None:
@@ -69,11 +129,9 @@ def pipeline_record(
     chosen = index.check_first_stage(first_stage, fusion, dense_weight)
     if isinstance(rerank_top, bool) or not isinstance(rerank_top, int) or rerank_top < 1:
         raise ValueError(f"rerank_top={rerank_top!r}; accepted: a positive int (first-stage hits reranked per query)")
-    weight, stages = first_stage_weight, None
-    if weight is None:
-        weight = float(getattr(reranker, "first_stage_weight", 0.0) or 0.0)
-        # The reranker's three-score weights apply over a hybrid first stage (its hits carry both stages' scores).
-        stages = check_stage_weights(getattr(reranker, "stage_weights", None)) if chosen == "hybrid" else None
+    # No weight given: the reranker's own apply at search time by their rule (`rerank.rerank_hits`: on the corpus they
+    # were chosen on, else the setting-free order), so the record keeps none of its own.
+    weight = None if first_stage_weight is None else check_first_stage_weight(first_stage_weight)
     location = reranker_location
     if os.path.isdir(location):
         location = os.path.abspath(location)
@@ -81,8 +139,8 @@ def pipeline_record(
         "reranker": location,
         "reranker_fingerprint": reranker_fingerprint(reranker),
         "rerank_top": rerank_top,
-        "first_stage_weight": check_first_stage_weight(weight),
-        "stage_weights": stages,
+        "first_stage_weight": weight,
+        "stage_weights": None,
         "first_stage": chosen,
         "fusion": fusion,
         "dense_weight": dense_weight,
@@ -97,11 +155,12 @@ def describe_pipeline(record: dict[str, Any] | None) -> str:
     if record.get("dense_weight") is not None:
         stage += f", dense weight {record['dense_weight']}"
     stages = record.get("stage_weights")
-    weights = (
-        f"three scores: dense weight {stages['dense']}, lexical weight {stages['lexical']}"
-        if stages
-        else f"first-stage weight {record['first_stage_weight']}"
-    )
+    if stages:
+        weights = f"three scores: dense weight {stages['dense']}, lexical weight {stages['lexical']}"
+    elif record.get("first_stage_weight") is not None:
+        weights = f"first-stage weight {record['first_stage_weight']}"
+    else:
+        weights = "its saved weights on the corpus they were chosen on, else reciprocal ranks of the orders"
     return f"{stage} first stage, its top {record['rerank_top']} reranked by {record['reranker']} ({weights})"
 
 

@@ -14,6 +14,7 @@ reranker's candidates (`rerank.rerank_hits`). A second engine is a new subclass,
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -22,18 +23,30 @@ import numpy as np
 import torch
 
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
-from .hybrid import check_first_stage, fuse, hits_of, stage_scores
+from .hybrid import FUSION_DEPTH, check_first_stage, fuse, hits_of, stage_scores
 from .index_parts import check_top_k
 from .lexical import require_lexical
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
-ENGINE_SCHEMES = ("milvus://", "milvus-lite:")
+ENGINE_SCHEMES = ("milvus://", "milvuss://", "milvus-lite:")
+# What users mean for an engine: a scheme starting "milvus" in any case (a misspelt one, refused by the engine's
+# parse, rather than taken for a folder named "milvus-lite:..." and created in the working directory)
+_ENGINE_LIKE = re.compile(r"milvus[a-z0-9+.-]*:", re.IGNORECASE)
 
 
 def is_engine_location(location: Any) -> bool:
-    """Whether `location` names a search engine's collection (`milvus://HOST:PORT/COLLECTION`,
-    `milvus-lite:FILE.db#COLLECTION`) rather than an index folder."""
-    return isinstance(location, str) and location.startswith(ENGINE_SCHEMES)
+    """Whether `location` names a search engine's collection (`milvus://HOST:PORT/COLLECTION`, `milvuss://...`,
+    `milvus-lite:FILE.db#COLLECTION`, the scheme in any case) rather than an index folder."""
+    return isinstance(location, str) and _ENGINE_LIKE.match(location) is not None
+
+
+def engine_scheme(location: str) -> tuple[str | None, str]:
+    """(the scheme of `ENGINE_SCHEMES` that `location` starts with, in lower case, or None; the rest): the one place
+    that reads an engine location's scheme, in any case."""
+    for scheme in ENGINE_SCHEMES:
+        if location[: len(scheme)].lower() == scheme:
+            return scheme, location[len(scheme) :]
+    return None, location
 
 
 def check_queries(queries: Any) -> list[str]:
@@ -95,8 +108,10 @@ class SearchIndex(ABC):
 
     @property
     def pipeline(self) -> dict[str, Any] | None:
-        """The recorded reranker and settings of both stages, or None."""
-        return self.info.get("pipeline")
+        """The recorded reranker and settings of both stages (checked: `pipeline.checked_record`), or None."""
+        from .pipeline import checked_record
+
+        return checked_record(self.info.get("pipeline"), self.location)
 
     def pipeline_settings(
         self, rerank: Any, first_stage: str | None, fusion: str | None, dense_weight: float | None
@@ -109,9 +124,9 @@ class SearchIndex(ABC):
         if rerank is not None or record is None:
             return rerank, first_stage, fusion, dense_weight
         if self.__dict__.get("_pipeline_reranker") is None:
-            from .pipeline import load_reranker
+            from .pipeline import load_recorded_reranker
 
-            self.__dict__["_pipeline_reranker"] = load_reranker(record["reranker"])
+            self.__dict__["_pipeline_reranker"] = load_recorded_reranker(record, self.location)
         if first_stage is None and fusion is None and dense_weight is None:
             first_stage, fusion, dense_weight = record["first_stage"], record.get("fusion"), record.get("dense_weight")
         return self.__dict__["_pipeline_reranker"], first_stage, fusion, dense_weight
@@ -187,8 +202,10 @@ class SearchIndex(ABC):
 
         `first_stage`: "dense" (embed `queries` with `model`, checked against the index, and search the vectors;
         `prompt_name` / `prompt` as in `model.encode`), "lexical" (BM25 alone; `model` may be None) or "hybrid" (both,
-        fused by `fusion`: "rrf" (None) or "zscore" with `dense_weight`; see `hybrid.py`). Default: "hybrid" where the
-        index has its lexical part, else "dense" (`check_first_stage`: a setting that does not apply is refused).
+        fused by `fusion`: "rrf" (None) or "zscore" with `dense_weight`, each list read `FUSION_DEPTH` (100) deep
+        whatever `top_k`, so the best hits are the same for every `top_k` up to 100; see `hybrid.py`). Default:
+        "hybrid" where the index has its lexical part, else "dense" (`check_first_stage`: a setting that does not apply
+        is refused).
         `queries`: a non-empty string or a list of them (an empty or non-string query is refused).
 
         With `rerank` (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index
@@ -207,13 +224,18 @@ class SearchIndex(ABC):
         queries = check_queries(queries)
         recorded = self.pipeline if rerank is None else None
         rerank, first_stage, fusion, dense_weight = self.pipeline_settings(rerank, first_stage, fusion, dense_weight)
+        first_stage = self.check_first_stage(first_stage, fusion, dense_weight)
         if recorded is not None:
+            from .pipeline import recorded_weights
+
             rerank_top = recorded["rerank_top"] if rerank_top is None else rerank_top
             if first_stage_weight is None and stage_weights is None:
-                first_stage_weight, stage_weights = recorded["first_stage_weight"], recorded.get("stage_weights")
+                first_stage_weight, stage_weights = recorded_weights(recorded, first_stage)
         rerank_top = RERANK_TOP if rerank_top is None else rerank_top
-        first_stage = self.check_first_stage(first_stage, fusion, dense_weight)
-        depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(self))
+        if rerank is not None:
+            depth = check_rerank(rerank, rerank_top, top_k, len(self))
+        else:  # hybrid: each list at one depth for every top_k (FUSION_DEPTH), so more hits never reorder the best
+            depth = max(top_k, FUSION_DEPTH) if first_stage == "hybrid" else top_k
         embeddings = None
         if first_stage != "lexical":
             if model is None:
@@ -236,8 +258,9 @@ class SearchIndex(ABC):
                 for hit, own in zip(found, extra, strict=True):
                     hit.update(own)
         return rerank_hits(
-            rerank, queries, hits, top_k, batch_size, first_stage_weight=first_stage_weight, stage_weights=stage_weights
-        )
+            rerank, queries, hits, top_k, batch_size, first_stage_weight=first_stage_weight,
+            stage_weights=stage_weights, corpus=self.info.get("corpus"),
+        )  # fmt: skip
 
     def first_stage_rows(
         self,
@@ -288,4 +311,4 @@ class SearchIndex(ABC):
         return queries
 
 
-__all__ = ["SearchIndex", "check_queries", "is_engine_location"]
+__all__ = ["SearchIndex", "check_queries", "engine_scheme", "is_engine_location"]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..cross_encoder.model import check_saved_fusion_weights
 from ..cross_encoder.scoring import (
     activation_name,
     checked_pairs,
@@ -80,6 +81,7 @@ class ExportedCrossEncoder(ExportedGraph):
                 "(a config.json naming a ...ForSequenceClassification, written by hf-siamese export)."
             )
         self.config = AutoConfig.from_pretrained(folder)
+        check_saved_fusion_weights(str(folder), self.config)
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         if max_length is None and (folder / "sentence_bert_config.json").is_file():
             saved = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))
@@ -98,8 +100,8 @@ class ExportedCrossEncoder(ExportedGraph):
 
     @property
     def first_stage_weight(self) -> float:
-        """The fusion weight saved with the model (see `CrossEncoder.first_stage_weight`)."""
-        return float(getattr(self.config, "first_stage_weight", 0.0) or 0.0)
+        """The fusion weight saved with the model (see `CrossEncoder.first_stage_weight`; checked when loaded)."""
+        return float(getattr(self.config, "first_stage_weight", None) or 0.0)
 
     @property
     def stage_weights(self) -> dict[str, float] | None:
@@ -107,6 +109,12 @@ class ExportedCrossEncoder(ExportedGraph):
         from ..retrieval.rerank import check_stage_weights
 
         return check_stage_weights(getattr(self.config, "stage_weights", None))
+
+    @property
+    def fusion_corpus(self) -> dict[str, Any] | None:
+        """The corpus the saved weights were chosen on (see `CrossEncoder.fusion_corpus`), or None."""
+        value = getattr(self.config, "fusion_corpus", None)
+        return value if isinstance(value, dict) and isinstance(value.get("fingerprint"), str) else None
 
     def predict(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,13 @@ class HfSiameseTrainingArguments(TrainingArguments):
         metadata={"help": "replay the step's encoder layers as CUDA graphs (default: on for bf16/fp16 on one GPU)"},
     )
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> HfSiameseTrainingArguments:
+        instance = super().__new__(cls)
+        # The options given by name, whatever their value: a trainer's deprecated keyword that disagrees with one of
+        # them is refused even where the value given is the default (`as_training_arguments`).
+        instance._given_options = frozenset(kwargs)
+        return instance
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self.check_options()
@@ -76,8 +84,10 @@ class HfSiameseTrainingArguments(TrainingArguments):
         """Refuse an hf-siamese option outside what it accepts, naming it (and normalize the command line's forms)."""
         name = type(self).__name__
         rate = self.head_learning_rate
-        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0):
-            raise ValueError(f"{name}: head_learning_rate={rate!r} must be a positive number or None.")
+        if rate is not None and (
+            isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < math.inf
+        ):
+            raise ValueError(f"{name}: head_learning_rate={rate!r} must be a positive finite number or None.")
         if not isinstance(self.pretokenize, bool):
             raise ValueError(f"{name}: pretokenize={self.pretokenize!r}; accepted: True, False.")
         if self.cuda_graphs is not None and not isinstance(self.cuda_graphs, bool):
@@ -170,7 +180,7 @@ def as_training_arguments(
     """`args` as `kind`: itself when it is one, else a copy of a plain `TrainingArguments` (or a new one writing to
     `output_dir`) with hf-siamese's options at their defaults. `options` are the trainer's deprecated keywords
     (`NOT_GIVEN` where not given); each given one is set on the arguments with a `FutureWarning`, and one that
-    disagrees with the arguments' own value is refused."""
+    disagrees with the arguments' own value (given to them by name, or other than the default) is refused."""
     if args is None:
         args = kind(output_dir=output_dir)
     elif not isinstance(args, kind):
@@ -188,10 +198,11 @@ def as_training_arguments(
         stacklevel=3,
     )
     defaults = {f.name: f.default for f in dataclasses.fields(kind)}
+    named = getattr(args, "_given_options", frozenset())
     changes: dict[str, Any] = {}
     for key, value in given.items():
         current = getattr(args, key)
-        if current != defaults[key] and current != value:
+        if (key in named or current != defaults[key]) and current != value:
             raise ValueError(
                 f"{trainer}({key}={value!r}) conflicts with {kind.__name__}({key}={current!r}); give it in one place."
             )

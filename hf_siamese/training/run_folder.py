@@ -6,8 +6,10 @@ weights and optimizer state); half-written ones (a kill mid-save) are deleted, n
 refused in one line naming it: a run with other settings (naming them), the model this run already saved, a model or
 checkpoints from elsewhere, a vector index, other files. `overwrite` deletes a run, a model, checkpoints or an index
 (once training starts: a bad command line deletes nothing), never other files; `replace_runs` (the demo's own default
-folder) replaces an earlier run or model unasked. Under `accelerate launch` / torchrun the main process decides and
-writes, and every process gets its decision:
+folder) replaces an earlier run or model unasked. What is a run's own (`_owned`): its settings file, its checkpoints
+and the entries it wrote, which a finished run records (`files`); a folder without that record (a model or an index
+from elsewhere, a run saved before the record existed) owns the files such a model or index consists of. Under
+`accelerate launch` / torchrun the main process decides and writes, and every process gets its decision:
 
     run = open_run_folder(training_args, run_settings(options, train_data=data_fingerprint(rows)))
     trainer.train(resume_from_checkpoint=run.start()); trainer.save_model(OUT); run.finish()
@@ -16,6 +18,7 @@ writes, and every process gets its decision:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,6 +58,7 @@ class RunFolder:
     remove: list[str] = field(default_factory=list)  # entries of `path` deleted by `start`
     note: str | None = None  # one line for the user (resuming, replacing), or None
     main_process: bool = True
+    others: list[str] = field(default_factory=list)  # entries that are not the run's: never deleted nor recorded
 
     def start(self) -> str | None:
         """Delete what the decision said, record the settings (main process); the checkpoint to resume from."""
@@ -73,12 +77,17 @@ class RunFolder:
         return resume_from
 
     def finish(self) -> None:
-        """Mark the run finished (the model is saved): the same command again is refused, not retrained."""
+        """Mark the run finished (the model is saved): the same command again is refused, not retrained. The record
+        names the entries the run wrote (all but `others`), which alone a later `overwrite` deletes."""
         if self.main_process:
-            self._record(finished=True)
+            kept = {SETTINGS_FILE, *self.others}
+            written = sorted(p.name for p in self.path.iterdir() if p.name not in kept and not p.name.startswith("."))
+            self._record(finished=True, files=written)
 
-    def _record(self, finished: bool) -> None:
-        record = {"format": RUN_FORMAT, "finished": finished, "settings": self.settings}
+    def _record(self, finished: bool, files: list[str] | None = None) -> None:
+        record: dict[str, Any] = {"format": RUN_FORMAT, "finished": finished, "settings": self.settings}
+        if files is not None:
+            record["files"] = files
         write_text_atomic(self.path / SETTINGS_FILE, json.dumps(record, indent=1))
 
 
@@ -109,25 +118,32 @@ def _decide(path: Path, settings: dict[str, Any], overwrite: bool, replace_runs:
     entries = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
     shown = [name for name in entries if not name.startswith(".")]
     if not shown:
-        return RunFolder(path, settings)
+        return RunFolder(path, settings, others=entries)
     record = _read_json(path / SETTINGS_FILE)
-    if record is None or record.get("format") != RUN_FORMAT:
+    ours = record is not None and record.get("format") == RUN_FORMAT
+    owned = _owned(path, entries, record if ours else None)
+    others = [name for name in entries if name not in owned]
+    # What `overwrite` deletes: the run's own entries (its settings file is rewritten, not deleted).
+    replaced = [name for name in entries if name in owned and name != SETTINGS_FILE]
+    if not ours or record is None:
         what, replaceable = _foreign(path, shown)
         if what is None:  # only checkpoint folders a stopped save left empty: nothing to load, nothing to protect
-            return RunFolder(path, settings)
+            return RunFolder(path, settings, others=others)
         if not replaceable:
             raise ValueError(
                 f"{where} holds {what}, not a training run; give an empty or new folder (--overwrite replaces only "
                 "a run, a model, checkpoints or a vector index)"
             )
         if overwrite or replace_runs:
-            return RunFolder(path, settings, remove=entries, note=f"replacing {what} in {path}")
+            note = f"replacing {what} in {path}{_keeping(others)}"
+            return RunFolder(path, settings, remove=replaced, note=note, others=others)
         raise ValueError(f"{where} holds {what}; --overwrite replaces it, or give another folder")
     kept, finished = record.get("settings") or {}, bool(record.get("finished"))
     checkpoints = _checkpoints(path)
     resumable = [c for c in checkpoints if _resumable(c)]
     if overwrite or (replace_runs and (finished or kept != settings)):
-        return RunFolder(path, settings, remove=entries, note=f"starting afresh: deleting the earlier run in {path}")
+        note = f"starting afresh: deleting the earlier run in {path}{_keeping(others)}"
+        return RunFolder(path, settings, remove=replaced, note=note, others=others)
     differs = sorted(key for key in kept.keys() | settings.keys() if kept.get(key) != settings.get(key))
     if differs and (finished or resumable):
         changes = ", ".join(
@@ -154,7 +170,61 @@ def _decide(path: Path, settings: dict[str, Any], overwrite: bool, replace_runs:
         note = f"resuming from {last} ({steps}); {_OVERWRITE}"
     elif remove:
         note = f"starting again: {path} holds no complete checkpoint to resume from ({', '.join(remove)} deleted)"
-    return RunFolder(path, settings, resume_from=str(last) if last else None, remove=remove, note=note)
+    resume_from = str(last) if last else None
+    return RunFolder(path, settings, resume_from=resume_from, remove=remove, note=note, others=others)
+
+
+# The entries a saved model consists of (transformers', sentence-transformers' and hf-siamese's files; its remote
+# code: `_code_files`): what `overwrite` deletes of a folder that records no list of its own.
+_MODEL_ENTRY = re.compile(
+    r"(config|generation_config|config_sentence_transformers|modules|sentence_bert_config|tokenizer|tokenizer_config"
+    r"|special_tokens_map|added_tokens|vocab|preprocessor_config)\.json"
+    r"|(model|pytorch_model)(-\d+-of-\d+)?\.(safetensors|bin)|(model\.safetensors|pytorch_model\.bin)\.index\.json"
+    r"|training_args\.bin|vocab\.txt|merges\.txt|(sentencepiece\.bpe|spiece|spm|tokenizer)\.model|README\.md"
+    r"|\d+_[A-Za-z]+"  # sentence-transformers' module folders (1_Pooling, ...)
+)
+
+
+def _owned(path: Path, names: list[str], record: dict[str, Any] | None) -> set[str]:
+    """The entries of `path` that are the run's own, which `overwrite` may delete: its settings file, its checkpoints
+    and what the run `record` says it wrote (`files`, recorded when it finished). Without that list (a model,
+    checkpoints or an index from elsewhere, a run that has not finished), the entries that make up a saved model or a
+    vector index. Hidden entries and anything else are never the run's."""
+    owned = {SETTINGS_FILE, *(c.name for c in _checkpoints(path))}
+    files = (record or {}).get("files")
+    if isinstance(files, list):
+        owned.update(name for name in files if isinstance(name, str))
+    else:
+        code = _code_files(path)
+        owned.update(name for name in names if _MODEL_ENTRY.fullmatch(name) or name in code)
+        owned.update(_index_entries(path))
+    return {name for name in names if name in owned and not name.startswith(".")}
+
+
+def _code_files(path: Path) -> set[str]:
+    """The remote code of the model saved in `path`: the modules its config.json's `auto_map` names, and for
+    hf-siamese's model the sibling modules `save_pretrained` copies with them."""
+    auto_map = (_read_json(path / "config.json") or {}).get("auto_map")
+    references = auto_map.values() if isinstance(auto_map, dict) else []
+    names = set()
+    for reference in references:
+        for item in reference if isinstance(reference, list) else [reference]:
+            if isinstance(item, str) and "." in item:
+                names.add(item.split("--")[-1].rsplit(".", 1)[0] + ".py")
+    if "modeling_siamese.py" in names:
+        modeling = Path(__file__).resolve().parent.parent / "modeling"
+        names.update(p.name for p in modeling.glob("*.py") if p.name != "__init__.py")
+    return names
+
+
+def _index_entries(path: Path) -> set[str]:
+    """The entries of the vector index saved in `path`, or none when it holds none."""
+    from ..retrieval.lexical import LEXICAL_DIR
+    from ..retrieval.vector_index import EMBEDDINGS_DIR, FORMAT_NAME, INDEX_FILE, TEXTS_FILE
+
+    if (_read_json(path / INDEX_FILE) or {}).get("format") != FORMAT_NAME:
+        return set()
+    return {INDEX_FILE, TEXTS_FILE, EMBEDDINGS_DIR, LEXICAL_DIR}
 
 
 def _foreign(path: Path, names: list[str]) -> tuple[str | None, bool]:
@@ -171,8 +241,17 @@ def _foreign(path: Path, names: list[str]) -> tuple[str | None, bool]:
         return f"checkpoints of a run whose settings were not recorded ({', '.join(complete)})", True
     if not (others := [name for name in names if name not in {c.name for c in checkpoints}]):
         return None, True
-    listed = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-    return f"{len(others)} other entr{'y' if len(others) == 1 else 'ies'} ({listed})", False
+    return f"{len(others)} other entr{'y' if len(others) == 1 else 'ies'} ({_listed(others)})", False
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _keeping(others: list[str]) -> str:
+    """The end of a note that says which entries stay (not the run's), or "" when none would show."""
+    shown = [name for name in others if not name.startswith(".")]
+    return f"; keeping what is not its own: {_listed(shown)}" if shown else ""
 
 
 def _checkpoints(path: Path) -> list[Path]:

@@ -70,12 +70,18 @@ def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, caps
     stage = "hybrid" if importlib.util.find_spec("bm25s") else "dense"
     assert f"hard negatives mined by: {stage} (--negatives-from)" in stdout
     # the head is new: before training only the first stage is measured (a random head's scores mean nothing)
-    assert re.search(r"before training \(dev, top 100\): first stage nDCG@10 [\d.]+ MRR@10 [\d.]+ \| the new head is not", stdout)
+    before = r"before training \(dev, top 100\): first stage nDCG@10 [\d.]+ MRR@10 [\d.]+ \| the new head is not"
+    assert re.search(before, stdout)
     assert "best epoch (dev, top 100)" in stdout and "change" in stdout
     chosen = re.search(r"fusion \(dev, nDCG@10\): .* two scores \(first-stage weight (\d\.\d)\)", stdout)
     assert chosen, stdout
     reranker = CrossEncoder.from_pretrained(out)
     assert reranker.first_stage_weight == pytest.approx(float(chosen.group(1)))
+    # the weights are saved with the corpus they were chosen on: they rank that corpus only
+    from hf_siamese.retrieval.fingerprint import corpus_fingerprint
+
+    ids = [json.loads(line)["_id"] for line in (files / "beir" / "corpus.jsonl").read_text().splitlines()]
+    assert reranker.fusion_corpus == {"name": "beir", "split": "dev", "fingerprint": corpus_fingerprint(ids)}
     assert json.loads((out / "config.json").read_text())["first_stage_weight"] == reranker.first_stage_weight
     assert reranker.num_labels == 1 and reranker.max_length == 48
     assert reranker.predict(("music", CORPUS[0])).shape == ()

@@ -4,8 +4,9 @@
   in one line, and deletes the half-written one without loading it;
 - KT2: killed after a complete checkpoint: the same command resumes from it;
 - KT3: other data or settings into OUT holding a run are refused in one line naming what differs; --overwrite starts
-  afresh and the first run's checkpoints go;
-- KT4: a model from another run in OUT is refused, and so is the same command once it has finished;
+  afresh and the first run's checkpoints go, a user's files beside them stay;
+- KT4: a model from another run in OUT is refused, and so is the same command once it has finished (--overwrite
+  replaces the model, not a user's files beside it);
 - KT5: a vector index or other files in OUT are refused, naming what is there;
 - the demo's own default folder is replaced by each demo run (`make demo` twice works).
 
@@ -234,6 +235,50 @@ def test_kt3_overwrite_starts_afresh_and_removes_the_first_runs_checkpoints(work
     assert f"starting afresh: deleting the earlier run in {out}" in printed
     assert _checkpoint_names(out) == ["checkpoint-4", "checkpoint-5"]  # 40 rows in batches of 8: 5 steps
     assert "other.tsv" in json.loads((out / "train_settings.json").read_text())["settings"]["train"]
+
+
+def test_kt3_overwrite_keeps_the_users_files_beside_the_run(workdir, tmp_path, monkeypatch, capsys):
+    """`--overwrite` replaces only the run's own entries (its record names them); a user's files stay."""
+    out = tmp_path / "out"
+    assert main(_argv(workdir, out)) == 0
+    capsys.readouterr()
+    (out / "notes.txt").write_text("keep me")
+    (out / "mine").mkdir()
+    (out / "mine" / "data.csv").write_text("a,b\n")
+    (out / ".hidden").write_text("mine too")
+    argv = _argv(workdir, out, "--train", str(workdir / "other.tsv"), "--overwrite")
+    resumed, printed = _rerun(argv, out, monkeypatch, capsys)
+    assert resumed == [(None, [])]
+    assert (
+        f"starting afresh: deleting the earlier run in {out}; keeping what is not its own: mine, notes.txt" in printed
+    )
+    assert (out / "notes.txt").read_text() == "keep me" and (out / "mine" / "data.csv").read_text() == "a,b\n"
+    assert (out / ".hidden").read_text() == "mine too"
+    record = json.loads((out / "train_settings.json").read_text())
+    assert record["finished"] is True and "config.json" in record["files"] and "checkpoint-10" in record["files"]
+    assert not {"notes.txt", "mine", ".hidden"} & set(record["files"])
+
+    # A run recorded before runs listed their files: the entries of a saved model and the checkpoints go, no others.
+    del record["files"]
+    (out / "train_settings.json").write_text(json.dumps(record))
+    (out / "vocab.txt").write_text("[PAD]\n")  # as an earlier model's tokenizer left it
+    assert main([*_argv(workdir, out), "--overwrite"]) == 0
+    assert (out / "notes.txt").read_text() == "keep me" and (out / "mine" / "data.csv").is_file()
+    assert not (out / "vocab.txt").exists()
+
+
+def test_kt4_overwrite_of_another_model_keeps_the_users_files(workdir, tmp_path, capsys):
+    out = tmp_path / "out"
+    make_tiny_model(seed=1).save_pretrained(out)
+    (out / "notes.txt").write_text("keep me")
+    (out / "stale-checkpoint-weights.bin").write_text("mine")
+    capsys.readouterr()
+    assert main([*_argv(workdir, out), "--overwrite"]) == 0
+    printed = capsys.readouterr().out
+    assert f"replacing a model (config.json) saved by another run in {out}; keeping what is not its own: " in printed
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert (out / "stale-checkpoint-weights.bin").read_text() == "mine"
+    assert "notes.txt" not in json.loads((out / "train_settings.json").read_text())["files"]
 
 
 def test_kt3_a_bad_command_line_with_overwrite_deletes_nothing(workdir, tmp_path, capsys):

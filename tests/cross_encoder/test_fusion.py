@@ -21,9 +21,10 @@ FIRST_SCORES = {q: [0.9 - 0.1 * i for i in range(len(docs))] for q, docs in CAND
 
 
 class FixedScores:
-    """A reranker with fixed scores per text and an optional saved fusion weight."""
+    """A reranker with fixed scores per text and an optional saved fusion weight, chosen on the corpus `HERE`."""
 
     num_labels = 1
+    fusion_corpus = {"name": "here", "fingerprint": "HERE"}
 
     def __init__(self, scores: dict[str, float], first_stage_weight: float | None = None):
         self.scores = scores
@@ -62,8 +63,14 @@ def test_rerank_hits_weights_from_reranker_alone_to_first_stage_alone():
     assert [hit["id"] for hit in fused] == ["b", "a", "c"]
     assert [hit["reranker_score"] for hit in fused] == [1.0, 0.0, 2.0]
     assert [hit["first_stage_score"] for hit in fused] == [0.8, 0.9, 0.4]
-    # the reranker's own saved weight is the default, and an explicit weight overrides it
-    assert order(rerank_hits(FixedScores(reranker.scores, 1.0), ["q"], hits())) == ["a", "b", "c"]
+    # the reranker's own saved weight is the default on the corpus it was chosen on, and an explicit weight overrides
+    # it; on another corpus (or an unknown one) the setting-free order: reciprocal ranks of the two orders
+    assert order(rerank_hits(FixedScores(reranker.scores, 1.0), ["q"], hits(), corpus="HERE")) == ["a", "b", "c"]
+    assert order(rerank_hits(FixedScores(reranker.scores, 0.5), ["q"], hits(), corpus="THERE")) == [
+        "c",
+        "a",
+        "b",
+    ]  # c, a tie (1/61 + 1/63): the reranker first
     assert order(rerank_hits(FixedScores(reranker.scores, 1.0), ["q"], hits(), first_stage_weight=0)) == ["c", "b", "a"]
 
 
@@ -122,3 +129,57 @@ def test_cross_encoder_saves_and_loads_its_weight(tmp_path, tiny_tokenizer):
     reranker.save_pretrained(tmp_path / "ce")
     assert json.loads((tmp_path / "ce" / "config.json").read_text())["first_stage_weight"] == 0.7
     assert CrossEncoder.from_pretrained(tmp_path / "ce").first_stage_weight == 0.7
+
+
+@pytest.fixture(scope="module")
+def saved_reranker(tmp_path_factory, tiny_tokenizer):
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(**TINY, max_position_embeddings=64, num_labels=1)).eval()
+    folder = tmp_path_factory.mktemp("fusion") / "ce"
+    CrossEncoder(model, tiny_tokenizer).save_pretrained(folder)
+    return folder
+
+
+FIRST_STAGE_ACCEPTED = "expected a number in [0, 1] (0: the reranker's order alone, 1: the first stage's order)"
+STAGES_ACCEPTED = (
+    "expected {'dense': a, 'lexical': b}, each in [0, 1] with a + b <= 1 (the reranker's share is 1 - a - b)"
+)
+
+
+@pytest.mark.parametrize(
+    ("key", "saved", "accepted"),
+    [
+        ("first_stage_weight", "abc", FIRST_STAGE_ACCEPTED),
+        ("first_stage_weight", True, FIRST_STAGE_ACCEPTED),
+        ("first_stage_weight", "0.3", FIRST_STAGE_ACCEPTED),
+        ("first_stage_weight", 1.5, FIRST_STAGE_ACCEPTED),
+        ("stage_weights", {"dense": "0.3", "lexical": 0.2}, STAGES_ACCEPTED),
+        ("stage_weights", {"dense": 0.8, "lexical": 0.5}, STAGES_ACCEPTED),
+        ("stage_weights", [0.3, 0.2], STAGES_ACCEPTED),
+    ],
+)
+def test_a_bad_saved_weight_is_refused_naming_the_file_and_key(saved_reranker, tmp_path, key, saved, accepted):
+    """config.json's fusion weights are checked where the reranker loads: not a raw float() error, nor a string or a
+    boolean taken for a number."""
+    from hf_siamese.cli.common import load_cross_encoder
+
+    folder = tmp_path / "ce"
+    folder.mkdir()
+    for path in saved_reranker.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, key: saved}))
+    message = f"{folder / 'config.json'}: {key}={saved!r}: {accepted}; correct the saved value, or remove the key"
+    with pytest.raises(ValueError) as refused:
+        CrossEncoder.from_pretrained(folder)
+    assert str(refused.value) == message
+    with pytest.raises(ValueError) as refused:  # the commands' one error line
+        load_cross_encoder(str(folder))
+    assert str(refused.value) == f"--rerank {folder}: {message}"
+
+
+def test_a_null_saved_weight_is_none(saved_reranker, tmp_path):
+    config = json.loads((saved_reranker / "config.json").read_text())
+    assert "first_stage_weight" not in config or config["first_stage_weight"] in (None, 0, 0.0)
+    reranker = CrossEncoder.from_pretrained(saved_reranker)
+    assert reranker.first_stage_weight == 0.0 and reranker.stage_weights is None

@@ -10,9 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, make_tiny_model
+from conftest import TINY, VOCAB, make_tiny_model
 from helpers import SCORED_PAIRS
-from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
+from transformers import (
+    AutoModelForSequenceClassification,
+    BertConfig,
+    BertForSequenceClassification,
+    BertTokenizer,
+    RobertaConfig,
+    RobertaForSequenceClassification,
+)
 
 from hf_siamese.cross_encoder import CrossEncoder, model_kind, tokenize_pairs
 from hf_siamese.cross_encoder.tokenization import MIN_DOCUMENT_TOKENS
@@ -88,6 +95,39 @@ def test_rank_orders_by_score_and_names_bad_input(tiny_tokenizer) -> None:
         ce.predict(["ab"])
     with pytest.raises(ValueError, match="activation='softmax'"):
         ce.predict(PAIRS, activation="softmax")
+
+
+def test_max_length_past_the_position_table_is_refused_naming_the_limit(tiny_tokenizer) -> None:
+    """A pair longer than the encoder's position table would index past it: refused, naming max_length, the value
+    and the limit (max_position_embeddings, less RoBERTa's offset); the default never exceeds it."""
+    ce = tiny_cross_encoder(tiny_tokenizer)
+    with pytest.raises(ValueError) as refused:
+        ce.predict(PAIRS, max_length=10000)
+    assert str(refused.value) == (
+        "max_length=10000: this model reads at most 64 tokens a pair (max_position_embeddings=64); give "
+        "max_length <= 64, or None for the model's own (64)"
+    )
+    with pytest.raises(ValueError, match=r"max_length=65: this model reads at most 64 tokens"):
+        ce.rank("a man", ["music"], max_length=65)
+    ce.max_length = 100  # the attribute, set past the table
+    with pytest.raises(ValueError, match=r"CrossEncoder.max_length=100: .* set max_length <= 64$"):
+        ce.predict(PAIRS)
+
+    torch.manual_seed(0)
+    config = RobertaConfig(**TINY, max_position_embeddings=66, pad_token_id=1, num_labels=1)
+    roberta = CrossEncoder(
+        RobertaForSequenceClassification(config).eval(),
+        BertTokenizer(vocab={t: i for i, t in enumerate(VOCAB)}, model_max_length=512),
+    )
+    assert roberta.position_limit == (66, 2) and roberta.max_length == 64  # the tokenizer's 512 capped
+    with pytest.raises(ValueError) as refused:
+        roberta.predict(PAIRS, max_length=65)
+    assert str(refused.value) == (
+        "max_length=65: this model reads at most 64 tokens a pair (max_position_embeddings=66 less 2: its position "
+        "ids start at 2); give max_length <= 64, or None for the model's own (64)"
+    )
+    long_pair = ("a man plays guitar", " ".join(["music"] * 100))
+    assert np.isfinite(roberta.predict([long_pair], max_length=64, dtype=None)).all()  # at the limit: scored
 
 
 def test_truncation_cuts_the_document_not_the_query(tiny_tokenizer, caplog) -> None:

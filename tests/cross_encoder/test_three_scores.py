@@ -60,7 +60,7 @@ class WithStageWeights(FixedScores):
 def test_rerank_hits_fuses_three_scores_where_the_hits_carry_them():
     scores = {"a": 0.0, "b": 1.0, "c": 2.0}
     stages = {"dense": 0.2, "lexical": 0.6}
-    reranked = rerank_hits(WithStageWeights(scores, stages), ["q"], hybrid_hits())[0]
+    reranked = rerank_hits(WithStageWeights(scores, stages), ["q"], hybrid_hits(), corpus="HERE")[0]
     expected = fuse_stages([0.0, 1.0, 2.0], {"dense": [0.9, 0.8, None], "lexical": [1.0, None, 4.0]}, stages)
     assert [hit["id"] for hit in reranked] == [["a", "b", "c"][i] for i in np.argsort(-expected, kind="stable")]
     assert [hit["score"] for hit in reranked] == pytest.approx(sorted(expected, reverse=True))
@@ -69,7 +69,9 @@ def test_rerank_hits_fuses_three_scores_where_the_hits_carry_them():
     two = rerank_hits(WithStageWeights(scores, stages), ["q"], hybrid_hits(), first_stage_weight=0.0)[0]
     assert [hit["id"] for hit in two] == ["c", "b", "a"]
     plain = [[{k: v for k, v in hit.items() if not k.endswith("_score")} for hit in hybrid_hits()[0]]]
-    assert [hit["id"] for hit in rerank_hits(WithStageWeights(scores, stages), ["q"], plain)[0]] == ["c", "b", "a"]
+    assert [hit["id"] for hit in rerank_hits(WithStageWeights(scores, stages), ["q"], plain, corpus="HERE")[0]] == [
+        "c", "b", "a"
+    ]  # fmt: skip
     with pytest.raises(ValueError, match="the hits carry no 'dense_score'"):
         rerank_hits(FixedScores(scores), ["q"], plain, stage_weights=stages)
 

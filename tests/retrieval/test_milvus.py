@@ -108,7 +108,7 @@ def test_the_record_refuses_another_model_and_other_data(folder: Path, tmp_path:
     with pytest.raises(ValueError, match="this index was built with model"):
         engine.search(make_tiny_model(seed=1), QUERIES, tokenizer=tiny_tokenizer, first_stage="dense")
     other = build_index(make_tiny_model(), ["one text", "two texts"], tmp_path / "other", tokenizer=tiny_tokenizer)
-    with pytest.raises(ValueError, match=r"holds another export \(differs in \['count', 'data'"):
+    with pytest.raises(ValueError, match=r"holds another export \(differs in \['corpus', 'count', 'data'"):
         export_index(other, location)
     assert len(export_index(other, location, overwrite=True)) == 2
 

@@ -179,14 +179,16 @@ def test_a_reranker_with_stage_weights_fuses_three_scores_through_the_index(
 ) -> None:
     """A reranker whose saved weights are three-score ones: the hybrid search's hits carry both stages' scores, the
     recorded pipeline keeps the weights, and searching through it equals the explicit three-score search."""
-    reranker = CrossEncoder.from_pretrained(files / "ce")
-    reranker.stage_weights = {"dense": 0.3, "lexical": 0.2}
-    reranker.save_pretrained(tmp_path / "ce3")
     model = make_tiny_model()
     build_index(model, str(files / "corpus.txt"), tmp_path / "idx", tokenizer=tiny_tokenizer, show_progress_bar=False)
+    reranker = CrossEncoder.from_pretrained(files / "ce")
+    reranker.stage_weights = {"dense": 0.3, "lexical": 0.2}
+    # chosen on this index's corpus (train-reranker / eval --choose-fusion record it): they rank it
+    reranker.fusion_corpus = {"name": "corpus", "fingerprint": load_index(tmp_path / "idx").info["corpus"]}
+    reranker.save_pretrained(tmp_path / "ce3")
     index = attach_reranker(tmp_path / "idx", str(tmp_path / "ce3"), rerank_top=8, first_stage="hybrid")
-    assert index.pipeline["stage_weights"] == {"dense": 0.3, "lexical": 0.2}
-    assert "dense weight 0.3, lexical weight 0.2" in (tmp_path / "idx" / "README.md").read_text()
+    assert index.pipeline["stage_weights"] is None  # the reranker's own apply by their rule when searching
+    assert "its saved weights on the corpus they were chosen on" in (tmp_path / "idx" / "README.md").read_text()
     kept = load_index(tmp_path / "idx").search(model, QUERIES, top_k=5, tokenizer=tiny_tokenizer)
     explicit = load_index(tmp_path / "idx").search(
         model, QUERIES, top_k=5, tokenizer=tiny_tokenizer, rerank=reranker, rerank_top=8, first_stage="hybrid",

@@ -190,3 +190,15 @@ def test_a_float_graph_that_differs_from_torch_is_refused(ce, tmp_path, monkeypa
     with pytest.raises(RuntimeError, match=r"onnx/model.onnx gives logits 1.00e-03 away"):
         export_cross_encoder(ce, tmp_path / "out", format="onnx")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad", ["abc", True, "0.3", 1.5])
+def test_an_exported_reranker_with_a_bad_saved_weight_is_refused_naming_the_file(onnx_export, tmp_path, bad) -> None:
+    import shutil
+
+    folder = tmp_path / "bad"
+    shutil.copytree(onnx_export, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "first_stage_weight": bad}))
+    with pytest.raises(ValueError, match=r"config.json: first_stage_weight=.*expected a number in \[0, 1\]"):
+        ExportedCrossEncoder(folder)

@@ -137,13 +137,51 @@ def test_old_keywords_warn_and_conflicts_are_refused(tmp_path: Path, tiny_tokeni
     assert isinstance(cross.args, CrossEncoderTrainingArguments) and cross.args.head_learning_rate == 1e-3
 
 
+def test_an_old_keyword_contradicting_a_value_given_to_the_arguments_is_refused(tmp_path: Path, tiny_tokenizer):
+    """Given to the arguments by name, pretokenize=True is the user's choice even though it is the default: the old
+    keyword saying False contradicts it, as any other pair does."""
+    with pytest.raises(
+        ValueError,
+        match=r"SiameseTrainer\(pretokenize=False\) conflicts with SiameseTrainingArguments\(pretokenize=True\); "
+        r"give it in one place",
+    ):
+        SiameseTrainer(
+            model=make_tiny_model(),
+            args=siamese_args(tmp_path, pretokenize=True),
+            train_dataset=rows(),
+            processing_class=tiny_tokenizer,
+            pretokenize=False,
+        )
+    cross_rows = Dataset.from_dict({"query": ["a man", "a dog"], "document": ["plays", "runs"], "label": [1.0, 0.0]})
+    with pytest.raises(ValueError, match=r"CrossEncoderTrainer\(pretokenize=False\) conflicts with Cross"):
+        CrossEncoderTrainer(
+            tiny_classifier(),
+            CrossEncoderTrainingArguments(output_dir=str(tmp_path), use_cpu=True, pretokenize=True),
+            train_dataset=cross_rows,
+            processing_class=tiny_tokenizer,
+            pretokenize=False,
+        )
+    # Not given to the arguments (the default), the old keyword still sets it, with its warning.
+    with pytest.warns(FutureWarning, match=r"SiameseTrainer\(pretokenize=...\) is deprecated"):
+        trainer = SiameseTrainer(
+            model=make_tiny_model(),
+            args=siamese_args(tmp_path),
+            train_dataset=rows(),
+            processing_class=tiny_tokenizer,
+            pretokenize=False,
+        )
+    assert trainer.args.pretokenize is False
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
         ("group_by_length", "yes", r"group_by_length='yes'; accepted: True, False, 'auto'"),
         ("prompts", {"anchor": 3}, r"prompts=\{'anchor': 3\}; accepted: a string, or a dict"),
         ("prompts", '{"anchor": ', r"prompts='\{\"anchor\": ' is not a JSON object"),
-        ("head_learning_rate", -1.0, r"head_learning_rate=-1.0 must be a positive number or None"),
+        ("head_learning_rate", -1.0, r"head_learning_rate=-1.0 must be a positive finite number or None"),
+        ("head_learning_rate", float("inf"), r"head_learning_rate=inf must be a positive finite number or None"),
+        ("head_learning_rate", float("nan"), r"head_learning_rate=nan must be a positive finite number or None"),
         ("stream_buffer_size", 0, r"stream_buffer_size=0 must be a positive whole number or None"),
         ("pretokenize", "yes", r"pretokenize='yes'; accepted: True, False"),
         ("no_duplicates_sampler", "no", r"no_duplicates_sampler='no'; accepted: True, False, None"),
