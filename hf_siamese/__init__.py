@@ -1,8 +1,9 @@
 """hf-siamese: Sentence-BERT style siamese encoders as first-class transformers models.
 
-Importing the package registers `SiameseBertConfig` / `SiameseBertModel` with `AutoConfig` / `AutoModel`, and
-marks both for auto-class export so `save_pretrained` writes `auto_map` and copies the modeling code: a saved
-folder then loads anywhere with `AutoModel.from_pretrained(path, trust_remote_code=True)`.
+Importing the package registers `SiameseBertConfig` / `SiameseBertModel` (dense) and `SparseSiameseConfig` /
+`SparseSiameseModel` (learned sparse) with `AutoConfig` / `AutoModel`, and marks them for auto-class export so
+`save_pretrained` writes `auto_map` and copies the modeling code: a saved folder then loads anywhere with
+`AutoModel.from_pretrained(path, trust_remote_code=True)`.
 """
 
 from transformers import AutoConfig, AutoModel
@@ -22,12 +23,14 @@ from .data import (
 from .metrics import STS_SPEARMAN
 from .modeling import distributed
 from .modeling.configuration_siamese import SiameseBertConfig
+from .modeling.configuration_sparse import SparseSiameseConfig
 from .modeling.modeling_siamese import (
     SiameseBertModel,
     SiameseBertOutput,
     SiameseBertPreTrainedModel,
     pool_token_states,
 )
+from .modeling.modeling_sparse import SparseSiameseModel
 from .modeling.quantization import quantize
 from .retrieval.evaluation import evaluate_retrieval
 from .retrieval.mining import mine_hard_negatives
@@ -48,6 +51,10 @@ AutoConfig.register(SiameseBertConfig.model_type, SiameseBertConfig, exist_ok=Tr
 AutoModel.register(SiameseBertConfig, SiameseBertModel, exist_ok=True)
 SiameseBertConfig.register_for_auto_class()
 SiameseBertModel.register_for_auto_class("AutoModel")
+AutoConfig.register(SparseSiameseConfig.model_type, SparseSiameseConfig, exist_ok=True)
+AutoModel.register(SparseSiameseConfig, SparseSiameseModel, exist_ok=True)
+SparseSiameseConfig.register_for_auto_class()
+SparseSiameseModel.register_for_auto_class("AutoModel")
 
 __version__ = "0.1.0"
 
@@ -123,6 +130,8 @@ __all__ = [
     "SiameseBertOutput",
     "SiameseBertPreTrainedModel",
     "SiamesePairCollator",
+    "SparseSiameseConfig",
+    "SparseSiameseModel",
     "SiameseTrainer",
     "SiameseTrainingArguments",
     "CrossEncoderTrainingArguments",

@@ -7,4 +7,8 @@ short_attention are the flat set that `save_pretrained` copies next to the weigh
 the model's file and, transitively, every sibling it imports relatively): they import only each other (relatively) and
 public libraries. The only references to the rest of hf_siamese are three optional hooks in checkpoints (reading and
 writing the sentence-transformers layout, the Hub push with a model card), each behind `except ImportError`.
+
+configuration_sparse and modeling_sparse are the sparse model kind's own set (`SparseSiameseConfig`,
+`SparseSiameseModel`: SPLADE and inference-free SPLADE term weights), copied the same way and importing only each
+other and public libraries.
 """

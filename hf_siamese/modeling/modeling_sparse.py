@@ -1,0 +1,289 @@
+"""SparseSiameseModel: a masked-language-model encoder whose vocabulary logits become learned term weights (SPLADE),
+one sparse vector per text, as wide as the vocabulary and scored by dot product; and its inference-free form, where
+queries skip the encoder and take one learned weight per vocabulary term they contain.
+
+This file is copied next to the weights when a model is saved (remote code), so it imports only its configuration
+and public libraries.
+
+The document (and SPLADE query) vector of a text with tokens t_1..t_n, for vocabulary term j:
+
+    w_j = pool_i act(logit_ij),   act(x) = log(1 + ReLU(x)),   pool = max (or sum) over the text's real tokens
+
+and `max_active_dims` keeps a vector's largest weights only. An inference-free query's vector is w_j = q_j for every
+term j among its tokens (each counted once; no special tokens), q being the model's `query_weights`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import AutoModelForMaskedLM, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_sparse import SparseSiameseConfig
+
+TASKS = ("query", "document")
+
+
+@dataclass
+class SparseSiameseOutput(ModelOutput):
+    """`sparse_embedding`: `(batch, vocab)` term weights (a dense tensor, mostly zeros)."""
+
+    sparse_embedding: torch.FloatTensor | None = None
+
+
+def term_weights(logits: torch.Tensor, attention_mask: torch.Tensor, activation: str) -> torch.Tensor:
+    """`(batch, seq, vocab)` logits -> term weights, zero at padding: log1p(ReLU(logits)) (twice log1p for
+    "log1p_log1p_relu")."""
+    weights = torch.log1p(torch.relu(logits * attention_mask.unsqueeze(-1).to(logits.dtype)))
+    return torch.log1p(weights) if activation == "log1p_log1p_relu" else weights
+
+
+def keep_largest(vectors: torch.Tensor, count: int | None) -> torch.Tensor:
+    """`vectors` with all but each row's `count` largest weights set to zero (unchanged for None)."""
+    if count is None or count >= vectors.shape[-1]:
+        return vectors
+    top = torch.topk(vectors, count, dim=-1)
+    return torch.zeros_like(vectors).scatter(-1, top.indices, top.values)
+
+
+class SparseSiamesePreTrainedModel(PreTrainedModel):
+    config_class = SparseSiameseConfig
+    config: SparseSiameseConfig
+    base_model_prefix = "sparse"
+    accepts_loss_kwargs = False
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # The encoder is a PreTrainedModel and initialises itself; the query table starts at 1 for every term.
+        if isinstance(module, SparseSiameseModel) and module.query_weights is not None:
+            module.query_weights.fill_(1.0)
+
+
+class SparseSiameseModel(SparseSiamesePreTrainedModel):
+    """Masked-language encoder -> term weights -> pooled sparse vector (see the module docstring).
+
+    Call it on `(batch, seq_len)` token ids for document (or SPLADE query) vectors; `query_vectors` gives an
+    inference-free model's query vectors. `encode` tokenizes, batches and returns sparse tensors; `decode` shows a
+    vector as its (token, weight) pairs.
+    """
+
+    def __init__(self, config: SparseSiameseConfig, encoder: PreTrainedModel | None = None) -> None:
+        # PreTrainedModel.__init__ sets the attention implementation of sub-configs and can leave it None (the
+        # encoder's config may be this one's sub-config); the encoder then masks nothing in padded batches.
+        encoder_attention = getattr(encoder.config, "_attn_implementation", None) if encoder is not None else None
+        super().__init__(config)
+        config.validate_sparse_fields()
+        if encoder is None:
+            encoder = AutoModelForMaskedLM.from_config(config.encoder_config)
+        config.encoder_config = encoder.config
+        if getattr(encoder.config, "_attn_implementation", None) is None:
+            fallback = "sdpa" if getattr(encoder, "_supports_sdpa", False) else "eager"
+            encoder.config._attn_implementation = encoder_attention or fallback
+        self.encoder = encoder
+        vocab = int(encoder.config.vocab_size)
+        self.query_weights = nn.Parameter(torch.ones(vocab)) if config.architecture == "inference_free" else None
+        self.tokenizer = None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.encoder.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.encoder.set_input_embeddings(value)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> SparseSiameseOutput:
+        """Document (and SPLADE query) vectors of `(batch, seq_len)` inputs -> `(batch, vocab)` term weights."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, **kwargs}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        logits = self.encoder(**inputs, return_dict=True).logits
+        weights = term_weights(logits, attention_mask, self.config.activation)
+        pooled = weights.amax(dim=1) if self.config.pooling == "max" else weights.sum(dim=1)
+        return SparseSiameseOutput(sparse_embedding=keep_largest(pooled, self.config.max_active_dims))
+
+    def query_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """An inference-free model's query vectors: `query_weights` of each vocabulary term the query holds (each
+        counted once; padding ignored), from `(batch, seq_len)` ids tokenized without special tokens."""
+        if self.query_weights is None:
+            raise ValueError(
+                f"query_vectors: this model's architecture is {self.config.architecture!r}; its queries run through "
+                "the encoder (call the model); only architecture='inference_free' has a query weight table"
+            )
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        present = torch.zeros(input_ids.shape[0], self.query_weights.shape[0], device=input_ids.device)
+        present = present.scatter(1, input_ids, attention_mask.to(present.dtype))
+        return keep_largest(present * self.query_weights, self.config.max_active_dims)
+
+    # ------------------------------------------------------------------------------------------------ encoding
+
+    def _resolve_tokenizer(self, tokenizer: Any) -> Any:
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        if tokenizer is None:
+            name = getattr(self.config, "_name_or_path", None) or self.config.name_or_path
+            if not name:
+                raise ValueError("encode: pass tokenizer=... (this model was not loaded from a folder with one)")
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            self.tokenizer = tokenizer
+        return tokenizer
+
+    def _token_limit(self, tokenizer: Any) -> int:
+        limit = self.config.max_seq_length or getattr(tokenizer, "model_max_length", 512)
+        positions = getattr(self.config.encoder_config, "max_position_embeddings", 512) or 512
+        if getattr(self.config.encoder_config, "model_type", None) in ("roberta", "xlm-roberta", "camembert"):
+            positions -= 2
+        return int(min(limit if isinstance(limit, int) and limit < 100_000 else 512, positions))
+
+    @torch.no_grad()
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        tokenizer: Any = None,
+        *,
+        task: str = "document",
+        batch_size: int = 32,
+        max_active_dims: int | None = None,
+        convert_to_sparse_tensor: bool = True,
+        prompt: str | None = None,
+    ) -> torch.Tensor:
+        """Sparse vectors of `texts` (one string: one vector): a `(n, vocab)` coalesced sparse COO tensor on the CPU
+        (`convert_to_sparse_tensor=False`: dense). `task`: "document" or "query" (an inference-free model's queries
+        take its query weight table; the config's prompt for the task is put first unless `prompt` is given).
+        `max_active_dims` overrides the config's."""
+        if task not in TASKS:
+            raise ValueError(f"encode: task={task!r}; accepted: {', '.join(TASKS)}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"encode: batch_size={batch_size!r} must be a positive whole number")
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        if not all(isinstance(text, str) for text in items):
+            raise ValueError("encode: texts must be strings (one, or a list of them)")
+        tokenizer = self._resolve_tokenizer(tokenizer)
+        prefix = (self.config.prompts or {}).get(task, "") if prompt is None else prompt
+        lookup = task == "query" and self.query_weights is not None
+        limit = self._token_limit(tokenizer)
+        device = next(self.parameters()).device
+        was_training = self.training
+        self.eval()
+        rows = []
+        try:
+            for start in range(0, len(items), batch_size):
+                batch = [prefix + text for text in items[start : start + batch_size]]
+                tokens = tokenizer(
+                    batch, padding=True, truncation=True, max_length=limit, return_tensors="pt",
+                    add_special_tokens=not lookup,
+                )  # fmt: skip
+                tokens = {k: v.to(device) for k, v in tokens.items()}
+                if lookup:
+                    vectors = self.query_vectors(tokens["input_ids"], tokens["attention_mask"])
+                else:
+                    vectors = self(**tokens).sparse_embedding
+                rows.append(keep_largest(vectors.float(), max_active_dims).cpu())
+        finally:
+            self.train(was_training)
+        width = self.config.vocab_size_of_encoder
+        dense = torch.cat(rows) if rows else torch.zeros(0, width)
+        result = dense.to_sparse().coalesce() if convert_to_sparse_tensor else dense
+        return result[0] if single else result
+
+    def encode_query(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> torch.Tensor:
+        """`encode(texts, task="query")`."""
+        return self.encode(texts, tokenizer, task="query", **kwargs)
+
+    def encode_document(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> torch.Tensor:
+        """`encode(texts, task="document")`."""
+        return self.encode(texts, tokenizer, task="document", **kwargs)
+
+    @staticmethod
+    def similarity(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Dot products of two sets of vectors (sparse or dense, `(n, vocab)` and `(m, vocab)`) -> `(n, m)`."""
+        a = a.to_dense() if a.is_sparse else a
+        b = b.to_dense() if b.is_sparse else b
+        return a.reshape(-1, a.shape[-1]).float() @ b.reshape(-1, b.shape[-1]).float().T
+
+    def decode(self, vectors: torch.Tensor, tokenizer: Any = None, top_k: int | None = None) -> Any:
+        """A vector as its (token, weight) pairs, largest first (`top_k`: the first so many); a `(n, vocab)` batch
+        gives a list per row. Why a query matched a document: the tokens both hold."""
+        tokenizer = self._resolve_tokenizer(tokenizer)
+        dense = vectors.to_dense() if vectors.is_sparse else vectors
+        rows = dense.reshape(-1, dense.shape[-1]).float().cpu()
+        decoded = []
+        for row in rows:
+            active = torch.nonzero(row, as_tuple=True)[0]
+            order = active[torch.argsort(row[active], descending=True, stable=True)]
+            order = order[:top_k] if top_k is not None else order
+            tokens = tokenizer.convert_ids_to_tokens(order.tolist())
+            decoded.append([(token, float(row[i])) for token, i in zip(tokens, order.tolist(), strict=True)])
+        return decoded[0] if dense.dim() == 1 else decoded
+
+    # ------------------------------------------------------------------------------------------------ building
+
+    @classmethod
+    def from_encoder(
+        cls,
+        path: str,
+        *,
+        architecture: str = "splade",
+        pooling: str = "max",
+        activation: str = "log1p_relu",
+        max_active_dims: int | None = None,
+        max_seq_length: int | None = None,
+        **kwargs: Any,
+    ) -> SparseSiameseModel:
+        """A sparse model from an encoder checkpoint (Hub id or folder) with or without a masked-language head. One
+        saved without a head (all-MiniLM-L6-v2, most sentence encoders) gets BERT's head with its decoder tied to the
+        encoder's own word embeddings and a fresh transform: its term weights mean little until it is trained, and
+        `config.head_note` (and so the model card) says so."""
+        encoder, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True, **kwargs)
+        head_missing = [key for key in info.get("missing_keys", []) if not key.startswith(encoder.base_model_prefix)]
+        note = None
+        if head_missing:
+            note = (
+                f"{path} has no masked-language head: the head's transform is new (random) and its decoder is tied to "
+                "the encoder's word embeddings; term weights mean little before training"
+            )
+        config = SparseSiameseConfig(
+            encoder_config=encoder.config, architecture=architecture, pooling=pooling, activation=activation,
+            max_active_dims=max_active_dims, max_seq_length=max_seq_length, head_note=note,
+        )  # fmt: skip
+        model = cls(config, encoder=encoder)
+        model.config.name_or_path = str(path)
+        return model
+
+    @torch.no_grad()
+    def init_query_weights_from_idf(self, documents: Iterable[str], tokenizer: Any = None) -> None:
+        """Set an inference-free model's query weights to each term's inverse document frequency over `documents`
+        (BM25's idf, log(1 + (N - df + 0.5) / (df + 0.5))); terms no document holds get the largest idf."""
+        if self.query_weights is None:
+            raise ValueError("init_query_weights_from_idf: only architecture='inference_free' has query weights")
+        tokenizer = self._resolve_tokenizer(tokenizer)
+        counts = torch.zeros(self.query_weights.shape[0], dtype=torch.float64)
+        total = 0
+        for text in documents:
+            ids = tokenizer(text, add_special_tokens=False, truncation=True, max_length=self._token_limit(tokenizer))
+            counts[torch.tensor(sorted(set(ids["input_ids"])), dtype=torch.long)] += 1
+            total += 1
+        if total == 0:
+            raise ValueError("init_query_weights_from_idf: no documents given")
+        idf = torch.log1p((total - counts + 0.5) / (counts + 0.5))
+        self.query_weights.copy_(idf.to(self.query_weights.dtype))
+
+
+__all__ = ["SparseSiameseModel", "SparseSiameseOutput", "keep_largest", "term_weights"]
