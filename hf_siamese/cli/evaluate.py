@@ -26,6 +26,7 @@ from .common import (
     parse_columns,
     parse_score_range,
 )
+from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
 
 
 def register(commands: Any) -> None:
@@ -118,6 +119,8 @@ def run_eval(args: argparse.Namespace) -> int:
     first, second, score = scored_pairs_layout(data, name)
     sentences = read_text_lines(args.sentences) if args.sentences else None
 
+    if is_sparse_model_path(args.model):
+        raise ValueError(f"{args.model} is a sparse model: evaluate it on a BEIR folder, not on scored pairs")
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
@@ -167,6 +170,16 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         if getattr(args, option, None):
             raise ValueError(f"--{option.replace('_', '-')} applies to scored pairs, not to a BEIR folder")
     settings = lexical_settings(args)
+    sparse = is_sparse_model_path(args.model)
+    if sparse:  # ranked exactly by its own term weights: the dense-only flags are refused, each named
+        stage = args.first_stage if args.first_stage not in (None, "dense") else None
+        refuse_dense_flags(args.model, {
+            "--pooling": args.pooling, "--normalize": args.normalize is not None, "--quantize": args.quantize,
+            "--index": args.index, f"--first-stage {stage}": stage, "--fusion": args.fusion,
+            "--dense-weight": args.dense_weight, "--choose-dense-weight": args.choose_dense_weight,
+            "--choose-fusion": args.choose_fusion, "--no-rerank": args.no_rerank,
+            "--language/--no-stemmer/--no-stopwords/--k1/--b": settings,
+        })  # fmt: skip
     if args.choose_dense_weight:
         return _choose_dense_weight(args, settings)
     if args.choose_fusion:
@@ -196,7 +209,10 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     first_stage = check_first_stage(stage or "dense", fusion, dense_weight, settings)
     if index is not None:
         index.check_first_stage(first_stage, fusion, dense_weight)
-    model, tokenizer = _retrieval_model(args, first_stage, reranker, index)
+    if sparse:
+        model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
+    else:
+        model, tokenizer = _retrieval_model(args, first_stage, reranker, index)
     evaluator = RetrievalEvaluator(
         data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
         rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=fusion, dense_weight=dense_weight,
@@ -217,11 +233,12 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         if reranker is not None:
             search += f", top {metrics['rerank_top']} reranked"
         record_measurement(index, Path(args.data).name, split, search, metrics)
-    print(f"Retrieval evaluation of {model_name}, first stage: {first_stage}")
+    shown = "sparse" if sparse else first_stage
+    print(f"Retrieval evaluation of {model_name}, first stage: {shown}")
     through = "" if index is None else f", through {args.index}"
     print(f"on {args.data} ({split} split{through}): {metrics['num_queries']} queries, {len(data.corpus)} documents")
     ks = list(data.k_values)
-    columns = [(first_stage, "")]
+    columns = [(shown, "")]
     if first_stage == "hybrid":
         fused = f"fused ({fusion or 'rrf'})"
         columns = [("lexical", "lexical_"), ("dense", "dense_"), (fused, "")]

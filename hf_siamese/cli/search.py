@@ -23,15 +23,17 @@ from .arguments import (
 )
 from .common import corpus_source, load_cross_encoder, load_inference_model
 from .progress import progress_wanted
+from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
 
 # What only a --corpus search reads (its columns, its Hub split, its embeddings folder): flag -> dest.
-_CORPUS_ONLY = {
-    **corpus_flags(),
+# What only a corpus embedded into vectors reads (refused with a sparse model): flag -> dest.
+_EMBEDDED_ONLY = {
     "--embeddings-dir": "embeddings_dir",
     "--shard-size": "shard_size",
     "--dtype": "dtype",
     "--approximate": "approximate",
 }
+_CORPUS_ONLY = {**corpus_flags(), **_EMBEDDED_ONLY}
 
 
 # What only a search that embeds the queries reads: flag -> dest.
@@ -99,6 +101,12 @@ def run_search(args: argparse.Namespace) -> int:
     queries = [query.strip() for query in queries]
     if not queries or not all(queries):
         raise ValueError("give at least one non-empty --query TEXT or a --queries FILE")
+    if is_sparse_model_path(args.model):  # ranked exactly over a --corpus by its term weights; nothing kept
+        refuse_dense_flags(args.model, {
+            "--index": args.index, "--pooling": args.pooling, "--normalize": args.normalize is not None,
+            **{flag: True for flag in given_flags(args, _EMBEDDED_ONLY)}, "--first-stage": args.first_stage,
+            "--fusion": args.fusion, "--dense-weight": args.dense_weight,
+        })  # fmt: skip
     if not args.index:
         given = (("--first-stage", args.first_stage), ("--fusion", args.fusion), ("--dense-weight", args.dense_weight))
         for flag, value in given:
@@ -164,10 +172,20 @@ def print_hits(queries: list[str], results: list[list[dict[str, Any]]]) -> None:
 def _search_corpus(
     args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
 ) -> list[list[dict[str, Any]]]:
-    """Load the model, then `search_corpus` (embed into --embeddings-dir or a temporary folder, search, rerank)."""
+    """Load the model, then `search_corpus` (embed into --embeddings-dir or a temporary folder, search, rerank); a
+    sparse model ranks the corpus exactly by its term weights (`search_corpus_sparse`)."""
     from ..retrieval.corpus_search import search_corpus
 
     source = corpus_source(args.corpus, args)
+    if is_sparse_model_path(args.model):
+        from ..retrieval.sparse_search import search_corpus_sparse
+
+        model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
+        return search_corpus_sparse(
+            model, source, queries, args.top_k, tokenizer=tokenizer, text_column=args.text_column,
+            id_column=args.id_column, batch_size=args.batch_size, prompt_name=args.prompt_name, rerank=reranker,
+            rerank_top=rerank_top, first_stage_weight=args.first_stage_weight, show_progress_bar=progress_wanted(),
+        )  # fmt: skip
     model, tokenizer = load_inference_model(
         args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
     )

@@ -115,6 +115,7 @@ def read_sparse_encoder(path: str | os.PathLike, **kwargs: Any) -> Any:
         encoder_config=encoder.config, architecture=architecture, pooling=strategy,
         activation=_ACTIVATIONS[activation], max_active_dims=st_config.get("max_active_dims"), prompts=prompts,
         max_seq_length=limit if isinstance(limit, int) and limit < 100_000 else None,
+        query_ignore_ids=sorted(set(tokenizer.all_special_ids)),
     )  # fmt: skip
     model = SparseSiameseModel(config, encoder=encoder)
     if query_weights is not None:

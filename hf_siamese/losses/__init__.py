@@ -22,10 +22,11 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 | `DenoisingAutoEncoderLoss(model, tok)` | sentence / text | none | no labels: TSDAE (a decoder rebuilds the text) |
 | `MatryoshkaLoss(base, dims)` | the base loss's | the base loss's | embeddings that still work cut to fewer dims |
 | `CombinedLoss({loss: weight})` | its losses' (which must agree) | the same | several objectives on one forward pass |
+| `SparseMultipleNegativesRankingLoss` | query, positive[, negatives] | none | a sparse model: dot + FLOPS |
 
 By name (`get_loss`, `SiameseTrainer(loss=...)`): `cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
-`cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, or a weighted sum of them such as `"cosent+angle"`
-(weights 1) or `"cosent+0.5*angle"`: a `CombinedLoss`.
+`cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, `sparse_mnr` (the sparse models' own), or a weighted
+sum of them such as `"cosent+angle"` (weights 1) or `"cosent+0.5*angle"`: a `CombinedLoss`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .matryoshka import MatryoshkaLoss, truncated_output
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
 from .ranking import MultipleNegativesRankingLoss
 from .scored_ranking import ScoredPairsRankingLoss
+from .sparse import SparseMultipleNegativesRankingLoss
 
 LOSSES: dict[str, type[SiameseLoss]] = {
     "cosine": CosineSimilarityLoss,
@@ -54,6 +56,7 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "margin_mse": MarginMSELoss,
     "embedding_mse": EmbeddingMSELoss,
     "list_distill": ListDistillationLoss,
+    "sparse_mnr": SparseMultipleNegativesRankingLoss,
 }
 
 
@@ -89,6 +92,7 @@ __all__ = [
     "MarginMSELoss",
     "MatryoshkaLoss",
     "CombinedLoss",
+    "SparseMultipleNegativesRankingLoss",
     "angle_similarity",
     "cosent_ranking",
     "parse_loss_spec",

@@ -48,6 +48,9 @@ class SparseSiameseConfig(PreTrainedConfig):
         head_note (`str`, *optional*):
             Where the masked-language head's weights came from, for the model card (e.g. a fresh transform over the
             encoder's own word embeddings, for an encoder saved without one).
+        query_ignore_ids (`list[int]`, *optional*):
+            Token ids an inference-free query vector leaves out (the tokenizer's special tokens: [CLS], [SEP], ...),
+            so a query tokenized with or without them gets the same vector.
     """
 
     model_type = "siamese-sparse"
@@ -61,6 +64,7 @@ class SparseSiameseConfig(PreTrainedConfig):
     prompts: dict[str, str] = field(default_factory=dict)
     max_seq_length: int | None = None
     head_note: str | None = None
+    query_ignore_ids: list[int] = field(default_factory=list)
 
     def __post_init__(self, **kwargs: Any) -> None:
         if isinstance(self.encoder_config, dict) and "model_type" not in self.encoder_config:
@@ -93,6 +97,19 @@ class SparseSiameseConfig(PreTrainedConfig):
     def vocab_size_of_encoder(self) -> int:
         """The width of the sparse vectors: the encoder's vocabulary size."""
         return int(self.encoder_config.vocab_size)
+
+    @property
+    def effective_max_seq_length(self) -> int:
+        """Texts are cut to this many tokens: `max_seq_length`, at most the encoder's positions (less RoBERTa's
+        offset), 512 where neither says."""
+        positions = getattr(self.encoder_config, "max_position_embeddings", 512) or 512
+        if getattr(self.encoder_config, "model_type", None) in ("roberta", "xlm-roberta", "camembert"):
+            positions -= 2
+        return int(min(self.max_seq_length or positions, positions))
+
+    # What the training collator reads from a model's config (a sparse model has no classifier head and keeps case).
+    classifier_head = False
+    do_lower_case = False
 
 
 __all__ = ["SPARSE_ACTIVATIONS", "SPARSE_ARCHITECTURES", "SPARSE_POOLINGS", "SparseSiameseConfig"]

@@ -31,9 +31,11 @@ TASKS = ("query", "document")
 
 @dataclass
 class SparseSiameseOutput(ModelOutput):
-    """`sparse_embedding`: `(batch, vocab)` term weights (a dense tensor, mostly zeros)."""
+    """`sparse_embedding`: `(batch, vocab)` term weights (a dense tensor, mostly zeros), `(batch, num_texts, vocab)`
+    for grouped inputs; `sentence_embedding`: the same tensor, under the name the training losses read."""
 
     sparse_embedding: torch.FloatTensor | None = None
+    sentence_embedding: torch.FloatTensor | None = None
 
 
 def term_weights(logits: torch.Tensor, attention_mask: torch.Tensor, activation: str) -> torch.Tensor:
@@ -105,16 +107,40 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         token_type_ids: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> SparseSiameseOutput:
-        """Document (and SPLADE query) vectors of `(batch, seq_len)` inputs -> `(batch, vocab)` term weights."""
+        """Document (and SPLADE query) vectors of `(batch, seq_len)` inputs -> `(batch, vocab)` term weights.
+
+        Grouped inputs `(batch, num_texts, seq_len)` (the training collator's rows: query, positive[, negatives])
+        give `(batch, num_texts, vocab)`; the first text of each row is the query, which an inference-free model
+        looks up in its query weights (the others run through the encoder)."""
+        kwargs.pop("text_lengths", None)  # the collator's host lengths, for packed encoders; this one runs padded
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        if input_ids.dim() == 3:
+            return self._grouped(input_ids, attention_mask, token_type_ids, **kwargs)
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask, **kwargs}
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
         logits = self.encoder(**inputs, return_dict=True).logits
         weights = term_weights(logits, attention_mask, self.config.activation)
         pooled = weights.amax(dim=1) if self.config.pooling == "max" else weights.sum(dim=1)
-        return SparseSiameseOutput(sparse_embedding=keep_largest(pooled, self.config.max_active_dims))
+        vectors = keep_largest(pooled, self.config.max_active_dims)
+        return SparseSiameseOutput(sparse_embedding=vectors, sentence_embedding=vectors)
+
+    def _grouped(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None, **kwargs: Any
+    ) -> SparseSiameseOutput:
+        batch, texts, length = input_ids.shape
+        first = 1 if self.query_weights is not None else 0  # columns looked up rather than encoded
+        parts = []
+        if first:
+            parts.append(self.query_vectors(input_ids[:, 0], attention_mask[:, 0])[:, None])
+        if texts > first:
+            rest = [t[:, first:].reshape(-1, length) if t is not None else None for t in (input_ids, attention_mask)]
+            types = token_type_ids[:, first:].reshape(-1, length) if token_type_ids is not None else None
+            encoded = self(rest[0], rest[1], types, **kwargs).sparse_embedding
+            parts.append(encoded.view(batch, texts - first, -1))
+        vectors = torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+        return SparseSiameseOutput(sparse_embedding=vectors, sentence_embedding=vectors)
 
     def query_vectors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """An inference-free model's query vectors: `query_weights` of each vocabulary term the query holds (each
@@ -128,6 +154,8 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
             attention_mask = torch.ones_like(input_ids)
         present = torch.zeros(input_ids.shape[0], self.query_weights.shape[0], device=input_ids.device)
         present = present.scatter(1, input_ids, attention_mask.to(present.dtype))
+        if self.config.query_ignore_ids:
+            present[:, torch.tensor(self.config.query_ignore_ids, device=input_ids.device)] = 0
         return keep_largest(present * self.query_weights, self.config.max_active_dims)
 
     # ------------------------------------------------------------------------------------------------ encoding
@@ -146,10 +174,8 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
 
     def _token_limit(self, tokenizer: Any) -> int:
         limit = self.config.max_seq_length or getattr(tokenizer, "model_max_length", 512)
-        positions = getattr(self.config.encoder_config, "max_position_embeddings", 512) or 512
-        if getattr(self.config.encoder_config, "model_type", None) in ("roberta", "xlm-roberta", "camembert"):
-            positions -= 2
-        return int(min(limit if isinstance(limit, int) and limit < 100_000 else 512, positions))
+        limit = limit if isinstance(limit, int) and limit < 100_000 else 512
+        return min(limit, self.config.effective_max_seq_length)
 
     @torch.no_grad()
     def encode(
@@ -259,9 +285,16 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
                 f"{path} has no masked-language head: the head's transform is new (random) and its decoder is tied to "
                 "the encoder's word embeddings; term weights mean little before training"
             )
+        ignore: list[int] = []
+        try:
+            from transformers import AutoTokenizer
+
+            ignore = sorted(set(AutoTokenizer.from_pretrained(path).all_special_ids))
+        except (OSError, ValueError):  # no tokenizer beside the weights: queries are looked up as tokenized
+            pass
         config = SparseSiameseConfig(
             encoder_config=encoder.config, architecture=architecture, pooling=pooling, activation=activation,
-            max_active_dims=max_active_dims, max_seq_length=max_seq_length, head_note=note,
+            max_active_dims=max_active_dims, max_seq_length=max_seq_length, head_note=note, query_ignore_ids=ignore,
         )  # fmt: skip
         model = cls(config, encoder=encoder)
         model.config.name_or_path = str(path)

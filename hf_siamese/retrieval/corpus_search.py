@@ -16,6 +16,7 @@ from .corpus import encode_corpus
 from .corpus_matrix import corpus_matrix, matrix_search, texts_of
 from .fingerprint import corpus_fingerprint
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
+from .sparse_search import is_sparse_model, search_corpus_sparse
 
 
 @contextmanager
@@ -54,7 +55,19 @@ def search_corpus(
     only when it is kept for later searches: with `approximate=None` it is built (by size) only when `embeddings_dir`
     is given. `rerank` (a cross-encoder) re-scores the first `rerank_top` hits, fused with their scores by
     `first_stage_weight` (default: the reranker's own; `rerank.rerank_hits`). `encode_options` go to
-    `encode_corpus` (`shard_size`, `dtype`)."""
+    `encode_corpus` (`shard_size`, `dtype`). A learned-sparse model (`SparseSiameseModel`) ranks exactly by its term
+    weights (`sparse_search.search_corpus_sparse`), with nothing kept: `embeddings_dir`, `approximate` and the
+    `encode_options` are refused for it."""
+    if is_sparse_model(model):
+        given = {"embeddings_dir": embeddings_dir, "approximate": approximate or None, **encode_options}
+        refused = [name for name, value in given.items() if value is not None]
+        if refused:
+            raise ValueError(f"{', '.join(refused)}: a sparse model's corpus is not embedded into shards; give none")
+        return search_corpus_sparse(
+            model, source, queries, top_k, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
+            batch_size=batch_size, prompt_name=prompt_name, rerank=rerank, rerank_top=rerank_top,
+            first_stage_weight=first_stage_weight, show_progress_bar=show_progress_bar,
+        )  # fmt: skip
     if approximate is None and embeddings_dir is None:
         approximate = False
     with work_folder(embeddings_dir) as folder:

@@ -20,6 +20,7 @@ from .fingerprint import corpus_fingerprint
 from .hybrid import check_first_stage, choose_dense_weight, fuse, reciprocal_rank_fusion, stage_scores
 from .lexical import LexicalSettings, build_lexical_index
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
+from .sparse_search import check_sparse_first_stage, is_sparse_model, sparse_run
 
 # Prompt names tried, in order, for each side when a model has prompts (E5/BGE-style checkpoints).
 QUERY_PROMPT_NAMES = ("query",)
@@ -103,6 +104,11 @@ class RetrievalEvaluator(Evaluator):
     the candidates carry each stage's own score, and `stage_weights` (default: the reranker's own) fuse three scores
     (`rerank.fuse_stages`). Over a hybrid first stage the three orders (the reranker's, the dense and the lexical
     lists) fused by reciprocal ranks are reported too, prefixed `rerank_rrf3_`: the setting-free three-score order.
+
+    A learned-sparse `model` (`SparseSiameseModel`) is its own first stage (`sparse_search`: the corpus and the judged
+    queries encoded, ranked exactly by their term weights' dot products), with the same metric names and `rerank`;
+    `first_stage` other than the default and `index` are refused for it. Under several processes each one encodes
+    the whole set.
     """
 
     def __init__(
@@ -148,6 +154,8 @@ class RetrievalEvaluator(Evaluator):
         dataset, first_stage = self.dataset, self.first_stage
         if model is None and first_stage != "lexical":
             raise ValueError(f"the {first_stage} first stage embeds the texts: give a model, or first_stage='lexical'")
+        if is_sparse_model(model):
+            return self._sparse_metrics(model)
         depth = None if self.rerank is None else check_rerank(self.rerank, self.rerank_top, 1, len(dataset.corpus))
         embedded = None
         if first_stage != "lexical" and self.index is None:
@@ -167,6 +175,24 @@ class RetrievalEvaluator(Evaluator):
                 metrics.update(prefixed_metrics(alone, stage, skip=("num_queries",)))
         if depth is not None:
             metrics.update(self._rerank_metrics(runs, corpus_ids, judged, depth))
+        return metrics
+
+    def _sparse_metrics(self, model: Any) -> dict[str, float]:
+        """A sparse model's first stage (exact, `sparse_search`), and with `rerank` the two stages."""
+        from ..metrics import judged_queries
+
+        dataset = self.dataset
+        check_sparse_first_stage(self.first_stage, self.index)
+        depth = None if self.rerank is None else check_rerank(self.rerank, self.rerank_top, 1, len(dataset.corpus))
+        judged, corpus_ids = judged_queries(dataset.qrels), list(dataset.corpus)
+        reach = min(max(self.k_values[-1], depth or 0), len(corpus_ids))
+        run = sparse_run(
+            model, dataset, judged, reach, tokenizer=self.tokenizer, batch_size=self.batch_size,
+            show_progress_bar=self.show_progress_bar,
+        )  # fmt: skip
+        metrics = self._metrics(ranked_ids(run[1], judged, corpus_ids))
+        if depth is not None:
+            metrics.update(self._rerank_metrics({"sparse": run}, corpus_ids, judged, depth, "sparse"))
         return metrics
 
     def _metrics(self, rankings: dict[str, list[str]]) -> dict[str, float]:
@@ -205,9 +231,12 @@ class RetrievalEvaluator(Evaluator):
             runs["hybrid"] = fuse(runs["dense"], runs["lexical"], self.fusion, self.dense_weight)
         return runs, corpus_ids
 
-    def _rerank_metrics(self, runs: dict, corpus_ids: Any, judged: list[str], depth: int) -> dict[str, float]:
-        """The two stages' metrics (`rerank_...`, `rerank_top`; over hybrid also `rerank_rrf3_...`)."""
-        dataset, first_stage = self.dataset, self.first_stage
+    def _rerank_metrics(
+        self, runs: dict, corpus_ids: Any, judged: list[str], depth: int, first_stage: str | None = None
+    ) -> dict[str, float]:
+        """The two stages' metrics (`rerank_...`, `rerank_top`; over hybrid also `rerank_rrf3_...`) over the run of
+        `first_stage` (default: the evaluator's)."""
+        dataset, first_stage = self.dataset, first_stage or self.first_stage
         hits = _candidates(runs, first_stage, depth, corpus_ids, dataset, self.fusion, self.dense_weight)
         reranked = rerank_hits(
             self.rerank, [dataset.queries[q] for q in judged], hits, batch_size=self.batch_size,
@@ -322,6 +351,8 @@ def choose_hybrid_weight(
     its result is reported on."""
     from ..metrics import judged_queries, retrieval_metrics
 
+    if is_sparse_model(model):
+        raise ValueError("choosing the hybrid weight fuses a dense model's list with BM25's; this model is sparse")
     query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
         model, dataset, tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar
     )

@@ -13,15 +13,22 @@ from transformers import Trainer, TrainingArguments
 
 from ..data.beir import RetrievalDataset
 from ..data.columns import detect_layout
-from ..losses import MultipleNegativesRankingLoss, SiameseLoss, SoftmaxLoss, get_loss
+from ..losses import (
+    MultipleNegativesRankingLoss,
+    SiameseLoss,
+    SoftmaxLoss,
+    SparseMultipleNegativesRankingLoss,
+    get_loss,
+)
 from ..metrics.evaluator import is_evaluator
 from ..modeling import encoding
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
+from ..modeling.modeling_sparse import SparseSiameseModel
 from .arguments import NOT_GIVEN, SiameseTrainingArguments, as_training_arguments
 from .collator import SiamesePairCollator, check_dataset
 from .streaming import first_rows, is_stream
 from .throughput import ThroughputLogMixin
-from .trainer_data import SiameseDataMixin, default_loss
+from .trainer_data import SiameseDataMixin, check_loss_kind, default_loss
 from .trainer_evaluation import SiameseEvaluationMixin
 from .trainer_setup import HostFreeStepMixin, copy_pad_token, prepare_step, start_trainer, text_column_args
 
@@ -75,10 +82,10 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         pretokenize: bool | None = NOT_GIVEN,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(model, SiameseBertModel):
+        if not isinstance(model, SiameseBertModel | SparseSiameseModel):
             raise TypeError(
-                f"SiameseTrainer needs a SiameseBertModel, got {type(model).__name__}; build one with "
-                "SiameseBertModel.from_encoder(...)."
+                f"SiameseTrainer needs a SiameseBertModel or a SparseSiameseModel, got {type(model).__name__}; build "
+                "one with SiameseBertModel.from_encoder(...) (or SparseSiameseModel.from_encoder(...))."
             )
         deprecated = {
             "head_learning_rate": head_learning_rate,
@@ -91,14 +98,14 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         args = as_training_arguments(args, SiameseTrainingArguments, "siamese-output", deprecated, "SiameseTrainer")
         args = text_column_args(args, "siamese-output")
         processing_class, data_collator = _collator_for(model, args, data_collator, processing_class)
-        self.loss = self._resolve_loss(loss, train_dataset, data_collator)
+        self.loss = check_loss_kind(self._resolve_loss(loss, train_dataset, data_collator, model), model)
         if isinstance(self.loss, SoftmaxLoss) and not model.config.classifier_head:
             raise ValueError(
                 "loss='softmax' needs a model with a classifier head: SiameseBertModel.from_encoder(..., "
                 "label2id={'entailment': 0, 'neutral': 1, 'contradiction': 2})."
             )
         self.no_duplicates_sampler = (
-            isinstance(self.loss, MultipleNegativesRankingLoss)
+            isinstance(self.loss, MultipleNegativesRankingLoss | SparseMultipleNegativesRankingLoss)
             if args.no_duplicates_sampler is None
             else args.no_duplicates_sampler
         )
@@ -159,7 +166,9 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
                     )
 
     @staticmethod
-    def _resolve_loss(loss: str | SiameseLoss | None, train_dataset: Any, collator: Any) -> SiameseLoss:
+    def _resolve_loss(
+        loss: str | SiameseLoss | None, train_dataset: Any, collator: Any, model: Any = None
+    ) -> SiameseLoss:
         if loss is not None:
             return get_loss(loss)
         sample = first_rows(train_dataset, 1) if is_stream(train_dataset) else None
@@ -170,7 +179,9 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         else:
             raise ValueError("SiameseTrainer: pass loss= ('cosine', 'cosent', 'softmax', 'mnr' or a loss object).")
         layout = collator.layout(columns) if isinstance(collator, SiamesePairCollator) else detect_layout(columns)
-        chosen = default_loss(None if layout.label is None else first[layout.label])
+        chosen = default_loss(
+            None if layout.label is None else first[layout.label], isinstance(model, SparseSiameseModel)
+        )
         logger.info("SiameseTrainer: no loss given; using %r for columns %s.", chosen, columns)
         return get_loss(chosen)
 
@@ -187,6 +198,8 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         a mean over its batch."""
         labels = inputs.get("labels")
         model_inputs = {k: v for k, v in inputs.items() if k != "labels"}
+        if hasattr(self.loss, "set_progress"):  # a regulariser's warm-up (the sparse loss's FLOPS)
+            self.loss.set_progress(self.state.global_step, self.state.max_steps)
         loss, outputs = self.loss.compute(model, model_inputs, labels)
         return (loss, outputs) if return_outputs else loss
 

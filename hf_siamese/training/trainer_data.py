@@ -19,10 +19,18 @@ from .sampler import NoDuplicatesBatchSampler
 from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
 
 
-def default_loss(label: Any) -> str:
+def default_loss(label: Any, sparse: bool = False) -> str:
     """The loss a training set gets when none is named, from its first row's label (the one rule of `SiameseTrainer`
-    and `hf-siamese train`): no label column (`label is None`) -> "mnr"; a list of scores (a teacher's, from
-    `mine --teacher`) -> "margin_mse"; a float score -> "cosine"; a class label -> "softmax"."""
+    and `hf-siamese train`): no label column (`label is None`) -> "mnr" ("sparse_mnr" for a `sparse` model); a list
+    of scores (a teacher's, from `mine --teacher`) -> "margin_mse"; a float score -> "cosine"; a class label ->
+    "softmax". A sparse model trains on unlabelled rows only (so far)."""
+    if sparse:
+        if label is not None:
+            raise ValueError(
+                f"a sparse model trains on rows of (query, positive[, negatives...]) without labels (sparse_mnr); this "
+                f"set has a label column ({label!r:.40} in its first row)"
+            )
+        return "sparse_mnr"
     if label is None:
         return "mnr"
     if isinstance(label, list | tuple):
@@ -155,3 +163,21 @@ class SiameseDataMixin:
             drop_last=self.args.dataloader_drop_last,
         )
         return DataLoader(batches, batch_size=None, collate_fn=self.data_collator)
+
+
+def check_loss_kind(loss: Any, model: Any) -> Any:
+    """`loss` if it trains `model`'s kind: a sparse loss (`loss.sparse`) for a sparse model (one with sparse vectors:
+    `SparseSiameseModel`), a dense one otherwise; else a `ValueError` naming both."""
+    sparse_model = getattr(getattr(model, "config", None), "model_type", None) == "siamese-sparse"
+    sparse_loss = bool(getattr(loss, "sparse", False))
+    if sparse_model and not sparse_loss:
+        raise ValueError(
+            f"{type(loss).__name__} trains dense embeddings; a SparseSiameseModel trains with 'sparse_mnr' "
+            "(SparseMultipleNegativesRankingLoss: dot scores and the FLOPS regulariser)"
+        )
+    if sparse_loss and not sparse_model:
+        raise ValueError(
+            f"{type(loss).__name__} trains sparse vectors (a SparseSiameseModel); this model is a "
+            f"{type(model).__name__}: use 'mnr' for it"
+        )
+    return loss

@@ -1,0 +1,90 @@
+"""Training the sparse model kind (issue 61 item 2, part): the sparse in-batch-negatives loss with the FLOPS
+regulariser and its warm-up, in `SiameseTrainer` (the same machinery as the dense models), SPLADE and inference-free;
+the refusals that keep each loss with its kind of model."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from conftest import TINY, WORDS, make_tiny_model
+from datasets import Dataset
+from helpers import make_args, scored_pairs
+from transformers import BertConfig, BertForMaskedLM
+
+from hf_siamese import SiameseTrainer, SparseSiameseConfig, SparseSiameseModel
+from hf_siamese.losses import SparseMultipleNegativesRankingLoss, get_loss
+from hf_siamese.losses.sparse import flops
+from hf_siamese.modeling.modeling_sparse import SparseSiameseOutput
+
+
+def _sparse(architecture: str = "splade") -> SparseSiameseModel:
+    torch.manual_seed(0)
+    encoder = BertForMaskedLM(BertConfig(**TINY, max_position_embeddings=64))
+    config = SparseSiameseConfig(encoder_config=encoder.config, architecture=architecture, query_ignore_ids=[0, 2, 3])
+    return SparseSiameseModel(config, encoder=encoder)
+
+
+def _rows(n: int = 24, negatives: bool = True) -> Dataset:
+    rng = random.Random(0)
+    words = WORDS[:60]
+    rows = []
+    for _ in range(n):
+        doc = " ".join(rng.choice(words) for _ in range(8))
+        row = {"anchor": " ".join(doc.split()[:3]), "positive": doc}
+        if negatives:
+            row["negative"] = " ".join(rng.choice(words) for _ in range(8))
+        rows.append(row)
+    return Dataset.from_list(rows)
+
+
+def test_the_loss_is_cross_entropy_of_dot_scores_plus_warmed_up_flops() -> None:
+    torch.manual_seed(1)
+    vectors = torch.relu(torch.randn(4, 3, 50))
+    loss = SparseMultipleNegativesRankingLoss(query_regularizer=0.2, document_regularizer=0.1, warmup_ratio=0.5)
+    queries, documents = vectors[:, 0], torch.cat([vectors[:, 1], vectors[:, 2]])
+    ranking = torch.nn.functional.cross_entropy(queries @ documents.T, torch.arange(4))
+    for step, factor in ((0, 0.0), (25, 0.25), (50, 1.0), (90, 1.0)):
+        loss.set_progress(step, 100)
+        expected = ranking + factor * (0.1 * flops(documents) + 0.2 * flops(queries))
+        torch.testing.assert_close(loss(SparseSiameseOutput(sentence_embedding=vectors)), expected)
+    assert float(flops(torch.tensor([[1.0, 0.0], [3.0, 0.0]]))) == 4.0  # (mean 2)^2 + 0
+
+
+@pytest.mark.parametrize("architecture", ["splade", "inference_free"])
+def test_siamese_trainer_trains_a_sparse_model(tmp_path, tiny_tokenizer, architecture) -> None:
+    model = _sparse(architecture).train()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    args = make_args(tmp_path, num_train_epochs=2, per_device_train_batch_size=8, learning_rate=1e-3)
+    trainer = SiameseTrainer(model=model, args=args, train_dataset=_rows(), processing_class=tiny_tokenizer)
+    assert isinstance(trainer.loss, SparseMultipleNegativesRankingLoss) and trainer.no_duplicates_sampler
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 6 and all(torch.isfinite(torch.tensor(losses)))
+    changed = [name for name, p in model.named_parameters() if not torch.equal(before[name], p.detach())]
+    assert any(name.startswith("encoder.") for name in changed)
+    assert ("query_weights" in changed) is (architecture == "inference_free")
+    assert trainer.loss.progress == pytest.approx(5 / 6)  # told its progress every step: the regulariser warmed up
+
+
+def test_each_loss_trains_its_own_kind(tmp_path, tiny_tokenizer) -> None:
+    args = make_args(tmp_path, num_train_epochs=1)
+    with pytest.raises(ValueError, match="a SparseSiameseModel trains with 'sparse_mnr'"):
+        SiameseTrainer(model=_sparse(), args=args, train_dataset=_rows(), processing_class=tiny_tokenizer, loss="mnr")
+    with pytest.raises(ValueError, match="trains sparse vectors .*this model is a SiameseBertModel: use 'mnr'"):
+        SiameseTrainer(
+            model=make_tiny_model(), args=args, train_dataset=_rows(), processing_class=tiny_tokenizer,
+            loss="sparse_mnr",
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="a sparse model trains on rows of \\(query, positive"):
+        SiameseTrainer(model=_sparse(), args=args, train_dataset=scored_pairs(8), processing_class=tiny_tokenizer)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("scale", 0.0), ("query_regularizer", -1.0), ("document_regularizer", float("inf")), ("warmup_ratio", 2.0)],
+)
+def test_bad_loss_settings_are_refused_by_name(setting, value) -> None:
+    with pytest.raises(ValueError, match=f"SparseMultipleNegativesRankingLoss: {setting}="):
+        get_loss("sparse_mnr", **{setting: value})
