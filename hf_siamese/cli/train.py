@@ -44,6 +44,7 @@ def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> Ob
         gather_across_processes=args.gather_across_processes,
         source=train_name,
         option_names=OPTION_FLAGS,
+        sparse=args.kind == "sparse",
     )
     if objective.loss.label_kind == "class" and args.eval_steps:
         # The Trainer's evaluation computes the training loss on the eval rows, and scored pairs have no class
@@ -97,6 +98,8 @@ def run_train(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.interpolate == "auto" and sets.eval is None:
         raise ValueError("--interpolate auto chooses ALPHA by the score on --eval; give --eval, or a number for ALPHA")
+    if args.kind == "sparse":
+        _check_sparse(args, sets)
     objective = _objective(args, sets.train, sets.train_name)
     recipe = resolve_recipe(
         args.recipe, objective.loss.label_kind, sets.eval,
@@ -114,12 +117,31 @@ def run_train(args: argparse.Namespace) -> int:
             overwrite=args.overwrite, replace_runs=sets.demo and args.output_dir is None,
             push_to_hub=args.push_to_hub, made_by=f"`{PROG} train`",
             option_names={"score_range": "--score-range", "push_to_hub": "--push-to-hub"},
-            report=lambda line: print(f"{PROG} train: {line}"),
+            report=lambda line: print(f"{PROG} train: {line}"), kind=args.kind,
         )  # fmt: skip
     if result.main_process:
         print("\n".join(result.summary))
     shutdown_distributed()
     return 0
+
+
+def _check_sparse(args: argparse.Namespace, sets: Any) -> None:
+    """`--kind sparse`: the flags that set a dense model or a dense loss are refused, and so is scored-pairs --eval
+    (a sparse model is measured on a BEIR folder's queries)."""
+    from ..data.beir import RetrievalDataset
+
+    given = {"--pooling": args.pooling, "--normalize": args.normalize, "--loss": args.loss}
+    refused = [flag for flag, value in given.items() if value is not None]
+    if refused:
+        raise ValueError(
+            f"{', '.join(refused)} set(s) a dense model or loss; --kind sparse trains SPLADE term weights with "
+            "sparse_mnr: give no " + ", ".join(refused)
+        )
+    if sets.eval is not None and not isinstance(sets.eval, RetrievalDataset):
+        raise ValueError(
+            f"--kind sparse is measured on a BEIR folder's queries (--eval BEIR_DIR), not on scored pairs "
+            f"({sets.eval_name})"
+        )
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -35,6 +35,13 @@ def register(commands: Any) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `train`: the model, then the groups data, objective and training."""
     add_model_arguments(parser, training=True)
+    parser.add_argument(
+        "--kind",
+        choices=("dense", "sparse"),
+        default="dense",
+        help="the model to train: dense (a sentence embedding, the default) or sparse (SPLADE term weights over the "
+        "encoder's masked-language head; rows of anchor, positive[, negatives]; loss sparse_mnr)",
+    )
     _add_data_group(parser)
     _add_objective_group(parser)
     _add_training_group(parser)

@@ -37,7 +37,8 @@ def read_training_sets(
     max_eval: int | None = None,
     seed: int = 42,
 ) -> TrainingSets:
-    """Read `train` (a file, folder or Hub dataset through `load_pairs`; None: the built-in demo set, with its dev
+    """Read `train` (a BEIR folder: its `train_split`'s (query, relevant document) rows, `beir_pairs`; a file, folder or
+    Hub dataset through `load_pairs`; None: the built-in demo set, with its dev
     split as the evaluation set unless `eval` is given) and `eval`: a BEIR folder (its `eval_split`, else dev, then
     test), or scored pairs (`eval_split`, default "validation"). `max_train` / `max_eval` keep that many rows, drawn
     at random with `seed`.
@@ -55,6 +56,8 @@ def read_training_sets(
     demo_splits = load_demo_dataset() if demo else None
     if demo:
         train_rows, train_name = demo_splits["train"], DEMO_TRAIN_NAME
+    elif is_beir_folder(train) and columns is None and dataset_config is None:
+        train_rows, train_name = beir_pairs(train, train_split), f"{train} ({train_split} split)"
     else:
         train_rows, train_name = load_data(train, train_split, columns, dataset_config), train
     sets = TrainingSets(take(train_rows, max_train, seed), train_name, demo=demo)
@@ -72,6 +75,25 @@ def read_training_sets(
     sets.eval = take(rows, max_eval, seed)
     scored_pairs_layout(sets.eval, sets.eval_name)
     return sets
+
+
+def beir_pairs(folder: str, split: str) -> Any:
+    """(anchor, positive) rows of a BEIR folder's `split`: each judged query with each document it holds relevant
+    (grade above 0), its title and text as the corpus gives them; MNR's (and sparse_mnr's) rows."""
+    from datasets import Dataset
+
+    from .beir import read_beir
+
+    data = read_beir(folder, split=split)
+    rows = [
+        {"anchor": data.queries[query], "positive": data.corpus[doc]}
+        for query, relevant in sorted(data.qrels.items())
+        for doc, grade in sorted(relevant.items())
+        if grade > 0 and query in data.queries and doc in data.corpus
+    ]
+    if not rows:
+        raise ValueError(f"{folder}: its {split} split judges no document relevant to any query; nothing to train on")
+    return Dataset.from_list(rows)
 
 
 def load_data(source: str, split: str | None, columns: dict[str, str] | None, subset: str | None) -> Any:

@@ -92,7 +92,7 @@ def front_matter(facts: ModelCardFacts) -> dict[str, Any]:
     data = ModelCardData(
         language=facts.language or None,
         license=facts.license,
-        library_name="sentence-transformers",
+        library_name="transformers" if facts.architecture.get("sparse") else "sentence-transformers",
         pipeline_tag="sentence-similarity",
         tags=facts.tags,
         base_model=facts.base_model,
@@ -120,7 +120,9 @@ def _hub_link(repo_id: str, kind: str = "") -> str:
 
 def _details_rows(facts: ModelCardFacts) -> str:
     arch = facts.architecture
-    rows = [("Model type", f"siamese sentence encoder (`{arch['model_class']}`, hf-siamese)")]
+    sparse = arch.get("sparse")
+    kind = "sparse encoder: learned term weights" if sparse else "siamese sentence encoder"
+    rows = [("Model type", f"{kind} (`{arch['model_class']}`, hf-siamese)")]
     if facts.base_model:
         rows.append(("Base model", _hub_link(facts.base_model)))
     encoder = f"`{arch['encoder_type']}`"
@@ -130,7 +132,17 @@ def _details_rows(facts: ModelCardFacts) -> str:
     rows.append(("Encoder", encoder))
     if arch.get("parameters"):
         rows.append(("Parameters", _format_parameters(arch["parameters"])))
-    rows.append(("Output", f"{arch['embedding_size']}-dimensional sentence embedding"))
+    if sparse:
+        limit = f", at most {sparse['max_active_dims']} active" if sparse["max_active_dims"] else ""
+        rows.append(("Output", f"{arch['embedding_size']}-wide sparse vector, one weight per vocabulary term{limit}"))
+        way = "queries: a learned weight per term (no encoder); " if sparse["architecture"] == "inference_free" else ""
+        rows.append(
+            ("Sparse", f"`{sparse['architecture']}`: {way}{sparse['activation']} of the masked-language logits")
+        )
+        if sparse["head_note"]:
+            rows.append(("Masked-language head", sparse["head_note"]))
+    else:
+        rows.append(("Output", f"{arch['embedding_size']}-dimensional sentence embedding"))
     pooling = f"`{arch['pooling']}`: {_POOLING_TEXT.get(arch['pooling'], arch['pooling'])}"
     if arch["prompts"] and not arch["include_prompt"]:
         pooling += "; prompt tokens left out"
@@ -182,6 +194,15 @@ def _summary(facts: ModelCardFacts) -> str:
         f"to a {vector}, and the {_similarity_name(arch['similarity'])} of two vectors tells how similar the texts "
         "are. Use it for semantic search, clustering, deduplication and similarity scoring."
     )
+    if arch.get("sparse"):
+        text = (
+            "A sparse encoder (learned term weights, SPLADE) built with hf-siamese: it maps a text to one weight per "
+            f"vocabulary term ({arch['embedding_size']} terms, almost all zero), and the dot product of two vectors "
+            "tells how well they match. Use it as a retrieval first stage (`hf-siamese eval` / `search --corpus`), "
+            "alone or beside a dense model; `SparseSiameseModel.decode` shows a vector's terms. Load it with "
+            "`AutoModel.from_pretrained` (hf-siamese installed, or `trust_remote_code=True`); the "
+            "sentence-transformers layout comes from `hf_siamese.formats.sparse_layout.write_sparse_encoder`."
+        )
     trained = []
     if facts.base_model:
         trained.append(f"fine-tuned from {_hub_link(facts.base_model)}")
@@ -298,7 +319,7 @@ def render_model_card(facts: ModelCardFacts, template: str | None = None) -> str
     }
     enabled = {
         "details": True,
-        "usage": True,
+        "usage": not arch.get("sparse"),  # its snippets are the dense model's; the summary says how to load it
         "head_usage": bool(arch["classifier_head"]),
         "training": bool(values["training_text"]),
         "hyperparameters": bool(facts.hyperparameters),

@@ -236,9 +236,12 @@ def _unwrap(trainer: Any) -> Any:
 
 
 def architecture_facts(model: Any) -> dict[str, Any]:
-    """Architecture facts from a `SiameseBertModel` (duck-typed: anything with a `SiameseBertConfig`)."""
+    """Architecture facts from a `SiameseBertModel` (duck-typed: anything with a `SiameseBertConfig`), or from a
+    `SparseSiameseModel` (`sparse_facts`)."""
     config = model.config
     encoder = config.encoder_config
+    if getattr(config, "model_type", None) == "siamese-sparse":
+        return sparse_facts(model)
     facts: dict[str, Any] = {
         "model_class": type(model).__name__,
         "encoder_type": getattr(encoder, "model_type", None),
@@ -261,6 +264,39 @@ def architecture_facts(model: Any) -> dict[str, Any]:
     if config.classifier_head:
         facts["labels"] = [config.id2label[i] for i in sorted(config.id2label)]
         facts["classifier_features"] = list(config.classifier_features)
+    return facts
+
+
+def sparse_facts(model: Any) -> dict[str, Any]:
+    """`architecture_facts` of a `SparseSiameseModel`: the same keys (its output: vocabulary-wide term weights, dot
+    product), and under "sparse" its architecture, activation, active-term limit and where its head came from."""
+    config = model.config
+    encoder = config.encoder_config
+    facts: dict[str, Any] = {
+        "model_class": type(model).__name__,
+        "encoder_type": getattr(encoder, "model_type", None),
+        "layers": getattr(encoder, "num_hidden_layers", None) or getattr(encoder, "n_layers", None),
+        "hidden_size": getattr(encoder, "hidden_size", None) or getattr(encoder, "dim", None),
+        "embedding_size": config.vocab_size_of_encoder,
+        "projections": [],
+        "prompts": dict(config.prompts or {}),
+        "default_prompt_name": None,
+        "include_prompt": True,
+        "pooling": config.pooling,
+        "normalize": False,
+        "similarity": "dot",
+        "max_seq_length": config.effective_max_seq_length,
+        "classifier_head": False,
+        "cosine_affine": False,
+        "sparse": {
+            "architecture": config.architecture,
+            "activation": config.activation,
+            "max_active_dims": config.max_active_dims,
+            "head_note": config.head_note,
+        },
+    }
+    if hasattr(model, "num_parameters"):
+        facts["parameters"] = int(model.num_parameters())
     return facts
 
 
@@ -396,4 +432,6 @@ def _default_title(model: Any, repo_id: str | None, trainer: Any) -> str:
     if isinstance(hub_model_id, str) and hub_model_id:
         return hub_model_id.split("/")[-1]
     encoder_type = getattr(model.config.encoder_config, "model_type", "encoder")
+    if getattr(model.config, "model_type", None) == "siamese-sparse":
+        return f"Sparse {encoder_type} encoder ({model.config.architecture})"
     return f"Siamese {encoder_type} sentence encoder"

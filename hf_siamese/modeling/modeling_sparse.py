@@ -41,8 +41,13 @@ class SparseSiameseOutput(ModelOutput):
 def term_weights(logits: torch.Tensor, attention_mask: torch.Tensor, activation: str) -> torch.Tensor:
     """`(batch, seq, vocab)` logits -> term weights, zero at padding: log1p(ReLU(logits)) (twice log1p for
     "log1p_log1p_relu")."""
-    weights = torch.log1p(torch.relu(logits * attention_mask.unsqueeze(-1).to(logits.dtype)))
-    return torch.log1p(weights) if activation == "log1p_log1p_relu" else weights
+    mask = attention_mask.unsqueeze(-1).to(logits.dtype)
+    if torch.is_grad_enabled():
+        weights = torch.log1p(torch.relu(logits * mask))
+        return torch.log1p(weights) if activation == "log1p_log1p_relu" else weights
+    # Encoding: in place, so a batch holds one (batch, seq, vocab) tensor rather than four.
+    weights = logits.mul_(mask).relu_().log1p_()
+    return weights.log1p_() if activation == "log1p_log1p_relu" else weights
 
 
 def keep_largest(vectors: torch.Tensor, count: int | None) -> torch.Tensor:
@@ -209,9 +214,11 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         was_training = self.training
         self.eval()
         rows = []
+        # Longest first, so a batch holds texts of about one length (little padding); the input order is restored.
+        order = sorted(range(len(items)), key=lambda i: -len(items[i]))
         try:
             for start in range(0, len(items), batch_size):
-                batch = [prefix + text for text in items[start : start + batch_size]]
+                batch = [prefix + items[i] for i in order[start : start + batch_size]]
                 tokens = tokenizer(
                     batch, padding=True, truncation=True, max_length=limit, return_tensors="pt",
                     add_special_tokens=not lookup,
@@ -226,6 +233,8 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
             self.train(was_training)
         width = self.config.vocab_size_of_encoder
         dense = torch.cat(rows) if rows else torch.zeros(0, width)
+        if rows:
+            dense = dense[torch.argsort(torch.tensor(order))]
         result = dense.to_sparse().coalesce() if convert_to_sparse_tensor else dense
         return result[0] if single else result
 

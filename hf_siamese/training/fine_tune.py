@@ -55,6 +55,7 @@ def fine_tune(
     made_by: str = "fine_tune",
     option_names: Mapping[str, str] | None = None,
     report: Callable[[str], None] | None = None,
+    kind: str = "dense",
 ) -> FineTuneResult:
     """Fine-tune the encoder or bi-encoder `model` on `sets` (`data.training_sets.TrainingSets`) with `objective`
     (`choose_objective`) and `recipe` (`resolve_recipe`), save it with its model card, optionally push it.
@@ -73,6 +74,7 @@ def fine_tune(
         option_names: the caller's names of `score_range` and `push_to_hub` for errors.
         report: called with each progress line on the main process (the data, the recipe, the score before, how
             the final weights were chosen).
+        kind: "dense" (a `SiameseBertModel`) or "sparse" (a SPLADE `SparseSiameseModel` from the same encoder).
 
     Raises:
         ValueError: a row the trainer refuses (naming its source), a run folder in the way, a bad model source.
@@ -93,8 +95,9 @@ def fine_tune(
     run = open_run_folder(training_args, settings, overwrite=overwrite, replace_runs=replace_runs)
     set_seed(training_args.seed)  # before building the model: a classifier head is initialised at random
     encoder, tokenizer = encoder_to_train(
-        model_path, pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, **objective.head_kwargs
-    )
+        model_path, pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, kind=kind,
+        **objective.head_kwargs,
+    )  # fmt: skip
     trainer, averaging, start = _make_trainer(encoder, tokenizer, training_args, recipe, objective.loss, sets, names)
     main_process = trainer.is_world_process_zero()
     show = report if report is not None and main_process else _silent
@@ -206,9 +209,11 @@ def encoder_to_train(
     pooling: str | None = None,
     normalize: bool | None = None,
     max_seq_length: int | None = None,
+    kind: str = "dense",
     **head_kwargs: Any,
 ) -> tuple[Any, Any]:
-    """(`SiameseBertModel`, tokenizer) to fine-tune from the encoder or bi-encoder at `model_path`: `pooling` and
+    """(`SiameseBertModel`, or for `kind="sparse"` a SPLADE `SparseSiameseModel`, tokenizer) to fine-tune from the
+    encoder or bi-encoder at `model_path`: `pooling` and
     `normalize` as given, else the checkpoint's, else mean and normalized (`formats.loading.encoder_defaults`);
     `head_kwargs` (`label2id` / `num_labels`, `Objective.head_kwargs`) add a classifier head. The model's pad id is
     the tokenizer's where it has none (the Trainer would align them itself, with a warning that reads like a
@@ -218,6 +223,13 @@ def encoder_to_train(
     from ..formats.loading import encoder_defaults
     from ..modeling.modeling_siamese import SiameseBertModel
 
+    if kind == "sparse":  # SPLADE over the encoder's masked-language head (a new one where it has none)
+        from ..modeling.modeling_sparse import SparseSiameseModel
+
+        model = SparseSiameseModel.from_encoder(model_path, max_seq_length=max_seq_length)
+        return model, AutoTokenizer.from_pretrained(model_path)
+    if kind != "dense":
+        raise ValueError(f"kind={kind!r}; accepted: dense, sparse")
     model = SiameseBertModel.from_encoder(
         model_path, **encoder_defaults(model_path, pooling, normalize), max_seq_length=max_seq_length, **head_kwargs
     )

@@ -65,6 +65,7 @@ def choose_objective(
     gather_across_processes: bool = False,
     source: str = "train data",
     option_names: Mapping[str, str] | None = None,
+    sparse: bool = False,
 ) -> Objective:
     """The loss for `train_data` (a `datasets.Dataset`) and its options, checked against the rows.
 
@@ -81,6 +82,7 @@ def choose_objective(
         source: what `train_data` is called in errors.
         option_names: the caller's names of the options above (keys: `OPTIONS`) for its errors; those not given are
             called by their keyword.
+        sparse: the model is a sparse one: its loss is `sparse_mnr`, on rows without labels.
 
     Each option applies to the losses that take it (to each part of a combination that does); given with a loss that
     does not, it is refused. Raises `ValueError` naming the option, the loss and `source`.
@@ -93,7 +95,7 @@ def choose_objective(
     if loss is None:
         if layout_error is not None:
             raise ValueError(f"{source}: {layout_error}")
-        loss = default_loss(None if layout.label is None else train_data[0][layout.label])
+        loss = default_loss(None if layout.label is None else train_data[0][layout.label], sparse)
     parts = {name for name, _ in parse_loss_spec(loss)}
     if layout_error is not None and any(LOSSES[name].label_kind is not None for name in parts):
         raise ValueError(f"{source}: {layout_error}")

@@ -88,3 +88,54 @@ def test_each_loss_trains_its_own_kind(tmp_path, tiny_tokenizer) -> None:
 def test_bad_loss_settings_are_refused_by_name(setting, value) -> None:
     with pytest.raises(ValueError, match=f"SparseMultipleNegativesRankingLoss: {setting}="):
         get_loss("sparse_mnr", **{setting: value})
+
+
+@pytest.fixture
+def beir_and_encoder(tmp_path, tiny_tokenizer):
+    import json
+
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig(**TINY, max_position_embeddings=64)).save_pretrained(tmp_path / "enc")
+    tiny_tokenizer.save_pretrained(tmp_path / "enc")
+    rng = random.Random(0)
+    docs = [" ".join(rng.choice(WORDS[:60]) for _ in range(8)) for _ in range(30)]
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": d}) + "\n" for i, d in enumerate(docs))
+    )
+    queries = "".join(json.dumps({"_id": f"q{i}", "text": " ".join(docs[i].split()[:3])}) + "\n" for i in range(20))
+    (beir / "queries.jsonl").write_text(queries)
+    for split, ids in (("train", range(0, 14)), ("test", range(14, 20))):
+        rows = "".join(f"q{i}\td{i}\t1\n" for i in ids)
+        (beir / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return tmp_path / "enc", beir
+
+
+def _cli(argv: list, capsys) -> tuple[int, str, str]:
+    from hf_siamese.cli import main
+
+    code = main([str(part) for part in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys) -> None:
+    from transformers import AutoModel
+
+    encoder, beir = beir_and_encoder
+    argv = ["train", "--kind", "sparse", "--model", encoder, "--train", beir, "--eval", beir, "--eval-split", "test"]
+    code, out, err = _cli([*argv, "--output-dir", tmp_path / "out", "--batch-size", "4"], capsys)
+    assert code == 0, err
+    assert "(train split) (14 rows), loss SparseMultipleNegativesRankingLoss" in out
+    assert "nDCG@10 x100 on" in out and "before training" in out
+    model = AutoModel.from_pretrained(tmp_path / "out")
+    assert isinstance(model, SparseSiameseModel) and model.config.architecture == "splade"
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "sparse encoder: learned term weights" in card and "SentenceTransformer(" not in card
+    for bad, fragment in (
+        (["--pooling", "cls"], "--pooling set(s) a dense model or loss"),
+        (["--loss", "mnr"], "--loss set(s) a dense model or loss"),
+    ):
+        code, _, err = _cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
+        assert code == 1 and fragment in err.splitlines()[-1], err

