@@ -2,7 +2,8 @@
 
 Read (`read_sparse_encoder`): a SPLADE folder (modules.json: a fill-mask `Transformer` (or the older `MLMTransformer`)
 then `SpladePooling`) or an inference-free one (one `Router` module: a `SparseStaticEmbedding` query route and a
-Transformer + SpladePooling document route, `router_config.json`). Write (`write_sparse_encoder`): the same files, so
+Transformer + SpladePooling document route, `router_config.json`) or a CSR one (a dense model's modules then a
+SparseAutoEncoder: sparse_csr_layout.py). Write (`write_sparse_encoder`): the same files, so
 that `SparseEncoder(folder)` gives the same vectors. The format is learned from sentence-transformers' source; no
 code of it is used here.
 """
@@ -18,6 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..storage import move_files_into, staging_folder
+from .sparse_csr_layout import is_csr_modules, read_csr_encoder, write_csr_encoder
 
 MODULES_FILE = "modules.json"
 ROUTER_FILE = "router_config.json"
@@ -64,7 +66,7 @@ def _kind(entry: dict[str, Any], where: Path) -> str:
     if kind is None:
         raise ValueError(
             f"{where}: module {entry.get('type')!r} is not one a SPLADE or inference-free SparseEncoder holds "
-            f"(accepted: {', '.join(sorted(set(_TYPES)))}); CSR models are not read yet"
+            f"(accepted: {', '.join(sorted(set(_TYPES)))}, or a dense model's modules then a SparseAutoEncoder)"
         )
     return kind
 
@@ -79,6 +81,8 @@ def read_sparse_encoder(path: str | os.PathLike, **kwargs: Any) -> Any:
 
     folder = Path(path)
     modules = _json(folder / MODULES_FILE)
+    if is_csr_modules(modules):
+        return read_csr_encoder(folder, modules, _json(folder / ST_CONFIG_FILE), **kwargs)
     kinds = [_kind(entry, folder / MODULES_FILE) for entry in modules]
     query_weights = None
     if kinds == ["router"]:
@@ -134,6 +138,11 @@ def write_sparse_encoder(model: Any, path: str | os.PathLike, tokenizer: Any = N
     target.mkdir(parents=True, exist_ok=True)
     stage = staging_folder(target / "sparse_encoder", "save")
     try:
+        if model.config.architecture == "csr":
+            _write_json(stage / MODULES_FILE, write_csr_encoder(model, stage, tokenizer))
+            _write_st_config(model, stage)
+            move_files_into(stage, target)
+            return target
         inference_free = model.config.architecture == "inference_free"
         prefix = "document_" if inference_free else ""
         transformer = stage / (f"{prefix}0_Transformer" if inference_free else "")
@@ -163,18 +172,22 @@ def write_sparse_encoder(model: Any, path: str | os.PathLike, tokenizer: Any = N
                 {"idx": 1, "name": "1", "path": "1_SpladePooling", "type": _WRITTEN_TYPES["splade_pooling"]},
             ]
         _write_json(stage / MODULES_FILE, modules)
-        prompts = {"query": "", "document": "", **(model.config.prompts or {})}
-        st_config: dict[str, Any] = {"model_type": "SparseEncoder", "prompts": prompts, "default_prompt_name": None}
-        st_config["similarity_fn_name"] = "dot"
-        if model.config.max_active_dims is not None:
-            st_config["max_active_dims"] = model.config.max_active_dims
-        _write_json(stage / ST_CONFIG_FILE, st_config)
+        _write_st_config(model, stage)
         move_files_into(stage, target)
     finally:
         import shutil
 
         shutil.rmtree(stage, ignore_errors=True)
     return target
+
+
+def _write_st_config(model: Any, stage: Path) -> None:
+    prompts = {"query": "", "document": "", **(model.config.prompts or {})}
+    st_config: dict[str, Any] = {"model_type": "SparseEncoder", "prompts": prompts, "default_prompt_name": None}
+    st_config["similarity_fn_name"] = "dot"
+    if model.config.max_active_dims is not None:
+        st_config["max_active_dims"] = model.config.max_active_dims
+    _write_json(stage / ST_CONFIG_FILE, st_config)
 
 
 def _write_router(model: Any, stage: Path, tokenizer: Any) -> None:

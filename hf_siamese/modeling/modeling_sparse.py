@@ -10,11 +10,14 @@ The document (and SPLADE query) vector of a text with tokens t_1..t_n, for vocab
     w_j = pool_i act(logit_ij),   act(x) = log(1 + ReLU(x)),   pool = max (or sum) over the text's real tokens
 
 and `max_active_dims` keeps a vector's largest weights only. An inference-free query's vector is w_j = q_j for every
-term j among its tokens (each counted once; no special tokens), q being the model's `query_weights`.
+term j among its tokens (each counted once; no special tokens), q being the model's `query_weights`. A CSR model
+(`architecture="csr"`) holds a dense `SiameseBertModel` and a top-k sparse autoencoder over its sentence embedding
+instead (sparse_csr.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +28,7 @@ from transformers import AutoModelForMaskedLM, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_sparse import SparseSiameseConfig
+from .sparse_csr import SparseAutoEncoder, build_dense, csr_vectors, load_dense
 
 TASKS = ("query", "document")
 
@@ -32,10 +36,13 @@ TASKS = ("query", "document")
 @dataclass
 class SparseSiameseOutput(ModelOutput):
     """`sparse_embedding`: `(batch, vocab)` term weights (a dense tensor, mostly zeros), `(batch, num_texts, vocab)`
-    for grouped inputs; `sentence_embedding`: the same tensor, under the name the training losses read."""
+    for grouped inputs; `sentence_embedding`: the same tensor, under the name the training losses read. CSR also
+    gives `dense_embedding` (the dense model's sentence embedding) and `pre_activation` (the latents before top-k)."""
 
     sparse_embedding: torch.FloatTensor | None = None
     sentence_embedding: torch.FloatTensor | None = None
+    dense_embedding: torch.FloatTensor | None = None
+    pre_activation: torch.FloatTensor | None = None
 
 
 def term_weights(logits: torch.Tensor, attention_mask: torch.Tensor, activation: str) -> torch.Tensor:
@@ -68,9 +75,16 @@ class SparseSiamesePreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        # The encoder is a PreTrainedModel and initialises itself; the query table starts at 1 for every term.
+        # The encoder is a PreTrainedModel and initialises itself; the query table starts at 1 for every term; a
+        # CSR autoencoder starts as a new nn.Linear with zero biases.
+        from transformers import initialization as init
+
         if isinstance(module, SparseSiameseModel) and module.query_weights is not None:
-            module.query_weights.fill_(1.0)
+            init.ones_(module.query_weights)
+        if isinstance(module, SparseAutoEncoder):
+            init.zeros_(module.pre_bias)
+            init.zeros_(module.latent_bias)
+            init.kaiming_uniform_(module.encoder.weight, a=math.sqrt(5))
 
 
 class SparseSiameseModel(SparseSiamesePreTrainedModel):
@@ -81,12 +95,23 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
     vector as its (token, weight) pairs.
     """
 
-    def __init__(self, config: SparseSiameseConfig, encoder: PreTrainedModel | None = None) -> None:
+    def __init__(
+        self, config: SparseSiameseConfig, encoder: PreTrainedModel | None = None, dense: PreTrainedModel | None = None
+    ) -> None:
         # PreTrainedModel.__init__ sets the attention implementation of sub-configs and can leave it None (the
         # encoder's config may be this one's sub-config); the encoder then masks nothing in padded batches.
         encoder_attention = getattr(encoder.config, "_attn_implementation", None) if encoder is not None else None
         super().__init__(config)
         config.validate_sparse_fields()
+        self.tokenizer = None
+        if config.architecture == "csr":  # a dense model and an autoencoder, no masked-language encoder
+            self.encoder = self.query_weights = None
+            self.dense = dense if dense is not None else build_dense(config)
+            config.dense_config = self.dense.config.to_dict()
+            self.autoencoder = SparseAutoEncoder(config.dense_size, config.hidden_dim, config.normalize)
+            self.post_init()
+            return
+        self.dense = self.autoencoder = None
         if encoder is None:
             encoder = AutoModelForMaskedLM.from_config(config.encoder_config)
         config.encoder_config = encoder.config
@@ -100,10 +125,10 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Module:
-        return self.encoder.get_input_embeddings()
+        return (self.dense or self.encoder).get_input_embeddings()
 
     def set_input_embeddings(self, value: nn.Module) -> None:
-        self.encoder.set_input_embeddings(value)
+        (self.dense or self.encoder).set_input_embeddings(value)
 
     def forward(
         self,
@@ -120,6 +145,12 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         kwargs.pop("text_lengths", None)  # the collator's host lengths, for packed encoders; this one runs padded
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        if self.autoencoder is not None:
+            if token_type_ids is not None:
+                kwargs["token_type_ids"] = token_type_ids
+            vectors = csr_vectors(self, input_ids, attention_mask, **kwargs)
+            return SparseSiameseOutput(sentence_embedding=vectors["sparse_embedding"], **vectors)
+        kwargs.pop("max_active_dims", None)
         if input_ids.dim() == 3:
             return self._grouped(input_ids, attention_mask, token_type_ids, **kwargs)
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask, **kwargs}
@@ -180,7 +211,8 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
     def _token_limit(self, tokenizer: Any) -> int:
         limit = self.config.max_seq_length or getattr(tokenizer, "model_max_length", 512)
         limit = limit if isinstance(limit, int) and limit < 100_000 else 512
-        return min(limit, self.config.effective_max_seq_length)
+        own = self.dense.config.effective_max_seq_length if self.dense is not None else None
+        return min(limit, own or self.config.effective_max_seq_length)
 
     @torch.no_grad()
     def encode(
@@ -226,12 +258,14 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
                 tokens = {k: v.to(device) for k, v in tokens.items()}
                 if lookup:
                     vectors = self.query_vectors(tokens["input_ids"], tokens["attention_mask"])
+                elif self.autoencoder is not None:  # CSR's top-k takes the cap itself, as sentence-transformers'
+                    vectors = self(**tokens, max_active_dims=max_active_dims).sparse_embedding
                 else:
                     vectors = self(**tokens).sparse_embedding
                 rows.append(keep_largest(vectors.float(), max_active_dims).cpu())
         finally:
             self.train(was_training)
-        width = self.config.vocab_size_of_encoder
+        width = self.config.vector_size
         dense = torch.cat(rows) if rows else torch.zeros(0, width)
         if rows:
             dense = dense[torch.argsort(torch.tensor(order))]
@@ -256,6 +290,11 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
     def decode(self, vectors: torch.Tensor, tokenizer: Any = None, top_k: int | None = None) -> Any:
         """A vector as its (token, weight) pairs, largest first (`top_k`: the first so many); a `(n, vocab)` batch
         gives a list per row. Why a query matched a document: the tokens both hold."""
+        if self.config.architecture == "csr":
+            raise ValueError(
+                "decode: a CSR model's vector dimensions are autoencoder latents, not vocabulary tokens; there are no "
+                "tokens to show (architecture='csr')"
+            )
         tokenizer = self._resolve_tokenizer(tokenizer)
         dense = vectors.to_dense() if vectors.is_sparse else vectors
         rows = dense.reshape(-1, dense.shape[-1]).float().cpu()
@@ -307,6 +346,34 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         )  # fmt: skip
         model = cls(config, encoder=encoder)
         model.config.name_or_path = str(path)
+        return model
+
+    @classmethod
+    def from_dense(
+        cls,
+        dense: Any,
+        *,
+        hidden_dim: int | None = None,
+        k: int | None = None,
+        k_aux: int | None = None,
+        normalize: bool = False,
+        max_active_dims: int | None = None,
+        **kwargs: Any,
+    ) -> SparseSiameseModel:
+        """A CSR model over a dense one: `dense` a `SiameseBertModel` or its folder / Hub id (a sentence-transformers
+        checkpoint or plain encoder too). The autoencoder is new (zero biases, the encoder weight as a new
+        `nn.Linear`), as sentence-transformers converts a dense model: its vectors mean little before training.
+        Defaults: `hidden_dim` 4 x the dense embedding size, `k` a quarter of it, `k_aux` half."""
+        model_dense = load_dense(dense, **kwargs)
+        config = SparseSiameseConfig(
+            architecture="csr", dense_config=model_dense.config.to_dict(), hidden_dim=hidden_dim, k=k, k_aux=k_aux,
+            normalize=normalize, max_active_dims=max_active_dims,
+            prompts={t: p for t, p in (model_dense.config.prompts or {}).items() if t in TASKS},
+        )  # fmt: skip
+        model = cls(config, dense=model_dense)
+        model.autoencoder.reset()
+        model.tokenizer = getattr(model_dense, "tokenizer", None)
+        model.config.name_or_path = str(model_dense.config.name_or_path or "")
         return model
 
     @torch.no_grad()
