@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..retrieval.hybrid import FIRST_STAGES
+from ..retrieval.hybrid import INDEX_FIRST_STAGES
 from .common import DTYPES, POOLING_NAMES, PROG
 
 
@@ -287,8 +287,9 @@ def add_first_stage_arguments(parser: argparse.ArgumentParser, default: str) -> 
     `default` says what it is when not given. --fusion and --dense-weight default to None: given where they do not
     apply, `hybrid.check_first_stage` refuses them."""
     parser.add_argument(
-        "--first-stage", choices=FIRST_STAGES,
-        help=f"what retrieves: the vectors (dense), BM25 (lexical), or both fused (hybrid); default: {default}",
+        "--first-stage", choices=INDEX_FIRST_STAGES,
+        help="what retrieves: the vectors (dense), BM25 (lexical), both fused (hybrid; with an index's sparse part, "
+        f"its list too), or an index's learned-sparse part alone (sparse); default: {default}",
     )  # fmt: skip
     parser.add_argument(
         "--fusion", choices=("rrf", "zscore"),

@@ -53,6 +53,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "no CORPUS or -o)",
     )  # fmt: skip
     add_lexical_arguments(parser)
+    parser.add_argument(
+        "--sparse-model", metavar="SPARSE_DIR",
+        help="also store the documents' term weights by this learned-sparse model (folder or Hub id): the index's "
+        "sparse part, searched by --first-stage sparse and fused into the hybrid (rrf); with --add-sparse: the model",
+    )  # fmt: skip
+    parser.add_argument(
+        "--add-sparse", metavar="DIR",
+        help="add the sparse part (--sparse-model SPARSE_DIR) to the index DIR, from its stored texts (the vectors are "
+        "kept; no CORPUS or -o; --overwrite replaces an existing one)",
+    )  # fmt: skip
     pipeline = parser.add_argument_group(
         "the pipeline kept in the index: search --index and eval --index then rerank with it, with no further flags"
     )
@@ -171,8 +181,10 @@ def run_index(args: argparse.Namespace) -> int:
             "the index: give them with --rerank CE_DIR"
         )
     pipeline = {key: value for key, value in pipeline.items() if value is not None}
+    if args.add_sparse:
+        return _add_sparse(args)
     if args.attach:
-        if args.corpus or args.output or args.add_lexical or args.rerank is None:
+        if args.corpus or args.output or args.add_lexical or args.rerank is None or args.sparse_model:
             raise ValueError(
                 "--attach IDX records --rerank CE_DIR in an existing index: give no CORPUS, -o or --add-lexical"
             )
@@ -180,8 +192,11 @@ def run_index(args: argparse.Namespace) -> int:
         print(f"{args.attach} now searches: {describe_pipeline(index.pipeline)}")
         return 0
     if args.add_lexical:
-        if args.corpus or args.output or args.lexical is not None:
-            raise ValueError("--add-lexical DIR adds to an existing index: give no CORPUS, -o or --(no-)lexical")
+        if args.corpus or args.output or args.lexical is not None or args.sparse_model:
+            raise ValueError(
+                "--add-lexical DIR adds to an existing index: give no CORPUS, -o, --(no-)lexical or --sparse-model "
+                "(--add-sparse DIR --sparse-model SPARSE_DIR adds the sparse part)"
+            )
         index = add_lexical(args.add_lexical, settings, overwrite=args.overwrite)
         record = index.info["lexical"]
         print(f"added the lexical part ({record['terms']} terms, {record['count']} documents) to {args.add_lexical}")
@@ -198,9 +213,10 @@ def run_index(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, shard_size=args.shard_size, dtype=args.dtype, engine_options=engine_options(args),
         prompt_name=args.prompt_name, approximate=args.approximate, calibration_queries=queries,
         embeddings_dir=args.embeddings_dir, show_progress_bar=progress_wanted(), overwrite=args.overwrite,
-        lexical=args.lexical, lexical_settings=settings,
+        lexical=args.lexical, lexical_settings=settings, **_sparse_model(args),
     )  # fmt: skip
     lexical = "with its lexical part (BM25)" if index.has_lexical else "vectors only, no lexical part"
+    lexical += ", with its sparse part" if index.has_sparse else ""
     print(
         f"indexed {len(index)} documents of {args.corpus} ({index.dim}-dim, {index.similarity} similarity, "
         f"{index.backend} search; {lexical}) into {args.output}"
@@ -209,3 +225,38 @@ def run_index(args: argparse.Namespace) -> int:
         index = attach_reranker(args.output, args.rerank, **pipeline)
         print(f"{args.output} searches: {describe_pipeline(index.pipeline)}")
     return 0
+
+
+def _add_sparse(args: argparse.Namespace) -> int:
+    """--add-sparse DIR --sparse-model SPARSE_DIR: the sparse part added to an existing index."""
+    from ..retrieval.index_additions import add_sparse
+
+    given = [flag for flag, value in (("CORPUS", args.corpus), ("-o", args.output), ("--add-lexical", args.add_lexical),
+                                      ("--attach", args.attach), ("--rerank", args.rerank)) if value]  # fmt: skip
+    if given or not args.sparse_model:
+        raise ValueError(
+            "--add-sparse DIR adds the sparse part of --sparse-model SPARSE_DIR to an existing index: give "
+            + (f"no {', '.join(given)}" if given else "--sparse-model SPARSE_DIR")
+        )
+    loaded = _sparse_model(args)
+    index = add_sparse(
+        args.add_sparse, loaded["sparse_model"], tokenizer=loaded["sparse_tokenizer"], overwrite=args.overwrite,
+        batch_size=args.batch_size,
+    )  # fmt: skip
+    record = index.info["sparse"]
+    print(
+        f"added the sparse part ({record['count']} documents, {record['weights']} term weights, model "
+        f"{record['model']['name_or_path']}) to {args.add_sparse}"
+    )
+    return 0
+
+
+def _sparse_model(args: argparse.Namespace) -> dict[str, Any]:
+    """`build_index`'s sparse_model and sparse_tokenizer of --sparse-model (a siamese-sparse or a SparseEncoder folder,
+    or a Hub id), loaded before any work: a wrong folder fails fast; nothing where it is not given."""
+    if not args.sparse_model:
+        return {}
+    from .sparse_options import load_sparse_model
+
+    model, tokenizer = load_sparse_model(args.sparse_model, device=args.device)
+    return {"sparse_model": model, "sparse_tokenizer": tokenizer}

@@ -220,13 +220,15 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dic
         "fusion": fusion, "dense_weight": dense_weight, "rerank_top": rerank_top if used is not None else None,
         "first_stage_weight": args.first_stage_weight,
     }  # fmt: skip
-    if first_stage == "lexical":  # no model to load: its options would be ignored
+    if first_stage in ("lexical", "sparse"):  # no dense model to load: its options would be ignored
         given = given_flags(args, _MODEL_ONLY)
         if given:
+            alone = {"lexical": "BM25 alone, with no model", "sparse": "its sparse part, by its recorded sparse model"}
             raise ValueError(
                 f"{', '.join(given)} {'sets' if len(given) == 1 else 'set'} the model that embeds the queries; "
-                "--first-stage lexical searches BM25 alone, with no model"
+                f"--first-stage {first_stage} searches {alone[first_stage]}"
             )
+        _load_recorded_sparse_model(index, first_stage, fusion, args.device)
         return index.search(None, queries, **options)
     model_path = args.model or index.model_name
     if not model_path:
@@ -235,4 +237,17 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dic
     model, tokenizer = load_inference_model(
         model_path, args.pooling, args.normalize, max_seq_length, device=args.device
     )
+    _load_recorded_sparse_model(index, first_stage, fusion, args.device)
     return index.search(model, queries, tokenizer=tokenizer, prompt_name=args.prompt_name, **options)
+
+
+def _load_recorded_sparse_model(index: Any, first_stage: str, fusion: str | None, device: str | None) -> None:
+    """Where the search reads the index's sparse part: its recorded sparse model, loaded as --model loads one (also a
+    SparseEncoder folder; on --device) and checked against the recorded fingerprint (another one refused)."""
+    if "sparse" not in index.stage_lists(first_stage, fusion):
+        return
+    name = index.sparse.model_name
+    if not name:
+        raise ValueError(f"the sparse part of {index.location!r} records no model path (built from an unsaved model)")
+    model, tokenizer = load_sparse_model(name, device=device)
+    index.sparse.use_model(model, tokenizer)

@@ -58,7 +58,8 @@ def refuse_dense_flags(model_path: str, given: dict[str, Any]) -> None:
         verb = "applies" if len(flags) == 1 else "apply"
         raise ValueError(
             f"{', '.join(flags)} {verb} to a dense model; {model_path} is a sparse model ({SPARSE_MODEL_TYPE}, ranked "
-            f"exactly by its term weights, no index yet): give no {', '.join(flags)}"
+            "exactly by its term weights; an index keeps it as its sparse part, 'index --sparse-model'): give no "
+            f"{', '.join(flags)}"
         )
 
 

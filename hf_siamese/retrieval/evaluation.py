@@ -315,7 +315,11 @@ def _index_runs(
             f"{len(dataset.corpus)}: index the set's own corpus ('hf-siamese index BEIR_DIR -o ...')"
         )
     texts = [dataset.queries[q] for q in judged]
-    index.check_first_stage(first_stage)
+    if index.check_first_stage(first_stage) != "dense" and "sparse" in index.stage_lists(first_stage):
+        raise ValueError(  # the evaluation's runs are the dense and BM25 ones, not yet the sparse part's
+            f"the index {index.location!r} has a sparse part, which an evaluation does not search yet: give "
+            "first_stage='dense' or 'lexical' (--first-stage), or search it (search --index)"
+        )
     runs = {}
     if first_stage != "lexical":
         index.check_model(model)

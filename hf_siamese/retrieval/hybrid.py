@@ -14,7 +14,10 @@ by the other list, then the lower row: `dense_weight=0` gives exactly the lexica
 list's, each followed by the rows only the other list found.
 
 `check_first_stage` is the one rule for which settings apply to which first stage (every command and entry point
-calls it): a setting that does not apply is refused, never ignored.
+calls it): a setting that does not apply is refused, never ignored. An index with a learned-sparse part (`sparse_part`)
+adds the first stage "sparse" (its list alone), and its hybrid fuses dense + sparse (+ BM25 where the index has it):
+`stage_lists` is the one rule for which lists a first stage reads; more than two are fused by reciprocal ranks only
+(`fuse_runs`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from typing import Any
 
 import numpy as np
 
-FIRST_STAGES = ("dense", "lexical", "hybrid")
+FIRST_STAGES = ("dense", "lexical", "hybrid")  # what any corpus has (mining, eval of a set, a reranker's training)
+INDEX_FIRST_STAGES = (*FIRST_STAGES, "sparse")  # an index with a learned-sparse part adds its list alone
+SPARSE_PART = "build_index(..., sparse_model=...) or add_sparse() ('hf-siamese index --sparse-model / --add-sparse')"
 FUSIONS = ("rrf", "zscore")
 RRF_K = 60
 # How deep each list is read before fusing when no reranker sets the depth: the same for every top_k, so that asking
@@ -48,15 +53,26 @@ def default_first_stage() -> str:
 
 
 def check_first_stage(
-    first_stage: str, fusion: str | None = None, dense_weight: float | None = None, lexical_settings: Any = None
+    first_stage: str,
+    fusion: str | None = None,
+    dense_weight: float | None = None,
+    lexical_settings: Any = None,
+    sparse_part: bool = False,
 ) -> str:
     """The one rule for a first stage's settings, used by every command and entry point; returns `first_stage`.
 
     `fusion` (None: rrf) applies to "hybrid" only, `dense_weight` (0-1) to "hybrid" with `fusion="zscore"` only, and
     `lexical_settings` (BM25's) to "lexical" and "hybrid" only: a setting given where it does not apply is refused
-    with one line saying why, never ignored."""
-    if first_stage not in FIRST_STAGES:
-        raise ValueError(f"first stage {first_stage!r}; accepted: {', '.join(FIRST_STAGES)}")
+    with one line saying why, never ignored. "sparse" is accepted where `sparse_part` (an index with a learned-sparse
+    part, or its recorded pipeline: the index itself checks it has the part)."""
+    if first_stage == "sparse" and not sparse_part:
+        raise ValueError(
+            f"first stage 'sparse'; accepted: {', '.join(FIRST_STAGES)} (the sparse first stage searches the "
+            f"learned-sparse part of an index folder, added by {SPARSE_PART})"
+        )
+    if first_stage not in INDEX_FIRST_STAGES:
+        stages = INDEX_FIRST_STAGES if sparse_part else FIRST_STAGES
+        raise ValueError(f"first stage {first_stage!r}; accepted: {', '.join(stages)}")
     if fusion is not None and fusion not in FUSIONS:
         raise ValueError(f"fusion {fusion!r}; accepted: {', '.join(FUSIONS)} (rrf: reciprocal ranks, no setting)")
     if fusion is not None and first_stage != "hybrid":
@@ -77,12 +93,56 @@ def check_first_stage(
                 f"dense_weight={dense_weight!r} applies to fusion='zscore' (--fusion zscore), not {fusion or 'rrf'!r} "
                 "(reciprocal ranks take no weight)"
             )
-    if lexical_settings is not None and first_stage == "dense":
+    if lexical_settings is not None and first_stage in ("dense", "sparse"):
         raise ValueError(
             f"lexical_settings, BM25's ({LEXICAL_FLAGS}), apply to the lexical and hybrid first stages, not to the "
-            "dense one: give a lexical or hybrid first stage, or no BM25 settings"
+            f"{first_stage} one: give a lexical or hybrid first stage, or no BM25 settings"
         )
     return first_stage
+
+
+def stage_lists(first_stage: str, lexical: bool, sparse: bool, fusion: str | None = None) -> tuple[str, ...]:
+    """The one rule for which lists a first stage reads, in fusion order: its own list, or for "hybrid" the dense
+    list, BM25's where the store has its lexical part (`lexical`) and the learned-sparse list where it has a sparse
+    part (`sparse`). An index with neither gives ("dense",): the caller refuses it (no lexical part, as ever). More
+    than two lists are fused by reciprocal ranks only: `fusion="zscore"` is refused."""
+    if first_stage != "hybrid":
+        return (first_stage,)
+    lists = ("dense",) + (("lexical",) if lexical else ()) + (("sparse",) if sparse else ())
+    if len(lists) > 2 and fusion == "zscore":
+        raise ValueError(
+            f"fusion='zscore' (--fusion zscore) weighs two lists; this index's hybrid fuses {len(lists)} "
+            f"({', '.join(lists)}): give fusion='rrf' (the default), or first_stage='dense' / 'lexical' / 'sparse'"
+        )
+    return lists
+
+
+def fuse_runs(
+    runs: dict[str, Ranked], fusion: str | None = None, dense_weight: float | None = None, rrf_k: int = RRF_K
+) -> Ranked:
+    """The first stage's (scores, rows) from its lists' runs (`stage_lists` order): one list as it is, two by `fuse`
+    (the first weighs as the dense list), more by reciprocal ranks (`reciprocal_rank_fusion` per query: ties by the
+    first list's rank, then the next's), `(queries, width)`, -1 padded."""
+    lists = list(runs.values())
+    if len(lists) == 1:
+        return lists[0]
+    if len(lists) == 2:
+        return fuse(lists[0], lists[1], fusion, dense_weight, rrf_k)
+    if (fusion or "rrf") != "rrf" or dense_weight is not None:
+        raise ValueError(f"{len(lists)} lists ({', '.join(runs)}) are fused by reciprocal ranks only (fusion='rrf')")
+    fused = []
+    for q in range(len(lists[0][1])):
+        keyed = [[int(r) for r in rows[q] if r >= 0] for _, rows in lists]
+        order = reciprocal_rank_fusion(keyed, rrf_k)
+        ranks = [{row: rank for rank, row in enumerate(keys, 1)} for keys in keyed]
+        fused.append([(sum(1 / (rrf_k + r[row]) for r in ranks if row in r), row) for row in order])
+    width = max((len(hits) for hits in fused), default=0)
+    scores = np.zeros((len(fused), width), dtype=np.float32)
+    rows = np.full((len(fused), width), -1, dtype=np.int64)
+    for q, hits in enumerate(fused):
+        if hits:
+            scores[q, : len(hits)], rows[q, : len(hits)] = zip(*hits, strict=True)
+    return scores, rows
 
 
 def _standardized(scores: np.ndarray, rows: np.ndarray) -> dict[int, float]:

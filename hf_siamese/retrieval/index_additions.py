@@ -1,6 +1,7 @@
-"""What is added to an index once it is built, without re-encoding anything: its lexical (BM25) part
-(`add_lexical`, from the stored texts) and the pipeline it searches with (`attach_reranker`: a reranker and the
-settings of both stages, `pipeline.py`)."""
+"""What is added to an index once it is built, without re-encoding the vectors: its lexical (BM25) part
+(`add_lexical`, from the stored texts), its learned-sparse part (`add_sparse`, the stored texts encoded by a sparse
+model) and the pipeline it searches with (`attach_reranker`: a reranker and the settings of both stages,
+`pipeline.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..storage import exclusive_output, recover_output, replace_folder
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings
 from .pipeline import load_reranker, pipeline_record
 from .rerank import RERANK_TOP
+from .sparse_part import SPARSE_DIR, resolve_sparse_model, texts_in_batches, write_sparse_part
 from .vector_index import VectorIndex, load_index
 
 
@@ -55,6 +57,41 @@ def _add_lexical(
     return VectorIndex.load(index.path)
 
 
+def add_sparse(
+    path: str | os.PathLike,
+    sparse_model: Any,
+    *,
+    tokenizer: Any = None,
+    overwrite: bool = False,
+    batch_size: int = 32,
+    shard_size: int = 10_000,
+) -> Any:
+    """Add the learned-sparse part to an index folder, encoding its stored texts with `sparse_model` (a folder or Hub
+    id, or a loaded model with `tokenizer`); the vectors are kept. An existing sparse part is replaced only with
+    `overwrite=True`, once the new one is complete; returns the index loaded."""
+    with exclusive_output(path, "a build of this index"):
+        index = VectorIndex.load(path)
+        if index.has_sparse and not overwrite:
+            raise ValueError(
+                f"the index {os.fspath(index.path)!r} has a sparse part already (model "
+                f"{index.info['sparse']['model'].get('name_or_path')!r}); pass overwrite=True (--overwrite) to "
+                "rebuild it"
+            )
+        model, tokenizer, name = resolve_sparse_model(sparse_model, tokenizer)
+        target, staging = index.path / SPARSE_DIR, index.path / f".{SPARSE_DIR}.building"
+        try:
+            record = write_sparse_part(
+                staging, texts_in_batches(index.corpus, shard_size), model, tokenizer, name, batch_size
+            )
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        recover_output(target)
+        replace_folder(staging, target)
+        index.write_info(dict(index.info, sparse=record))
+    return VectorIndex.load(index.path)
+
+
 def attach_reranker(
     location: str | os.PathLike,
     reranker_location: str,
@@ -78,4 +115,4 @@ def attach_reranker(
     return load_index(location)
 
 
-__all__ = ["add_lexical", "attach_reranker"]
+__all__ = ["add_lexical", "add_sparse", "attach_reranker"]

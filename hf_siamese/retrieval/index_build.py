@@ -14,6 +14,8 @@ An index folder holds:
                    An index of the earlier layout (shards and vectors.npy) opens as before
     embeddings/ann the approximate index (`ann_build.build_ann_index`), from `ann.EXACT_BELOW` documents on when faiss
                    is installed and the similarity is one faiss serves
+    sparse/        the learned-sparse part (`sparse_part.py`: CSR arrays of a sparse model's term weights), with
+                   `sparse_model=`: encoded from the staged texts inside the build, or added later (`add_sparse`)
     lexical/       the BM25 index of the same texts (`lexical.py`, bm25s's format), built in the same pass when bm25s
                    is installed (`lexical=None`), or added later without re-encoding (`add_lexical`); searched alone
                    or fused with the vectors (`search(first_stage="hybrid")`, `hybrid.py`)
@@ -52,6 +54,7 @@ from .index_parts import (
     resolve_dtype,
 )
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, wants_lexical
+from .sparse_part import SPARSE_DIR, resolve_sparse_model, texts_in_batches, write_sparse_part
 from .store import SearchIndex, is_engine_location
 from .vector_index import (
     EMBEDDINGS_DIR,
@@ -174,6 +177,8 @@ def build_index(
     lexical: bool | None = None,
     lexical_settings: LexicalSettings | None = None,
     engine_options: dict[str, Any] | None = None,
+    sparse_model: Any = None,
+    sparse_tokenizer: Any = None,
 ) -> SearchIndex:
     """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
 
@@ -207,10 +212,18 @@ def build_index(
         lexical: build the BM25 index of the texts beside the vectors, in the same pass (None: when bm25s and
             PyStemmer are installed, `pip install 'hf-siamese[lexical]'`; True: an ImportError naming that install
             where they are not). `lexical_settings`: its language, stemmer, stopwords, k1 and b.
+        sparse_model: a sparse model (`SparseSiameseModel`, with `sparse_tokenizer`) or its folder / Hub id: also
+            store the documents' term weights (the index's sparse part, `sparse_part.py`), for the first stage
+            "sparse" and the hybrid's third list; its path and fingerprint are recorded (index folders only).
     """
     if is_engine_location(output_dir):
         from .milvus_build import build_engine_index
 
+        if sparse_model is not None:
+            raise ValueError(
+                "sparse_model (--sparse-model): a search engine's collection has no learned-sparse part yet; build an "
+                "index folder"
+            )
         if calibration_queries is not None:
             raise ValueError(
                 "calibration_queries (--calibration-queries): an engine's approximate index measures its recall on "
@@ -224,6 +237,8 @@ def build_index(
             approximate=approximate, embeddings_dir=embeddings_dir, show_progress_bar=show_progress_bar,
             overwrite=overwrite, lexical=lexical, lexical_settings=lexical_settings, **(engine_options or {}),
         )  # fmt: skip
+    if sparse_model is None and sparse_tokenizer is not None:
+        raise ValueError("sparse_tokenizer applies with sparse_model (the sparse part's model); give both or neither")
     if engine_options:
         raise ValueError(f"engine_options apply to a search engine's location, not to the folder {output_dir!r}")
     output = Path(output_dir)
@@ -233,7 +248,7 @@ def build_index(
             batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
             approximate=approximate, calibration_queries=calibration_queries, embeddings_dir=embeddings_dir,
             show_progress_bar=show_progress_bar, overwrite=overwrite, lexical=lexical,
-            lexical_settings=lexical_settings,
+            lexical_settings=lexical_settings, sparse=sparse_model, sparse_tokenizer=sparse_tokenizer,
         )  # fmt: skip
 
 
@@ -241,7 +256,8 @@ def _build_index(
     model: Any, corpus: Any, output: Path, *, ids: Any, text_column: str, id_column: str | None, tokenizer: Any,
     batch_size: int, shard_size: int | None, dtype: Any, prompt_name: str | None, prompt: str | None,
     approximate: bool | None, calibration_queries: Any, embeddings_dir: Any, show_progress_bar: bool,
-    overwrite: bool, lexical: bool | None, lexical_settings: LexicalSettings | None,
+    overwrite: bool, lexical: bool | None, lexical_settings: LexicalSettings | None, sparse: Any = None,
+    sparse_tokenizer: Any = None,
 ) -> VectorIndex:  # fmt: skip
     """`build_index` under the output's lock."""
     recover_output(output)  # first: a half-swapped old index is an existing index
@@ -262,6 +278,8 @@ def _build_index(
         TermTokenizer(
             lexical_settings or LexicalSettings()
         )  # a language it has no stemmer for: refused before any work
+    if sparse is not None:  # loaded (and a wrong folder refused) before any work
+        sparse = resolve_sparse_model(sparse, sparse_tokenizer, device=str(model.device))
     calibration = _embed_queries(model, calibration_queries, tokenizer, batch_size)
     staging = output.with_name(f".{output.name}.building")  # a fixed name: a stopped build resumes its shards
     if staging.exists() and not (staging / EMBEDDINGS_DIR).is_dir():
@@ -298,6 +316,13 @@ def _build_index(
         builder.finish()
     elif (staging / LEXICAL_DIR).exists():  # left by a stopped build that had one
         shutil.rmtree(staging / LEXICAL_DIR)
+    shutil.rmtree(staging / SPARSE_DIR, ignore_errors=True)  # left by a stopped build: made anew or not at all
+    if sparse is not None:  # the second pass, over the staged texts: swapped into place with the rest
+        stored = datasets.Dataset.from_file(str(staging / TEXTS_FILE))
+        sparse_record = write_sparse_part(
+            staging / SPARSE_DIR, texts_in_batches(stored, shard_size or 10_000), *sparse, batch_size
+        )
+        del stored
     search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
     if calibration is not None and search is None:
         logger.info("%s: exact search (%d documents): the calibration queries are not needed", output, len(vectors))
@@ -314,6 +339,8 @@ def _build_index(
         )  # fmt: skip
     if builder is not None:
         info["lexical"] = LexicalIndex.record_of(staging / LEXICAL_DIR)
+    if sparse is not None:
+        info["sparse"] = sparse_record
     del vectors, search
     (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     replace_folder(staging, output)

@@ -61,7 +61,9 @@ def checked_record(record: Any, location: str) -> dict[str, Any] | None:
         if record.get("first_stage_weight") is not None:
             check_first_stage_weight(record["first_stage_weight"])
         check_stage_weights(record.get("stage_weights"))
-        check_first_stage(record.get("first_stage"), record.get("fusion"), record.get("dense_weight"))
+        check_first_stage(
+            record.get("first_stage"), record.get("fusion"), record.get("dense_weight"), sparse_part=True
+        )  # the index checks it has a sparse part when it searches
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
     return record

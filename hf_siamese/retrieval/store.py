@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
-from .hybrid import FUSION_DEPTH, check_first_stage, fuse, hits_of, stage_scores
+from .hybrid import FUSION_DEPTH, check_first_stage, fuse_runs, hits_of, stage_lists, stage_scores
 from .index_parts import check_top_k
 from .lexical import require_lexical
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
@@ -83,6 +83,15 @@ class SearchIndex(ABC):
     @abstractmethod
     def has_lexical(self) -> bool:
         """Whether the store has its lexical (BM25) part."""
+
+    @property
+    def has_sparse(self) -> bool:
+        """Whether the store has a learned-sparse part (`sparse_part.py`; an index folder's only, for now)."""
+        return False
+
+    def sparse_rows(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of the learned-sparse part, as `dense_rows`."""
+        raise ValueError(f"the index {self.location!r} has no sparse part")
 
     @abstractmethod
     def dense_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +159,7 @@ class SearchIndex(ABC):
         takes), else "dense". The index decides, not what is installed: where bm25s is missing, a hybrid search
         raises an ImportError naming the install (and `first_stage="dense"` searches the vectors alone), rather than
         returning other results than the same search elsewhere."""
-        if self.has_lexical or fusion is not None or dense_weight is not None:
+        if self.has_lexical or self.has_sparse or fusion is not None or dense_weight is not None:
             return "hybrid"
         return "dense"
 
@@ -165,12 +174,13 @@ class SearchIndex(ABC):
         default), checked against this index before any work: lexical and hybrid need its lexical part (the error
         names what adds it) and, where BM25 runs here, bm25s installed (the error names the install)."""
         chosen = first_stage or self.default_first_stage(fusion, dense_weight)
-        first_stage = check_first_stage(chosen, fusion, dense_weight)
-        if first_stage == "dense":
+        first_stage = check_first_stage(chosen, fusion, dense_weight, sparse_part=self.has_sparse)
+        lists = self.stage_lists(first_stage, fusion)
+        if first_stage in ("dense", "sparse"):
             return first_stage
-        if not self.has_lexical:
+        if not self.has_lexical and (first_stage == "lexical" or len(lists) == 1):
             raise ValueError(self.missing_lexical_part())
-        if self.needs_bm25s():
+        if "lexical" in lists and self.needs_bm25s():
             try:
                 require_lexical(bool(self.info["lexical"]["settings"].get("stemmer", True)))
             except ImportError as error:
@@ -179,6 +189,10 @@ class SearchIndex(ABC):
                     "searches its vectors alone)"
                 ) from None
         return first_stage
+
+    def stage_lists(self, first_stage: str, fusion: str | None = None) -> tuple[str, ...]:
+        """The lists `first_stage` reads in this store, in fusion order (`hybrid.stage_lists`, the one rule)."""
+        return stage_lists(first_stage, self.has_lexical, self.has_sparse, fusion)
 
     def search(
         self,
@@ -206,6 +220,9 @@ class SearchIndex(ABC):
         whatever `top_k`, so the best hits are the same for every `top_k` up to 100; see `hybrid.py`). Default:
         "hybrid" where the index has its lexical part, else "dense" (`check_first_stage`: a setting that does not apply
         is refused).
+        An index with a learned-sparse part (`sparse_part.py`) adds "sparse" (its list alone: the recorded sparse model
+        encodes the queries, `model` may be None), and its hybrid fuses the dense, BM25 (where present) and sparse
+        lists (`hybrid.stage_lists`; three lists: rrf only), and is its default.
         `queries`: a non-empty string or a list of them (an empty or non-string query is refused).
 
         With `rerank` (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index
@@ -237,7 +254,8 @@ class SearchIndex(ABC):
         else:  # hybrid: each list at one depth for every top_k (FUSION_DEPTH), so more hits never reorder the best
             depth = max(top_k, FUSION_DEPTH) if first_stage == "hybrid" else top_k
         embeddings = None
-        if first_stage != "lexical":
+        lists = self.stage_lists(first_stage, fusion)
+        if "dense" in lists:
             if model is None:
                 raise ValueError(
                     f"the {first_stage} first stage embeds the queries: give the model that built the index "
@@ -247,9 +265,9 @@ class SearchIndex(ABC):
             embeddings = model.encode(
                 queries, tokenizer=tokenizer, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt
             )
-        runs = self.stage_runs(queries, embeddings, depth, first_stage)
-        hybrid = len(runs) == 2
-        scores, rows = fuse(runs["dense"], runs["lexical"], fusion, dense_weight) if hybrid else runs[first_stage]
+        runs = self.stage_runs(queries, embeddings, depth, first_stage, fusion)
+        hybrid = len(runs) > 1
+        scores, rows = fuse_runs({name: runs[name] for name in lists}, fusion, dense_weight)
         hits = hits_of(scores, rows, self.rows_of, scores.shape[1] if rerank is not None else top_k)
         if rerank is None:
             return hits
@@ -274,19 +292,21 @@ class SearchIndex(ABC):
         """(scores, rows) of each query's first stage, best first, -1 where none: `depth` from each stage; hybrid
         fuses the two lists into their union (up to 2 x depth) by our rule, whatever the store."""
         self.check_first_stage(first_stage, fusion, dense_weight)
-        runs = self.stage_runs(queries, query_embeddings, depth, first_stage)
-        return fuse(runs["dense"], runs["lexical"], fusion, dense_weight) if len(runs) == 2 else runs[first_stage]
+        runs = self.stage_runs(queries, query_embeddings, depth, first_stage, fusion)
+        return fuse_runs({name: runs[name] for name in self.stage_lists(first_stage, fusion)}, fusion, dense_weight)
 
     def stage_runs(
-        self, queries: Sequence[str], query_embeddings: Any, depth: int, first_stage: str
+        self, queries: Sequence[str], query_embeddings: Any, depth: int, first_stage: str, fusion: str | None = None
     ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Each stage's own (scores, rows) that `first_stage` needs ("dense", "lexical", or both for "hybrid"),
-        `depth` each, best first."""
-        runs = {}
-        if first_stage != "dense":
+        """Each list's own (scores, rows) that `first_stage` reads (`stage_lists`: "dense", "lexical", "sparse", or
+        for "hybrid" dense with BM25 and / or the sparse list, as the store has them), `depth` each, best first."""
+        lists, runs = self.stage_lists(first_stage, fusion), {}
+        if "lexical" in lists:
             runs["lexical"] = self.lexical_rows(list(queries), min(depth, len(self)))
-        if first_stage != "lexical":
+        if "dense" in lists:
             runs["dense"] = self.dense_rows(self.query_array(query_embeddings), min(depth, len(self)))
+        if "sparse" in lists:
+            runs["sparse"] = self.sparse_rows(list(queries), min(depth, len(self)))
         return runs
 
     def search_embeddings(self, query_embeddings: Any, top_k: int = 10) -> list[list[dict[str, Any]]]:

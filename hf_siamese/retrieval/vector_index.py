@@ -16,8 +16,10 @@ import numpy as np
 
 from .corpus_matrix import corpus_matrix
 from .exact import exact_search, unit_length_rows
+from .hybrid import SPARSE_PART
 from .index_parts import faiss_available
 from .lexical import LEXICAL_DIR, LexicalIndex
+from .sparse_part import SPARSE_DIR, SparsePart
 from .store import SearchIndex, is_engine_location
 
 logger = logging.getLogger(__name__)
@@ -58,6 +60,7 @@ class VectorIndex(SearchIndex):
         self.embeddings = vectors  # (count, dim) float32, memory-mapped
         self._unit: bool | None = None  # whether its rows have unit length (cosine through faiss' flat kernel)
         self._lexical: LexicalIndex | None = None
+        self._sparse: SparsePart | None = None
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> VectorIndex:
@@ -127,6 +130,23 @@ class VectorIndex(SearchIndex):
                 raise ValueError(self.missing_lexical_part())
             self._lexical = LexicalIndex.load(self.path / LEXICAL_DIR)
         return self._lexical
+
+    @property
+    def has_sparse(self) -> bool:
+        """Whether this index has its learned-sparse part (`sparse_part.py`)."""
+        return bool(self.info.get("sparse")) and (self.path / SPARSE_DIR).is_dir()
+
+    @property
+    def sparse(self) -> SparsePart:
+        """The learned-sparse part (`sparse_part.SparsePart`), opened on first use."""
+        if self._sparse is None:
+            if not self.has_sparse:
+                raise ValueError(f"the index {os.fspath(self.path)!r} has no sparse part: add it with {SPARSE_PART}")
+            self._sparse = SparsePart.load(self.path / SPARSE_DIR)
+        return self._sparse
+
+    def sparse_rows(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.sparse.search(list(queries), k)
 
     def missing_lexical_part(self) -> str:
         where = os.fspath(self.path)
