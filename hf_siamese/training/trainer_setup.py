@@ -110,8 +110,8 @@ def uses_cuda_graphs(args: Any, compile_settings: dict[str, Any] | None, packer:
     """Whether the step replays CUDA graphs: `args.cuda_graphs` when set (True needs a model that trains packed);
     else a CUDA-graph `torch_compile_mode` ("reduce-overhead", "max-autotune") with `torch_compile=True`; else, by
     default, where it measured fastest: packed bf16/fp16 training on the varlen kernel, one process on one CUDA GPU,
-    `torch_compile` not set, where Triton is installed (1.5-1.9x the uncompiled step for BERT-base on an H200,
-    benchmarks/RESULTS.md)."""
+    `torch_compile` not set, no gradient checkpointing, where Triton is installed (1.5-1.9x the uncompiled step for
+    BERT-base on an H200, benchmarks/RESULTS.md)."""
     wanted = getattr(args, "cuda_graphs", None)
     if packer is None:
         if wanted:
@@ -127,6 +127,8 @@ def uses_cuda_graphs(args: Any, compile_settings: dict[str, Any] | None, packer:
     device = getattr(args, "device", None)
     low_precision = bool(getattr(args, "bf16", False) or getattr(args, "fp16", False))
     one_process = getattr(args, "world_size", 1) == 1 and getattr(args, "n_gpu", 1) <= 1
+    if getattr(args, "gradient_checkpointing", False):  # recomputation inside recorded graphs: not measured
+        return False
     on_cuda = getattr(device, "type", None) == "cuda"
     if not (on_cuda and low_precision and one_process and packed_route(packer) == "varlen"):
         return False

@@ -157,6 +157,7 @@ def test_graphs_by_default_only_where_they_measured_fastest(monkeypatch) -> None
     assert not uses_cuda_graphs(_settings(device="cpu"), None, varlen)
     assert not uses_cuda_graphs(_settings(bf16=False), None, varlen)  # fp32 keeps SDPA's block mask
     assert not uses_cuda_graphs(_settings(world_size=2), None, varlen)  # several processes: not measured
+    assert not uses_cuda_graphs(_settings(gradient_checkpointing=True), None, varlen)  # recomputation: not measured
     assert not uses_cuda_graphs(_settings(), None, sdpa)
     assert not uses_cuda_graphs(_settings(), None, None)  # trains padded
     assert not uses_cuda_graphs(_settings(), {"backend": None, "mode": None}, varlen)  # torch_compile: dynamic layers
