@@ -23,10 +23,11 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 | `MatryoshkaLoss(base, dims)` | the base loss's | the base loss's | embeddings that still work cut to fewer dims |
 | `CombinedLoss({loss: weight})` | its losses' (which must agree) | the same | several objectives on one forward pass |
 | `SparseMultipleNegativesRankingLoss` | query, positive[, negatives] | none | a sparse model: dot + FLOPS |
+| `CSRLoss` | query, positive[, negatives] | none | a CSR model: reconstruction + ranking |
 
 By name (`get_loss`, `SiameseTrainer(loss=...)`): `cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
-`cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, `sparse_mnr` (the sparse models' own), or a weighted
-sum of them such as `"cosent+angle"` (weights 1) or `"cosent+0.5*angle"`: a `CombinedLoss`.
+`cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, `sparse_mnr` and `csr` (the sparse models' own), or a
+weighted sum of them such as `"cosent+angle"` (weights 1) or `"cosent+0.5*angle"`: a `CombinedLoss`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from .matryoshka import MatryoshkaLoss, truncated_output
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
 from .ranking import MultipleNegativesRankingLoss
 from .scored_ranking import ScoredPairsRankingLoss
-from .sparse import SparseMultipleNegativesRankingLoss
+from .sparse import CSRLoss, SparseMultipleNegativesRankingLoss
 
 LOSSES: dict[str, type[SiameseLoss]] = {
     "cosine": CosineSimilarityLoss,
@@ -57,6 +58,7 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "embedding_mse": EmbeddingMSELoss,
     "list_distill": ListDistillationLoss,
     "sparse_mnr": SparseMultipleNegativesRankingLoss,
+    "csr": CSRLoss,
 }
 
 
@@ -93,6 +95,7 @@ __all__ = [
     "MatryoshkaLoss",
     "CombinedLoss",
     "SparseMultipleNegativesRankingLoss",
+    "CSRLoss",
     "angle_similarity",
     "cosent_ranking",
     "parse_loss_spec",

@@ -94,4 +94,88 @@ class SparseMultipleNegativesRankingLoss(SiameseLoss):
         return loss + self.regularizer_factor * regularizer
 
 
-__all__ = ["SparseMultipleNegativesRankingLoss", "flops"]
+def nmse(reconstruction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """MSE of `reconstruction` against `target`, over the MSE of the batch mean of `target` (1 where that is 0)."""
+    baseline = F.mse_loss(target.mean(dim=0, keepdim=True).expand_as(target), target)
+    error = F.mse_loss(reconstruction, target)
+    return error / baseline if float(baseline) > 0 else error
+
+
+class CSRLoss(SiameseLoss):
+    """The loss of a CSR model (`SparseSiameseModel`, `architecture="csr"`): the autoencoder rebuilds the dense
+    embedding from its top-k code, and the codes rank (Wen et al. 2025, as sentence-transformers' CSRLoss):
+
+        loss = MSE(x, x_k) + MSE(x, x_4k) / 8 + beta * NMSE(e_aux, x - x_k) + gamma * CE(scale * q @ d.T)
+
+    x is the dense embedding (standardised when the autoencoder `normalize`s), x_k and x_4k its reconstructions from
+    the top k and 4k latents, e_aux the reconstruction of the residual from the top `k_aux` latents among the dead ones
+    (no activation in the last `dead_threshold` steps; none at first), and the last term the in-batch ranking of the
+    sparse codes by dot product (query first in each row, then positive[, negatives]). Rows: query, positive[, ...].
+    """
+
+    label_kind = None
+    num_texts = None
+    sparse = True
+
+    def __init__(self, beta: float = 0.1, gamma: float = 1.0, scale: float = 1.0, dead_threshold: int = 30) -> None:
+        super().__init__()
+        for name, value in (("beta", beta), ("gamma", gamma)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise ValueError(f"CSRLoss: {name}={value!r} must be a finite number >= 0.")
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not 0 < scale < float("inf"):
+            raise ValueError(f"CSRLoss: scale={scale!r} must be a positive finite number.")
+        if isinstance(dead_threshold, bool) or not isinstance(dead_threshold, int) or dead_threshold < 0:
+            raise ValueError(f"CSRLoss: dead_threshold={dead_threshold!r} must be a whole number >= 0.")
+        self.beta, self.gamma, self.scale, self.dead_threshold = float(beta), float(gamma), float(scale), dead_threshold
+        self._model: dict[str, Any] = {}  # the CSR model of the last `compute` (kept out of the module's children)
+        self.inactive_steps: torch.Tensor | None = None  # per latent: steps since it last fired
+
+    def compute(self, model: nn.Module, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None) -> Any:
+        inner = getattr(model, "module", model)
+        if getattr(getattr(inner, "config", None), "architecture", None) != "csr":
+            raise ValueError(
+                f"CSRLoss trains a CSR model (SparseSiameseModel, architecture='csr'), not {type(inner).__name__} "
+                f"({getattr(getattr(inner, 'config', None), 'architecture', 'dense')}): use 'sparse_mnr' for it"
+            )
+        self._model["csr"] = inner
+        return super().compute(model, inputs, labels)
+
+    def forward(self, output: Any, labels: torch.Tensor | None = None) -> torch.Tensor:
+        codes, dense, pre = output.sentence_embedding, output.dense_embedding, output.pre_activation
+        if codes is None or codes.dim() != 3 or codes.shape[1] < 2 or dense is None or pre is None:
+            raise ValueError(
+                "CSRLoss needs a CSR model's output on rows of (query, positive[, negatives...]): codes, dense "
+                "embeddings and pre-activations of shape (batch, >=2, ...)"
+            )
+        model = self._model["csr"]
+        autoencoder, k, k_aux = model.autoencoder, int(model.config.k), int(model.config.k_aux)
+        width = codes.shape[-1]
+        flat_codes, flat_pre = codes.reshape(-1, width).float(), pre.reshape(-1, width).float()
+        target, _ = autoencoder.standardise(dense.reshape(-1, dense.shape[-1]).float())
+        recon_k = autoencoder.decode(flat_codes)
+        loss = F.mse_loss(recon_k, target)
+        loss = loss + F.mse_loss(autoencoder.decode(autoencoder.codes(flat_pre, 4 * k)), target) / 8
+        dead = self._dead_latents(flat_codes)
+        if self.beta > 0 and bool(dead.any()):
+            aux = autoencoder.codes(flat_pre, k_aux, mask=dead.to(flat_pre.dtype))
+            residual = target - recon_k.detach()
+            loss = loss + self.beta * nmse(aux @ autoencoder.encoder.weight, residual)
+        queries = codes[:, 0].float()
+        documents = torch.cat([codes[:, 1], codes[:, 2:].reshape(-1, width)]).float()
+        ranking = F.cross_entropy(queries @ documents.T * self.scale, torch.arange(len(queries), device=codes.device))
+        return loss + self.gamma * ranking
+
+    @torch.no_grad()
+    def _dead_latents(self, codes: torch.Tensor) -> torch.Tensor:
+        """Which latents count as dead (inactive for `dead_threshold` steps before this batch); then the counters move
+        on: a latent that fired in this batch starts again from 0."""
+        if self.inactive_steps is None or self.inactive_steps.shape[0] != codes.shape[-1]:
+            self.inactive_steps = torch.zeros(codes.shape[-1], dtype=torch.long, device=codes.device)
+        steps = self.inactive_steps.to(codes.device)
+        dead = steps >= self.dead_threshold if self.dead_threshold > 0 else torch.ones_like(steps, dtype=torch.bool)
+        fired = (codes > 0).any(dim=0)
+        self.inactive_steps = torch.where(fired, torch.zeros_like(steps), steps + 1)
+        return dead
+
+
+__all__ = ["CSRLoss", "SparseMultipleNegativesRankingLoss", "flops", "nmse"]

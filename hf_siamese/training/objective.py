@@ -24,9 +24,9 @@ from .trainer_data import default_loss
 
 # The losses of `LOSSES` that train a dense model on the rows as they are (the `train` command's choices): all but
 # cached_mnr (mnr with a memory setting), embedding_mse (a teacher's embeddings as targets, which `distill` makes) and
-# sparse_mnr (the sparse models' own).
+# sparse_mnr and csr (the sparse models' own).
 ROW_LOSSES: tuple[str, ...] = tuple(
-    name for name in LOSSES if name not in ("cached_mnr", "embedding_mse", "sparse_mnr")
+    name for name in LOSSES if name not in ("cached_mnr", "embedding_mse", "sparse_mnr", "csr")
 )
 OPTIONS = ("loss", "score_range", "label2id", "positive_threshold", "margin_scale", "gather_across_processes")
 

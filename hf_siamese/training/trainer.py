@@ -182,6 +182,8 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         chosen = default_loss(
             None if layout.label is None else first[layout.label], isinstance(model, SparseSiameseModel)
         )
+        if chosen == "sparse_mnr" and getattr(model.config, "architecture", None) == "csr":
+            chosen = "csr"  # a CSR model's own: reconstruction and ranking
         logger.info("SiameseTrainer: no loss given; using %r for columns %s.", chosen, columns)
         return get_loss(chosen)
 

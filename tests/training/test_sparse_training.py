@@ -139,3 +139,54 @@ def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys
     ):
         code, _, err = _cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
         assert code == 1 and fragment in err.splitlines()[-1], err
+
+
+def _csr_model(normalize: bool = False) -> SparseSiameseModel:
+    torch.manual_seed(0)
+    return SparseSiameseModel.from_dense(make_tiny_model(), hidden_dim=64, k=4, k_aux=8, normalize=normalize)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_the_csr_loss_is_reconstruction_plus_ranking(tiny_tokenizer, normalize) -> None:
+    import torch.nn.functional as F
+
+    from hf_siamese.losses import CSRLoss
+    from hf_siamese.losses.sparse import nmse
+    from hf_siamese.training.collator import SiamesePairCollator
+
+    model = _csr_model(normalize).train()
+    torch.manual_seed(3)
+    batch = SiamesePairCollator(tiny_tokenizer)(_rows(4).to_list())
+    loss = CSRLoss(beta=0.5, gamma=2.0, dead_threshold=0)  # every latent counts as dead: the aux term runs
+    got, output = loss.compute(model, batch, None)
+    ae = model.autoencoder
+    codes, dense, pre = output.sentence_embedding, output.dense_embedding, output.pre_activation
+    flat_codes, flat_pre = codes.reshape(-1, 64), pre.reshape(-1, 64)
+    target, _ = ae.standardise(dense.reshape(-1, dense.shape[-1]))
+    recon_k = flat_codes @ ae.encoder.weight + ae.pre_bias
+    recon_4k = ae.codes(flat_pre, 16) @ ae.encoder.weight + ae.pre_bias
+    aux = ae.codes(flat_pre, 8) @ ae.encoder.weight
+    queries, documents = codes[:, 0], torch.cat([codes[:, 1], codes[:, 2]])
+    expected = (
+        F.mse_loss(recon_k, target) + F.mse_loss(recon_4k, target) / 8
+        + 0.5 * nmse(aux, target - recon_k.detach())
+        + 2.0 * F.cross_entropy(queries @ documents.T, torch.arange(4))
+    )  # fmt: skip
+    torch.testing.assert_close(got, expected)
+    assert loss.inactive_steps is not None and loss.inactive_steps.shape == (64,)
+
+
+def test_siamese_trainer_trains_a_csr_model_with_its_loss(tmp_path, tiny_tokenizer) -> None:
+    from hf_siamese.losses import CSRLoss
+
+    model = _csr_model().train()
+    before = model.autoencoder.encoder.weight.detach().clone()
+    args = make_args(tmp_path, num_train_epochs=1, per_device_train_batch_size=8, learning_rate=1e-3)
+    trainer = SiameseTrainer(model=model, args=args, train_dataset=_rows(), processing_class=tiny_tokenizer)
+    assert isinstance(trainer.loss, CSRLoss)  # a CSR model's default
+    trainer.train()
+    assert not torch.equal(before, model.autoencoder.encoder.weight.detach())
+    with pytest.raises(ValueError, match="CSRLoss trains a CSR model .*use 'sparse_mnr' for it"):
+        CSRLoss().compute(_sparse(), {"input_ids": torch.tensor([[[2, 5, 3], [2, 6, 3]]])}, None)
+    with pytest.raises(ValueError, match="CSRLoss: beta=-1"):
+        get_loss("csr", beta=-1)
