@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import resource
 import shutil
@@ -35,6 +34,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact" / "corpus.jsonl"
 MAX_LENGTH = 256
@@ -43,18 +44,6 @@ WORDS = (
     "clinical trial analysis associated levels human tissue model receptor signaling pathway disease effect "
     "significant data role function activity mechanism tumor growth immune virus infection blood brain"
 ).split()
-
-
-def cpu_flags() -> str:
-    """The CPU model, the vector extensions torch can use on it, and the core count."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return f"{platform.processor() or platform.machine()}; {os.cpu_count()} cores"
-    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
-    flags = set(next((line.split(":", 1)[1] for line in lines if line.startswith("flags")), "").split())
-    wanted = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16") if f in flags]
-    return f"{model} ({' '.join(wanted) or 'no AVX2'}); {os.cpu_count()} cores"
 
 
 def read_texts(data: Path, docs: int, queries: int) -> tuple[list[str], list[str], str]:

@@ -14,24 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
+
 HERE = Path(__file__).resolve().parent
-
-
-def cpu_line() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor()
-    flags = set(next(line for line in text.splitlines() if line.startswith("flags")).split())
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile") if f in flags]
-    return f"{' '.join(wanted)}; {os.cpu_count()} cores"
 
 
 def main() -> None:
@@ -67,7 +57,7 @@ def main() -> None:
     ]
     if args.architecture == "inference_free":
         model.init_query_weights_from_idf(train.corpus.values(), tokenizer)
-    print(f"# bench_sparse_scifact on {cpu_line()}; torch {torch.__version__}; {len(rows)} train rows", flush=True)
+    print(f"# bench_sparse_scifact on {cpu_flags()}; torch {torch.__version__}; {len(rows)} train rows", flush=True)
     output = tempfile.mkdtemp(prefix="bench_sparse_scifact_")
     training = SiameseTrainingArguments(
         output_dir=output, per_device_train_batch_size=args.batch_size, num_train_epochs=args.epochs,

@@ -495,7 +495,7 @@ def cpu_flags() -> str:
         return platform.processor()
     flags = set(next(line for line in text.splitlines() if line.startswith("flags")).split())
     model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if "model name" in line), "")
-    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16")
     return f"{model}; {' '.join(f for f in wanted if f in flags)}; {os.cpu_count()} cores"
 
 

@@ -133,9 +133,12 @@ def fuse_runs(
     fused = []
     for q in range(len(lists[0][1])):
         keyed = [[int(r) for r in rows[q] if r >= 0] for _, rows in lists]
-        order = reciprocal_rank_fusion(keyed, rrf_k)
-        ranks = [{row: rank for rank, row in enumerate(keys, 1)} for keys in keyed]
-        fused.append([(sum(1 / (rrf_k + r[row]) for r in ranks if row in r), row) for row in order])
+        fused.append([(score, row) for row, score in reciprocal_rank_scores(keyed, rrf_k)])
+    return _padded(fused)
+
+
+def _padded(fused: list[list[tuple[float, int]]]) -> Ranked:
+    """Per query (score, row) hits, best first -> `(queries, width)` scores and rows, width the longest, -1 padded."""
     width = max((len(hits) for hits in fused), default=0)
     scores = np.zeros((len(fused), width), dtype=np.float32)
     rows = np.full((len(fused), width), -1, dtype=np.int64)
@@ -186,26 +189,25 @@ def fuse(
         last = len(union) + 1
         union.sort(key=lambda row: (-score[row], first.get(row, last), second.get(row, last), row))
         fused.append([(score[row], row) for row in union])
-    width = max((len(hits) for hits in fused), default=0)
-    scores = np.zeros((len(fused), width), dtype=np.float32)
-    rows = np.full((len(fused), width), -1, dtype=np.int64)
-    for q, hits in enumerate(fused):
-        if hits:
-            scores[q, : len(hits)], rows[q, : len(hits)] = zip(*hits, strict=True)
-    return scores, rows
+    return _padded(fused)
 
 
 def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[Any]], rrf_k: int = RRF_K) -> list[Any]:
     """Keys of several best-first lists fused by reciprocal ranks (`sum 1 / (rrf_k + rank)` over the lists holding a
     key), best first; equal scores keep the order of the first list, then of the next. The setting-free fusion of any
     number of stages (the reranker's, the dense and the lexical orders: `evaluate_retrieval`'s `rerank_rrf3_`)."""
+    return [key for key, _ in reciprocal_rank_scores(ranked_lists, rrf_k)]
+
+
+def reciprocal_rank_scores(ranked_lists: Sequence[Sequence[Any]], rrf_k: int = RRF_K) -> list[tuple[Any, float]]:
+    """`reciprocal_rank_fusion`'s order with each key's fused score: (key, sum 1 / (rrf_k + rank)), best first."""
     score: dict[Any, float] = {}
     position: dict[Any, list[float]] = {}
     for number, keys in enumerate(ranked_lists):
         for rank, key in enumerate(keys, 1):
             score[key] = score.get(key, 0.0) + 1 / (rrf_k + rank)
             position.setdefault(key, [float("inf")] * len(ranked_lists))[number] = rank
-    return sorted(score, key=lambda key: (-score[key], position[key]))
+    return [(key, score[key]) for key in sorted(score, key=lambda key: (-score[key], position[key]))]
 
 
 def choose_dense_weight(

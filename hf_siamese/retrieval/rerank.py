@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .exact import best_first
-from .hybrid import RRF_K, reciprocal_rank_fusion
+from .hybrid import reciprocal_rank_scores
 from .index_parts import check_top_k
 
 logger = logging.getLogger(__name__)
@@ -305,14 +305,13 @@ def _setting_free(
                 lists.append([i for _, i in sorted(scored, key=lambda item: (-item[0], item[1]))])
         else:
             lists.append(list(range(len(found))))
-        fused = {i: sum(1 / (RRF_K + ranks.index(i) + 1) for ranks in lists if i in ranks) for i in range(len(found))}
         reranked = []
-        for rank, i in enumerate(reciprocal_rank_fusion(lists)[:keep], 1):
+        for rank, (i, fused) in enumerate(reciprocal_rank_scores(lists)[:keep], 1):
             hit = found[i]
             first = {"first_stage_rank": hit.get("rank", i + 1), "reranker_score": own[i]}
             if "score" in hit:
                 first["first_stage_score"] = hit["score"]
-            reranked.append({**hit, "score": fused[i], "rank": rank, **first})
+            reranked.append({**hit, "score": fused, "rank": rank, **first})
         results.append(reranked)
     return results
 

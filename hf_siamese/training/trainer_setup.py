@@ -16,6 +16,7 @@ from ..modeling.attention_kernels import attention_dropout_off, training_attenti
 from ..modeling.compilation import GRAPH_MODES, compile_layers, take_compile_option
 from ..modeling.packing import attention_implementation, packed_route
 from ..modeling.shape_buckets import ShapeBuckets
+from .collator import _tokenizer_limit
 
 logger = logging.getLogger(__name__)
 
@@ -164,8 +165,7 @@ def text_token_limit(collator: Any) -> int:
     length = getattr(collator, "max_length", None)
     if isinstance(length, int) and length > 0:
         return length
-    length = getattr(getattr(collator, "tokenizer", None), "model_max_length", None)
-    return length if isinstance(length, int) and 0 < length < 100_000 else 512
+    return _tokenizer_limit(getattr(collator, "tokenizer", None))
 
 
 class HostFreeStepMixin:
