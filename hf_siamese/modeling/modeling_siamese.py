@@ -33,6 +33,15 @@ logger = logging.getLogger(__name__)
 HEAD_PARAMETER_PREFIXES = ("classifier.", "cosine_affine_")
 
 
+def settle_attention(encoder: nn.Module, before: str | None) -> None:
+    """Give `encoder` an attention implementation where the wrapping model's `PreTrainedModel.__init__` left it None
+    (it sets sub-configs' and can clear the encoder's own): `before` (what the encoder had), else SDPA where the encoder
+    supports it, else eager. Without one the encoder would mask nothing in padded batches."""
+    if getattr(encoder.config, "_attn_implementation", None) is None:
+        fallback = "sdpa" if getattr(encoder, "_supports_sdpa", False) else "eager"
+        encoder.config._attn_implementation = before or fallback
+
+
 @dataclass
 class SiameseBertOutput(ModelOutput):
     r"""
@@ -103,9 +112,7 @@ class SiameseBertModel(SiameseEncodingMixin, SiameseCheckpointMixin, SiameseBert
         if encoder is None:
             encoder = AutoModel.from_config(config.encoder_config)
         config.encoder_config = encoder.config
-        if getattr(encoder.config, "_attn_implementation", None) is None:
-            fallback = "sdpa" if getattr(encoder, "_supports_sdpa", False) else "eager"
-            encoder.config._attn_implementation = encoder_attention or fallback
+        settle_attention(encoder, encoder_attention)
         # Sentence embeddings never use BERT's next-sentence pooler; dropping it saves parameters and keeps
         # distributed training free of unused parameters.
         if getattr(encoder, "pooler", None) is not None:

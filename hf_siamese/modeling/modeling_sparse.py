@@ -28,6 +28,7 @@ from transformers import AutoModelForMaskedLM, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_sparse import SparseSiameseConfig
+from .modeling_siamese import settle_attention
 from .sparse_csr import SparseAutoEncoder, build_dense, csr_vectors, load_dense
 
 TASKS = ("query", "document")
@@ -115,9 +116,7 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         if encoder is None:
             encoder = AutoModelForMaskedLM.from_config(config.encoder_config)
         config.encoder_config = encoder.config
-        if getattr(encoder.config, "_attn_implementation", None) is None:
-            fallback = "sdpa" if getattr(encoder, "_supports_sdpa", False) else "eager"
-            encoder.config._attn_implementation = encoder_attention or fallback
+        settle_attention(encoder, encoder_attention)
         self.encoder = encoder
         vocab = int(encoder.config.vocab_size)
         self.query_weights = nn.Parameter(torch.ones(vocab)) if config.architecture == "inference_free" else None
