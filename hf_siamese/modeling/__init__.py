@@ -8,7 +8,8 @@ the model's file and, transitively, every sibling it imports relatively): they i
 public libraries. The only references to the rest of hf_siamese are three optional hooks in checkpoints (reading and
 writing the sentence-transformers layout, the Hub push with a model card), each behind `except ImportError`.
 
-configuration_sparse, modeling_sparse and sparse_csr are the sparse model kind's own set (`SparseSiameseConfig`,
-`SparseSiameseModel`: SPLADE and inference-free SPLADE term weights, and CSR, a sparse autoencoder over a dense
-`SiameseBertModel`), copied the same way and importing only each other, the dense set (for CSR) and public libraries.
+configuration_sparse, modeling_sparse, sparse_csr and sparse_head are the sparse model kind's own set
+(`SparseSiameseConfig`, `SparseSiameseModel`: SPLADE and inference-free SPLADE term weights, and CSR, a sparse
+autoencoder over a dense `SiameseBertModel`), copied the same way and importing only each other, the dense set (for
+CSR) and public libraries.
 """

@@ -30,6 +30,7 @@ from transformers.utils import ModelOutput
 from .configuration_sparse import SparseSiameseConfig
 from .modeling_siamese import settle_attention
 from .sparse_csr import SparseAutoEncoder, build_dense, csr_vectors, load_dense
+from .sparse_head import pass_through_head
 
 TASKS = ("query", "document")
 
@@ -56,6 +57,19 @@ def term_weights(logits: torch.Tensor, attention_mask: torch.Tensor, activation:
     # Encoding: in place, so a batch holds one (batch, seq, vocab) tensor rather than four.
     weights = logits.mul_(mask).relu_().log1p_()
     return weights.log1p_() if activation == "log1p_log1p_relu" else weights
+
+
+def max_pooled_weights(logits: torch.Tensor, attention_mask: torch.Tensor, activation: str) -> torch.Tensor:
+    """`(batch, seq, vocab)` logits -> `(batch, vocab)` max-pooled term weights over the real tokens. The activation
+    never decreases, so it is taken after the max: once a term rather than once a token and term (the same values);
+    the max's backward keeps only the winning positions, not a (batch, seq, vocab) tensor an activation."""
+    padding = (attention_mask == 0).unsqueeze(-1)
+    if torch.is_grad_enabled():
+        logits = logits.masked_fill(padding, torch.finfo(logits.dtype).min)
+    else:
+        logits = logits.masked_fill_(padding, torch.finfo(logits.dtype).min)
+    pooled = torch.log1p(torch.relu(logits.max(dim=1).values))
+    return torch.log1p(pooled) if activation == "log1p_log1p_relu" else pooled
 
 
 def keep_largest(vectors: torch.Tensor, count: int | None) -> torch.Tensor:
@@ -156,8 +170,10 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
         logits = self.encoder(**inputs, return_dict=True).logits
-        weights = term_weights(logits, attention_mask, self.config.activation)
-        pooled = weights.amax(dim=1) if self.config.pooling == "max" else weights.sum(dim=1)
+        if self.config.pooling == "max":
+            pooled = max_pooled_weights(logits, attention_mask, self.config.activation)
+        else:
+            pooled = term_weights(logits, attention_mask, self.config.activation).sum(dim=1)
         vectors = keep_largest(pooled, self.config.max_active_dims)
         return SparseSiameseOutput(sparse_embedding=vectors, sentence_embedding=vectors)
 
@@ -322,12 +338,18 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
     ) -> SparseSiameseModel:
         """A sparse model from an encoder checkpoint (Hub id or folder) with or without a masked-language head. One
         saved without a head (all-MiniLM-L6-v2, most sentence encoders) gets BERT's head with its decoder tied to the
-        encoder's own word embeddings and a fresh transform: its term weights mean little until it is trained, and
+        encoder's own word embeddings, started as a pass-through of the last hidden state (sparse_head.py), and
         `config.head_note` (and so the model card) says so."""
         encoder, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True, **kwargs)
         head_missing = [key for key in info.get("missing_keys", []) if not key.startswith(encoder.base_model_prefix)]
         note = None
-        if head_missing:
+        if head_missing and pass_through_head(encoder):
+            note = (
+                f"{path} has no masked-language head: its decoder is tied to the encoder's word embeddings and the "
+                "head starts as a pass-through of the last hidden state (identity transform, a negative bias that "
+                "leaves the few terms nearest each token active), trained from there"
+            )
+        elif head_missing:
             note = (
                 f"{path} has no masked-language head: the head's transform is new (random) and its decoder is tied to "
                 "the encoder's word embeddings; term weights mean little before training"
@@ -394,4 +416,4 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         self.query_weights.copy_(idf.to(self.query_weights.dtype))
 
 
-__all__ = ["SparseSiameseModel", "SparseSiameseOutput", "keep_largest", "term_weights"]
+__all__ = ["SparseSiameseModel", "SparseSiameseOutput", "keep_largest", "max_pooled_weights", "term_weights"]

@@ -142,8 +142,31 @@ def test_sentence_transformers_sparse_encoders_load_here_and_ours_load_there(min
 
 def test_from_encoder_says_when_the_head_is_new(minilm) -> None:
     model = SparseSiameseModel.from_encoder(minilm)
-    assert "has no masked-language head" in model.config.head_note
+    assert "has no masked-language head" in model.config.head_note and "pass-through" in model.config.head_note
     assert model.encoder.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+
+
+def test_a_new_head_starts_as_a_pass_through_of_the_hidden_state(minilm) -> None:
+    """all-MiniLM-L6-v2 has no head: the new one gives LayerNorm(h) . E_v + one negative bias, so a text's own words
+    are among its few hundred active terms before any training (a random transform activates ~30,500 of 30,522)."""
+    from transformers import AutoTokenizer
+
+    model = SparseSiameseModel.from_encoder(minilm).eval()
+    tokenizer = AutoTokenizer.from_pretrained(minilm)
+    text = "Vitamin D deficiency increases the risk of multiple sclerosis in young adults."
+    tokens = tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model.encoder.base_model(**tokens).last_hidden_state
+        logits = model.encoder(**tokens).logits
+    words = model.get_input_embeddings().weight
+    bias = model.encoder.cls.predictions.bias
+    expected = torch.nn.functional.layer_norm(hidden, hidden.shape[-1:]) @ words.T + bias
+    torch.testing.assert_close(logits, expected, atol=1e-3, rtol=1e-4)
+    assert float(bias.max()) == float(bias.min()) < 0
+    vector = model.encode(text, tokenizer)
+    active = {token for token, _ in model.decode(vector, tokenizer)}
+    assert 20 < len(active) < 1000
+    assert {"vitamin", "deficiency", "multiple", "risk", "adults"} <= active
 
 
 def test_remote_code_loads_a_sparse_model_without_the_package(tmp_path, tiny_tokenizer) -> None:
