@@ -126,16 +126,17 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _check_sparse(args: argparse.Namespace, sets: Any) -> None:
-    """`--kind sparse`: the flags that set a dense model or a dense loss are refused, and so is scored-pairs --eval
-    (a sparse model is measured on a BEIR folder's queries)."""
+    """`--kind sparse`: the flags that set a dense model are refused, and so is scored-pairs --eval (a sparse model is
+    measured on a BEIR folder's queries). `--loss` is checked by `choose_objective`: one of the sparse losses
+    (`SPARSE_ROW_LOSSES`), a dense one refused naming them."""
     from ..data.beir import RetrievalDataset
 
-    given = {"--pooling": args.pooling, "--normalize": args.normalize, "--loss": args.loss}
+    given = {"--pooling": args.pooling, "--normalize": args.normalize}
     refused = [flag for flag, value in given.items() if value is not None]
     if refused:
         raise ValueError(
-            f"{', '.join(refused)} set(s) a dense model or loss; --kind sparse trains SPLADE term weights with "
-            "sparse_mnr: give no " + ", ".join(refused)
+            f"{', '.join(refused)} set(s) a dense model; --kind sparse trains SPLADE term weights (loss sparse_mnr, "
+            "or sparse_margin_mse / sparse_list_distill on a teacher's scores): give no " + ", ".join(refused)
         )
     if sets.eval is not None and not isinstance(sets.eval, RetrievalDataset):
         raise ValueError(

@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("dense", "sparse"),
         default="dense",
         help="the model to train: dense (a sentence embedding, the default) or sparse (SPLADE term weights over the "
-        "encoder's masked-language head; rows of anchor, positive[, negatives]; loss sparse_mnr)",
+        "encoder's masked-language head; rows of anchor, positive[, negatives]; loss sparse_mnr, or sparse_margin_mse "
+        "/ sparse_list_distill on rows with a teacher's scores)",
     )
     _add_data_group(parser)
     _add_objective_group(parser)

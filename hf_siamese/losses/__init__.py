@@ -23,11 +23,14 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 | `MatryoshkaLoss(base, dims)` | the base loss's | the base loss's | embeddings that still work cut to fewer dims |
 | `CombinedLoss({loss: weight})` | its losses' (which must agree) | the same | several objectives on one forward pass |
 | `SparseMultipleNegativesRankingLoss` | query, positive[, negatives] | none | a sparse model: dot + FLOPS |
+| `SparseMarginMSELoss` | query, positive, negative(s) | teacher margins / scores | sparse: MarginMSE + FLOPS |
+| `SparseListDistillationLoss` | query, positive, negative(s) | teacher's 1 + k scores | sparse: KL + FLOPS |
 | `CSRLoss` | query, positive[, negatives] | none | a CSR model: reconstruction + ranking |
 
 By name (`get_loss`, `SiameseTrainer(loss=...)`): `cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
-`cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, `sparse_mnr` and `csr` (the sparse models' own), or a
-weighted sum of them such as `"cosent+angle"` (weights 1) or `"cosent+0.5*angle"`: a `CombinedLoss`.
+`cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, `sparse_mnr`, `sparse_margin_mse`, `sparse_list_distill`
+and `csr` (the sparse models' own), or a weighted sum of them such as `"cosent+angle"` (weights 1) or
+`"cosent+0.5*angle"`: a `CombinedLoss`.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from .matryoshka import MatryoshkaLoss, truncated_output
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
 from .ranking import MultipleNegativesRankingLoss
 from .scored_ranking import ScoredPairsRankingLoss
-from .sparse import CSRLoss, SparseMultipleNegativesRankingLoss
+from .sparse import CSRLoss, FlopsRegularizedLoss, SparseMultipleNegativesRankingLoss
+from .sparse_distillation import SparseListDistillationLoss, SparseMarginMSELoss
 
 LOSSES: dict[str, type[SiameseLoss]] = {
     "cosine": CosineSimilarityLoss,
@@ -58,13 +62,16 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "embedding_mse": EmbeddingMSELoss,
     "list_distill": ListDistillationLoss,
     "sparse_mnr": SparseMultipleNegativesRankingLoss,
+    "sparse_margin_mse": SparseMarginMSELoss,
+    "sparse_list_distill": SparseListDistillationLoss,
     "csr": CSRLoss,
 }
 
 
 def get_loss(loss: str | SiameseLoss, **kwargs: Any) -> SiameseLoss:
     """A loss object from itself, from its name (`cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
-    `cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`; `kwargs` go to its constructor), or from a weighted
+    `cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, `sparse_mnr`, `sparse_margin_mse`,
+    `sparse_list_distill`, `csr`; `kwargs` go to its constructor), or from a weighted
     sum of names such as `"cosent+0.5*angle"` (a `CombinedLoss`; each of `kwargs` goes to the losses whose constructor
     takes it)."""
     if isinstance(loss, SiameseLoss):
@@ -95,6 +102,9 @@ __all__ = [
     "MatryoshkaLoss",
     "CombinedLoss",
     "SparseMultipleNegativesRankingLoss",
+    "SparseMarginMSELoss",
+    "SparseListDistillationLoss",
+    "FlopsRegularizedLoss",
     "CSRLoss",
     "angle_similarity",
     "cosent_ranking",

@@ -18,45 +18,41 @@ def flops(vectors: torch.Tensor) -> torch.Tensor:
     return (vectors.float().mean(dim=0) ** 2).sum()
 
 
-class SparseMultipleNegativesRankingLoss(SiameseLoss):
-    """Each query must pick its own positive among all positives and hard negatives of the batch, scored by the dot
-    product of sparse vectors (`SparseSiameseModel`), plus the FLOPS regulariser of the documents (positives and
-    negatives) and, where queries run through the encoder (SPLADE, not inference-free), of the queries:
+def _non_negative(owner: str, name: str, value: Any) -> float:
+    """`value` as a float if it is a finite number >= 0 (not a bool), else a `ValueError` naming `owner` and `name`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise ValueError(f"{owner}: {name}={value!r} must be a finite number >= 0.")
+    return float(value)
 
-        loss = CE(scale * q @ d.T) + f(step) * (document_regularizer * FLOPS(d) + query_regularizer * FLOPS(q))
+
+class FlopsRegularizedLoss(SiameseLoss):
+    """The base of the SPLADE-style losses: a ranking or distillation term (the subclass's `forward`) plus the FLOPS
+    regulariser of the documents and, where queries run through the encoder (SPLADE; not an inference-free model,
+    whose queries are looked up in its `query_weights`), of the queries:
+
+        regularizer = f(progress) * (document_regularizer * FLOPS(d) + query_regularizer * FLOPS(q))
 
     f rises quadratically from 0 to 1 over the first `warmup_ratio` of the training steps (the regulariser at full
-    weight from the first step collapses every weight to zero), as SPLADE trains. Rows: `query, positive[, negative,
-    ...]`, no labels. The trainer tells the loss its progress (`set_progress`).
+    weight from the first step collapses every weight to zero), as SPLADE trains; the trainer tells the loss its
+    progress (`set_progress`). `compute` notes whether the model encodes its queries before the forward pass.
+
+    Args:
+        query_regularizer: the weight of the queries' FLOPS (ignored for an inference-free model).
+        document_regularizer: the weight of the documents' FLOPS (positives and negatives together).
+        warmup_ratio: the share of training over which f rises to 1 (0: full weight from the start).
     """
 
-    label_kind = None
-    num_texts = None
     sparse = True
 
     def __init__(
-        self,
-        scale: float = 1.0,
-        query_regularizer: float = 5e-5,
-        document_regularizer: float = 3e-5,
-        warmup_ratio: float = 1 / 3,
+        self, query_regularizer: float = 5e-5, document_regularizer: float = 3e-5, warmup_ratio: float = 1 / 3
     ) -> None:
         super().__init__()
-        for name, value in (("scale", scale), ("query_regularizer", query_regularizer)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-                raise ValueError(f"SparseMultipleNegativesRankingLoss: {name}={value!r} must be a finite number >= 0.")
-        if isinstance(document_regularizer, bool) or not 0 <= float(document_regularizer) < float("inf"):
-            raise ValueError(
-                f"SparseMultipleNegativesRankingLoss: document_regularizer={document_regularizer!r} must be a finite "
-                "number >= 0."
-            )
-        if isinstance(warmup_ratio, bool) or not 0 <= float(warmup_ratio) <= 1:
-            raise ValueError(f"SparseMultipleNegativesRankingLoss: warmup_ratio={warmup_ratio!r} must be in [0, 1].")
-        if not scale > 0:
-            raise ValueError(f"SparseMultipleNegativesRankingLoss: scale={scale!r} must be positive.")
-        self.scale = float(scale)
-        self.query_regularizer = float(query_regularizer)
-        self.document_regularizer = float(document_regularizer)
+        owner = type(self).__name__
+        self.query_regularizer = _non_negative(owner, "query_regularizer", query_regularizer)
+        self.document_regularizer = _non_negative(owner, "document_regularizer", document_regularizer)
+        if isinstance(warmup_ratio, bool) or not isinstance(warmup_ratio, int | float) or not 0 <= warmup_ratio <= 1:
+            raise ValueError(f"{owner}: warmup_ratio={warmup_ratio!r} must be in [0, 1].")
         self.warmup_ratio = float(warmup_ratio)
         self.progress = 1.0
         self._queries_encoded = True
@@ -77,21 +73,61 @@ class SparseMultipleNegativesRankingLoss(SiameseLoss):
         self._queries_encoded = getattr(inner, "query_weights", None) is None
         return super().compute(model, inputs, labels)
 
-    def forward(self, output: Any, labels: torch.Tensor | None = None) -> torch.Tensor:
+    def regularizer(self, queries: torch.Tensor, documents: torch.Tensor) -> torch.Tensor:
+        """The warmed-up FLOPS term of query vectors `(n, vocab)` and document vectors `(m, vocab)`; the queries'
+        part only where the last `compute` saw a model that encodes them."""
+        term = self.document_regularizer * flops(documents)
+        if self._queries_encoded:
+            term = term + self.query_regularizer * flops(queries)
+        return self.regularizer_factor * term
+
+    def split_rows(self, output: Any, min_texts: int, rows: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(vectors `(batch, texts, vocab)`, the queries `(batch, vocab)` (text 0 of each row), the documents
+        `(batch * (texts - 1), vocab)`: every row's positives first, then the rows' other documents) in float32, from
+        an output of at least `min_texts` texts per row; else a `ValueError` naming the loss and the `rows` it needs."""
         vectors = output.sentence_embedding
-        if vectors.dim() != 3 or vectors.shape[1] < 2:
+        if vectors.dim() != 3 or vectors.shape[1] < min_texts:
             raise ValueError(
-                "SparseMultipleNegativesRankingLoss needs rows of (query, positive[, negatives...]): vectors of shape "
-                f"(batch, >=2, vocab), got {tuple(vectors.shape)}."
+                f"{type(self).__name__} needs rows of {rows}: vectors of shape (batch, >={min_texts}, vocab), got "
+                f"{tuple(vectors.shape)}."
             )
-        queries = vectors[:, 0].float()
-        documents = torch.cat([vectors[:, 1], vectors[:, 2:].reshape(-1, vectors.shape[-1])]).float()
+        documents = torch.cat([vectors[:, 1], vectors[:, 2:].reshape(-1, vectors.shape[-1])])
+        return vectors, vectors[:, 0].float(), documents.float()
+
+
+class SparseMultipleNegativesRankingLoss(FlopsRegularizedLoss):
+    """Each query must pick its own positive among all positives and hard negatives of the batch, scored by the dot
+    product of sparse vectors (`SparseSiameseModel`), plus the FLOPS regulariser (`FlopsRegularizedLoss`) of the
+    documents (positives and negatives) and, where queries run through the encoder (SPLADE, not inference-free), of
+    the queries:
+
+        loss = CE(scale * q @ d.T) + f(step) * (document_regularizer * FLOPS(d) + query_regularizer * FLOPS(q))
+
+    f rises quadratically from 0 to 1 over the first `warmup_ratio` of the training steps (the regulariser at full
+    weight from the first step collapses every weight to zero), as SPLADE trains. Rows: `query, positive[, negative,
+    ...]`, no labels. The trainer tells the loss its progress (`set_progress`).
+    """
+
+    label_kind = None
+    num_texts = None
+
+    def __init__(
+        self,
+        scale: float = 1.0,
+        query_regularizer: float = 5e-5,
+        document_regularizer: float = 3e-5,
+        warmup_ratio: float = 1 / 3,
+    ) -> None:
+        super().__init__(query_regularizer, document_regularizer, warmup_ratio)
+        if _non_negative(type(self).__name__, "scale", scale) == 0:
+            raise ValueError(f"{type(self).__name__}: scale={scale!r} must be positive.")
+        self.scale = float(scale)
+
+    def forward(self, output: Any, labels: torch.Tensor | None = None) -> torch.Tensor:
+        _, queries, documents = self.split_rows(output, 2, "(query, positive[, negatives...])")
         scores = queries @ documents.T * self.scale
         loss = F.cross_entropy(scores, torch.arange(queries.shape[0], device=queries.device))
-        regularizer = self.document_regularizer * flops(documents)
-        if self._queries_encoded:
-            regularizer = regularizer + self.query_regularizer * flops(queries)
-        return loss + self.regularizer_factor * regularizer
+        return loss + self.regularizer(queries, documents)
 
 
 def nmse(reconstruction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -178,4 +214,4 @@ class CSRLoss(SiameseLoss):
         return dead
 
 
-__all__ = ["CSRLoss", "SparseMultipleNegativesRankingLoss", "flops", "nmse"]
+__all__ = ["CSRLoss", "FlopsRegularizedLoss", "SparseMultipleNegativesRankingLoss", "flops", "nmse"]

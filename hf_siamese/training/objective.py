@@ -20,13 +20,15 @@ from typing import Any
 
 from ..data.columns import ColumnLayout, detect_layout
 from ..losses import LOSSES, SiameseLoss, get_loss, parse_loss_spec
-from .trainer_data import default_loss
+from .trainer_data import SPARSE_ROW_LOSSES, default_loss
 
 # The losses of `LOSSES` that train a dense model on the rows as they are (the `train` command's choices): all but
 # cached_mnr (mnr with a memory setting), embedding_mse (a teacher's embeddings as targets, which `distill` makes) and
-# sparse_mnr and csr (the sparse models' own).
+# the sparse models' own (`SPARSE_ROW_LOSSES` and csr: every loss with `sparse = True`).
 ROW_LOSSES: tuple[str, ...] = tuple(
-    name for name in LOSSES if name not in ("cached_mnr", "embedding_mse", "sparse_mnr", "csr")
+    name
+    for name, loss in LOSSES.items()
+    if name not in ("cached_mnr", "embedding_mse") and not getattr(loss, "sparse", False)
 )
 OPTIONS = ("loss", "score_range", "label2id", "positive_threshold", "margin_scale", "gather_across_processes")
 
@@ -82,7 +84,9 @@ def choose_objective(
         source: what `train_data` is called in errors.
         option_names: the caller's names of the options above (keys: `OPTIONS`) for its errors; those not given are
             called by their keyword.
-        sparse: the model is a sparse one: its loss is `sparse_mnr`, on rows without labels.
+        sparse: the model is a sparse one (SPLADE or inference-free): its loss is one of `SPARSE_ROW_LOSSES`
+            (default `sparse_mnr` on rows without labels, `sparse_margin_mse` on a teacher's score lists); a dense
+            loss, a combination or `csr` is refused. A dense model (`sparse=False`) refuses the sparse losses.
 
     Each option applies to the losses that take it (to each part of a combination that does); given with a loss that
     does not, it is refused. Raises `ValueError` naming the option, the loss and `source`.
@@ -97,6 +101,7 @@ def choose_objective(
             raise ValueError(f"{source}: {layout_error}")
         loss = default_loss(None if layout.label is None else train_data[0][layout.label], sparse)
     parts = {name for name, _ in parse_loss_spec(loss)}
+    _check_kind(parts, loss, sparse, names["loss"], source)
     if layout_error is not None and any(LOSSES[name].label_kind is not None for name in parts):
         raise ValueError(f"{source}: {layout_error}")
     if any(LOSSES[name].label_kind == "score" for name in parts):
@@ -104,8 +109,29 @@ def choose_objective(
     loss_kwargs, head_kwargs = _loss_options(
         train_data, layout, parts, loss, names, source, score_range=score_range, positive_threshold=positive_threshold,
         label2id=label2id, margin_scale=margin_scale, gather_across_processes=gather_across_processes,
+        sparse=sparse,
     )  # fmt: skip
     return Objective(loss, get_loss(loss, **loss_kwargs), head_kwargs, train_data)
+
+
+def _check_kind(parts: set[str], loss: str, sparse: bool, loss_option: str, source: str) -> None:
+    """A sparse model's loss is one of `SPARSE_ROW_LOSSES`, alone; a dense model's is no sparse loss."""
+    if sparse:
+        if len(parts) != 1 or not parts <= set(SPARSE_ROW_LOSSES):
+            dense = sorted(parts - set(SPARSE_ROW_LOSSES))
+            why = f"{', '.join(dense)} train(s) a dense model" if dense else "sparse losses are not combined"
+            raise ValueError(
+                f"{loss_option} {loss}: {why}; a sparse model trains on {source} with one of "
+                f"{', '.join(SPARSE_ROW_LOSSES)} (sparse_mnr on rows without labels, sparse_margin_mse or "
+                "sparse_list_distill on a teacher's score lists from 'mine --teacher')"
+            )
+        return
+    sparse_parts = sorted(name for name in parts if getattr(LOSSES[name], "sparse", False))
+    if sparse_parts:
+        raise ValueError(
+            f"{loss_option} {loss}: {', '.join(sparse_parts)} train(s) a sparse model (SparseSiameseModel), not a "
+            f"dense one; a dense model trains with one of {', '.join(ROW_LOSSES)}"
+        )
 
 
 def _layout(train_data: Any) -> tuple[ColumnLayout | None, ValueError | None]:
@@ -152,10 +178,11 @@ def _loss_options(
         head_kwargs = _softmax_head(train_data, layout, given["label2id"], names["loss"])
     elif given["label2id"] is not None:
         raise ValueError(f"{names['label2id']} applies to {names['loss']} softmax, not {loss}")
-    if "margin_mse" in parts and given["margin_scale"] is not None:
+    margin_loss = "sparse_margin_mse" if given["sparse"] else "margin_mse"
+    if margin_loss in parts and given["margin_scale"] is not None:
         kwargs["scale"] = given["margin_scale"]
     elif given["margin_scale"] is not None:
-        raise ValueError(f"{names['margin_scale']} applies to {names['loss']} margin_mse, not {loss}")
+        raise ValueError(f"{names['margin_scale']} applies to {names['loss']} {margin_loss}, not {loss}")
     if "mnr" in parts:
         kwargs["gather_across_processes"] = given["gather_across_processes"]
     elif given["gather_across_processes"]:
@@ -204,4 +231,4 @@ def _softmax_head(
     return {"label2id": {str(name): index for index, name in enumerate(sorted(map(str, values)))}}
 
 
-__all__ = ["OPTIONS", "ROW_LOSSES", "Objective", "choose_objective", "infer_score_range"]
+__all__ = ["OPTIONS", "ROW_LOSSES", "SPARSE_ROW_LOSSES", "Objective", "choose_objective", "infer_score_range"]

@@ -18,19 +18,28 @@ from .pretokenize import TokenizedRows, is_tokenized, tokenize_dataset
 from .sampler import NoDuplicatesBatchSampler
 from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is_stream, stream_for_process
 
+# The losses a sparse model (`SparseSiameseModel`, SPLADE or inference-free) trains with from rows: in-batch negatives
+# on unlabelled rows, or a teacher's scores (`mine --teacher`) distilled by margins or listwise. (A CSR model's own,
+# `csr`, the trainer picks for it.)
+SPARSE_ROW_LOSSES: tuple[str, ...] = ("sparse_mnr", "sparse_margin_mse", "sparse_list_distill")
+
 
 def default_loss(label: Any, sparse: bool = False) -> str:
     """The loss a training set gets when none is named, from its first row's label (the one rule of `SiameseTrainer`
     and `hf-siamese train`): no label column (`label is None`) -> "mnr" ("sparse_mnr" for a `sparse` model); a list
-    of scores (a teacher's, from `mine --teacher`) -> "margin_mse"; a float score -> "cosine"; a class label ->
-    "softmax". A sparse model trains on unlabelled rows only (so far)."""
+    of scores (a teacher's, from `mine --teacher`) -> "margin_mse" ("sparse_margin_mse" for a `sparse` model); a
+    float score -> "cosine"; a class label -> "softmax". A sparse model trains on unlabelled rows or on a teacher's
+    score lists only."""
     if sparse:
-        if label is not None:
-            raise ValueError(
-                f"a sparse model trains on rows of (query, positive[, negatives...]) without labels (sparse_mnr); this "
-                f"set has a label column ({label!r:.40} in its first row)"
-            )
-        return "sparse_mnr"
+        if label is None:
+            return "sparse_mnr"
+        if isinstance(label, list | tuple):
+            return "sparse_margin_mse"
+        raise ValueError(
+            f"a sparse model trains on rows of (query, positive[, negatives...]) without labels (sparse_mnr) or with a "
+            f"teacher's score list per row (sparse_margin_mse, sparse_list_distill; 'mine --teacher' writes them); "
+            f"this set has a label column ({label!r:.40} in its first row)"
+        )
     if label is None:
         return "mnr"
     if isinstance(label, list | tuple):
@@ -173,7 +182,8 @@ def check_loss_kind(loss: Any, model: Any) -> Any:
     if sparse_model and not sparse_loss:
         raise ValueError(
             f"{type(loss).__name__} trains dense embeddings; a SparseSiameseModel trains with 'sparse_mnr' "
-            "(SparseMultipleNegativesRankingLoss: dot scores and the FLOPS regulariser)"
+            "(SparseMultipleNegativesRankingLoss: dot scores and the FLOPS regulariser), 'sparse_margin_mse' or "
+            "'sparse_list_distill' (a teacher's scores and the FLOPS regulariser), or 'csr' (a CSR model)"
         )
     if sparse_loss and not sparse_model:
         raise ValueError(

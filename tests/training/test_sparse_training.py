@@ -5,6 +5,7 @@ the refusals that keep each loss with its kind of model."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 import torch
@@ -134,8 +135,8 @@ def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys
     card = (tmp_path / "out" / "README.md").read_text()
     assert "sparse encoder: learned term weights" in card and "SentenceTransformer(" not in card
     for bad, fragment in (
-        (["--pooling", "cls"], "--pooling set(s) a dense model or loss"),
-        (["--loss", "mnr"], "--loss set(s) a dense model or loss"),
+        (["--pooling", "cls"], "--pooling set(s) a dense model; --kind sparse trains SPLADE term weights"),
+        (["--loss", "mnr"], "--loss mnr: mnr train(s) a dense model; a sparse model trains on"),
     ):
         code, _, err = _cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
         assert code == 1 and fragment in err.splitlines()[-1], err
@@ -190,3 +191,79 @@ def test_siamese_trainer_trains_a_csr_model_with_its_loss(tmp_path, tiny_tokeniz
         CSRLoss().compute(_sparse(), {"input_ids": torch.tensor([[[2, 5, 3], [2, 6, 3]]])}, None)
     with pytest.raises(ValueError, match="CSRLoss: beta=-1"):
         get_loss("csr", beta=-1)
+
+
+# ------------------------------------------------------------------------------ distillation: a teacher's scores
+
+
+def _teacher_rows(n: int = 16) -> Dataset:
+    """(anchor, positive, negative_1, negative_2) rows with a lexical teacher's scores (positive first), as `mine
+    --teacher` writes them."""
+    rng = random.Random(1)
+    rows = []
+    for _ in range(n):
+        documents = [" ".join(rng.choice(WORDS[:60]) for _ in range(8)) for _ in range(3)]
+        anchor = " ".join(documents[0].split()[:3])
+        label = [2.0 * len(set(anchor.split()) & set(d.split())) for d in documents]
+        rows.append(dict(zip(("anchor", "positive", "negative_1", "negative_2"), [anchor, *documents], strict=True)))
+        rows[-1]["label"] = label
+    return Dataset.from_list(rows)
+
+
+def test_choose_objective_for_a_sparse_model_on_teacher_scores() -> None:
+    from hf_siamese.losses import SparseListDistillationLoss, SparseMarginMSELoss
+    from hf_siamese.training.objective import SPARSE_ROW_LOSSES, choose_objective
+    from hf_siamese.training.trainer_data import default_loss
+
+    assert SPARSE_ROW_LOSSES == ("sparse_mnr", "sparse_margin_mse", "sparse_list_distill")
+    assert default_loss([1.0, 0.5], sparse=True) == "sparse_margin_mse" and default_loss(None, True) == "sparse_mnr"
+    rows = _teacher_rows(4)
+    chosen = choose_objective(rows, sparse=True, margin_scale=2.0)
+    assert chosen.loss_name == "sparse_margin_mse" and isinstance(chosen.loss, SparseMarginMSELoss)
+    assert chosen.loss.scale == 2.0
+    listwise = choose_objective(rows, loss="sparse_list_distill", sparse=True)
+    assert isinstance(listwise.loss, SparseListDistillationLoss)
+    for loss, fragment in (
+        ("margin_mse", "loss margin_mse: margin_mse train(s) a dense model; a sparse model trains on rows with one of "
+         "sparse_mnr, sparse_margin_mse, sparse_list_distill"),
+        ("sparse_mnr+sparse_margin_mse", "sparse losses are not combined"),
+        ("csr", "loss csr: csr train(s) a dense model"),
+    ):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(fragment)):
+            choose_objective(rows, loss=loss, sparse=True, source="rows")
+    with pytest.raises(ValueError, match="loss sparse_margin_mse: sparse_margin_mse train\\(s\\) a sparse model"):
+        choose_objective(rows, loss="sparse_margin_mse")
+    with pytest.raises(ValueError, match="margin_scale applies to loss sparse_margin_mse, not sparse_list_distill"):
+        choose_objective(rows, loss="sparse_list_distill", sparse=True, margin_scale=2.0)
+    with pytest.raises(ValueError, match="sparse_margin_mse needs a score column"):
+        choose_objective(_rows(4), loss="sparse_margin_mse", sparse=True)
+
+
+def test_siamese_trainer_refuses_a_dense_distillation_loss_on_a_sparse_model(tmp_path, tiny_tokenizer) -> None:
+    args = make_args(tmp_path, num_train_epochs=1)
+    with pytest.raises(ValueError, match="MarginMSELoss trains dense embeddings; .*'sparse_margin_mse'"):
+        SiameseTrainer(
+            model=_sparse(), args=args, train_dataset=_teacher_rows(8), processing_class=tiny_tokenizer,
+            loss="margin_mse",
+        )  # fmt: skip
+
+
+def test_train_kind_sparse_on_teacher_scores(beir_and_encoder, tmp_path, capsys) -> None:
+    from hf_siamese.storage import write_rows
+
+    encoder, _ = beir_and_encoder
+    write_rows(tmp_path / "rows.jsonl", _teacher_rows())
+    argv = ["train", "--kind", "sparse", "--model", encoder, "--train", tmp_path / "rows.jsonl", "--batch-size", "4"]
+    for extra, loss in (
+        (["--loss", "sparse_margin_mse"], "SparseMarginMSELoss"),
+        ([], "SparseMarginMSELoss"),  # the default on score lists
+    ):
+        code, out, err = _cli([*argv, "--output-dir", tmp_path / f"out{len(extra)}{loss}", *extra], capsys)
+        assert code == 0, err
+        assert f"(16 rows), loss {loss}" in out
+    code, _, err = _cli([*argv, "--output-dir", tmp_path / "bad", "--loss", "margin_mse"], capsys)
+    assert code == 1 and "--loss margin_mse: margin_mse train(s) a dense model" in err, err
+    assert "one of sparse_mnr, sparse_margin_mse, sparse_list_distill" in err
+    dense = ["train", "--model", encoder, "--train", tmp_path / "rows.jsonl", "--output-dir", tmp_path / "dense"]
+    code, _, err = _cli([*dense, "--loss", "sparse_margin_mse"], capsys)
+    assert code == 1 and "sparse_margin_mse train(s) a sparse model (SparseSiameseModel), not a dense one" in err
