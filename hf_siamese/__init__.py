@@ -1,9 +1,9 @@
 """hf-siamese: Sentence-BERT style siamese encoders as first-class transformers models.
 
 Importing the package registers `SiameseBertConfig` / `SiameseBertModel` (dense) and `SparseSiameseConfig` /
-`SparseSiameseModel` (learned sparse) with `AutoConfig` / `AutoModel`, and marks them for auto-class export so
-`save_pretrained` writes `auto_map` and copies the modeling code: a saved folder then loads anywhere with
-`AutoModel.from_pretrained(path, trust_remote_code=True)`.
+`SparseSiameseModel` (learned sparse) and `MultiVectorConfig` / `MultiVectorModel` (multi-vector, ColBERT-style) with
+`AutoConfig` / `AutoModel`, and marks them for auto-class export so `save_pretrained` writes `auto_map` and copies
+the modeling code: a saved folder then loads anywhere with `AutoModel.from_pretrained(path, trust_remote_code=True)`.
 """
 
 from transformers import AutoConfig, AutoModel
@@ -22,8 +22,10 @@ from .data import (
 )
 from .metrics import STS_SPEARMAN
 from .modeling import distributed
+from .modeling.configuration_multivector import MultiVectorConfig
 from .modeling.configuration_siamese import SiameseBertConfig
 from .modeling.configuration_sparse import SparseSiameseConfig
+from .modeling.modeling_multivector import MultiVectorModel
 from .modeling.modeling_siamese import (
     SiameseBertModel,
     SiameseBertOutput,
@@ -31,6 +33,7 @@ from .modeling.modeling_siamese import (
     pool_token_states,
 )
 from .modeling.modeling_sparse import SparseSiameseModel
+from .modeling.multivector_scoring import maxsim
 from .modeling.quantization import quantize
 from .retrieval.evaluation import evaluate_retrieval
 from .retrieval.mining import mine_hard_negatives
@@ -55,6 +58,10 @@ AutoConfig.register(SparseSiameseConfig.model_type, SparseSiameseConfig, exist_o
 AutoModel.register(SparseSiameseConfig, SparseSiameseModel, exist_ok=True)
 SparseSiameseConfig.register_for_auto_class()
 SparseSiameseModel.register_for_auto_class("AutoModel")
+AutoConfig.register(MultiVectorConfig.model_type, MultiVectorConfig, exist_ok=True)
+AutoModel.register(MultiVectorConfig, MultiVectorModel, exist_ok=True)
+MultiVectorConfig.register_for_auto_class()
+MultiVectorModel.register_for_auto_class("AutoModel")
 
 __version__ = "0.1.0"
 
@@ -132,6 +139,9 @@ __all__ = [
     "SiamesePairCollator",
     "SparseSiameseConfig",
     "SparseSiameseModel",
+    "MultiVectorConfig",
+    "MultiVectorModel",
+    "maxsim",
     "SiameseTrainer",
     "SiameseTrainingArguments",
     "CrossEncoderTrainingArguments",

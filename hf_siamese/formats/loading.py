@@ -14,6 +14,7 @@ from ..modeling.checkpoints import check_model_source
 from ..modeling.configuration_siamese import SiameseBertConfig, is_cross_encoder_config
 from ..modeling.devices import resolve_device
 from ..modeling.modeling_siamese import SiameseBertModel
+from .multivector_layout import is_multivector_encoder_folder
 from .sentence_transformers_read import has_layout
 
 
@@ -61,6 +62,11 @@ def load_model(
         raise ValueError(
             f"{path!r} is a cross-encoder ({config.architectures[0]}: it scores (query, document) pairs), not a "
             "bi-encoder: load it with hf_siamese.CrossEncoder.from_pretrained, or pass a sentence-embedding model here"
+        )
+    if is_multivector_encoder_folder(path) or getattr(config, "model_type", None) == "siamese-multivector":
+        raise ValueError(
+            f"{path!r} is a multi-vector (ColBERT-style) model: one vector per token, scored by MaxSim, not one "
+            "embedding per text; load it with hf_siamese.formats.multivector_layout.load_multivector_model"
         )
     if isinstance(config, SiameseBertConfig):
         given = [name for name, value in (("pooling", pooling), ("normalize", normalize)) if value is not None]

@@ -12,4 +12,8 @@ configuration_sparse, modeling_sparse, sparse_csr and sparse_head are the sparse
 (`SparseSiameseConfig`, `SparseSiameseModel`: SPLADE and inference-free SPLADE term weights, and CSR, a sparse
 autoencoder over a dense `SiameseBertModel`), copied the same way and importing only each other, the dense set (for
 CSR) and public libraries.
+
+configuration_multivector, modeling_multivector and multivector_scoring are the multi-vector (ColBERT-style late
+interaction) kind's own set (`MultiVectorConfig`, `MultiVectorModel`, MaxSim), copied the same way and importing only
+each other and public libraries.
 """

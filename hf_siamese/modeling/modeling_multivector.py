@@ -1,0 +1,385 @@
+"""MultiVectorModel: a multi-vector (ColBERT-style late interaction) encoder. A text's vectors are its token states,
+projected to `embedding_dim` and L2-normalised one by one; a query and a document score by MaxSim
+(multivector_scoring.py).
+
+This file is copied next to the weights when a model is saved (remote code), so it imports only its configuration,
+its scoring and public libraries.
+
+Which tokens keep a vector: a document's real tokens except those in the skiplist (punctuation); a query's real
+tokens plus, with query expansion, its expansion tokens: the padding up to `query_expansion_length` is replaced by
+[MASK] tokens that the encoder does not attend to (unless `query_expansion_attend`) but that still get vectors, which
+MaxSim scores (ColBERT's query augmentation).
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from .configuration_multivector import MULTIVECTOR_TASKS, MultiVectorConfig
+from .multivector_scoring import as_padded, maxsim, maxsim_pairwise, pad_vectors
+
+PUNCTUATION = tuple(string.punctuation)  # ColBERT's document skiplist
+
+
+@dataclass
+class MultiVectorOutput(ModelOutput):
+    """`token_embeddings`: `(batch, seq, dim)` token vectors (`(batch, num_texts, seq, dim)` for grouped inputs),
+    at every position; `token_mask`: `(batch, seq)` (or `(batch, num_texts, seq)`) bool, the positions that keep a
+    vector (MaxSim reads only those)."""
+
+    token_embeddings: torch.FloatTensor | None = None
+    token_mask: torch.BoolTensor | None = None
+
+
+def skiplist_ids_of(tokenizer: Any, words: Iterable[str]) -> list[int]:
+    """Token ids of `words` (each a single vocabulary token); words the tokenizer maps to its unknown token are left
+    out, so a real [UNK] in a document is not dropped."""
+    unk_id, unk_token = getattr(tokenizer, "unk_token_id", None), getattr(tokenizer, "unk_token", None)
+    ids = set()
+    for word in words:
+        token_id = tokenizer.convert_tokens_to_ids(word)
+        if token_id is None or (unk_id is not None and token_id == unk_id and word != unk_token):
+            continue
+        ids.add(int(token_id))
+    return sorted(ids)
+
+
+def _settle_attention(encoder: nn.Module, before: str | None) -> None:
+    # PreTrainedModel.__init__ sets sub-configs' attention implementation and can leave the encoder's None; the
+    # encoder would then mask nothing in padded batches. Keep what it had, else SDPA where supported, else eager.
+    if getattr(encoder.config, "_attn_implementation", None) is None:
+        encoder.config._attn_implementation = before or (
+            "sdpa" if getattr(encoder, "_supports_sdpa", False) else "eager"
+        )
+
+
+class MultiVectorPreTrainedModel(PreTrainedModel):
+    config_class = MultiVectorConfig
+    config: MultiVectorConfig
+    base_model_prefix = "multivector"
+    accepts_loss_kwargs = False
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # The encoder is a PreTrainedModel and initialises itself; the projection starts as a new nn.Linear.
+        from transformers import initialization as init
+
+        if isinstance(module, nn.Linear):
+            init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+            if module.bias is not None:
+                init.zeros_(module.bias)
+
+
+class MultiVectorModel(MultiVectorPreTrainedModel):
+    """Encoder -> linear projection -> L2 normalisation per token (see the module docstring).
+
+    Call it on `(batch, seq_len)` token ids with `task="query"` or `"document"` for token vectors and the mask of
+    kept tokens, or on grouped `(batch, num_texts, seq_len)` inputs (the first text of each row a query, the others
+    documents). `encode` tokenizes and batches; `similarity` scores by MaxSim.
+    """
+
+    def __init__(self, config: MultiVectorConfig, encoder: PreTrainedModel | None = None) -> None:
+        encoder_attention = getattr(encoder.config, "_attn_implementation", None) if encoder is not None else None
+        super().__init__(config)
+        config.validate_multivector_fields()
+        if encoder is None:
+            encoder = AutoModel.from_config(config.encoder_config)
+        config.encoder_config = encoder.config
+        _settle_attention(encoder, encoder_attention)
+        if getattr(encoder, "pooler", None) is not None:  # BERT's sentence pooler: unused by token vectors
+            encoder.pooler = None
+        self.encoder = encoder
+        self.projection = nn.Linear(config.hidden_size_of_encoder, config.embedding_dim, bias=config.projection_bias)
+        self.tokenizer = None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.encoder.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.encoder.set_input_embeddings(value)
+
+    # ------------------------------------------------------------------------------------------------ forward
+
+    def kept_tokens(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        task: str,
+        expansion_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The bool mask of positions that keep a vector: the real tokens, plus a query's expansion tokens
+        (`expansion_mask`, else the expansion token id within the expansion length), less skiplist tokens in the
+        tasks the skiplist applies to."""
+        config = self.config
+        kept = attention_mask.bool()
+        if task == "query" and config.query_expansion is not None:
+            if expansion_mask is None and config.query_expansion_token_id is not None:
+                positions = torch.arange(input_ids.shape[-1], device=input_ids.device)
+                expansion_mask = (input_ids == config.query_expansion_token_id) & (
+                    positions < config.query_expansion_length
+                )
+            if expansion_mask is not None:
+                kept = kept | expansion_mask.bool()
+        if task in config.skiplist_tasks and config.skiplist_ids:
+            skip = torch.tensor(config.skiplist_ids, dtype=input_ids.dtype, device=input_ids.device)
+            kept = kept & ~torch.isin(input_ids, skip)
+        return kept
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        task: str = "document",
+        expansion_mask: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> MultiVectorOutput:
+        """Token vectors of `(batch, seq_len)` inputs -> `(batch, seq_len, dim)` and the `(batch, seq_len)` mask of
+        kept tokens, for `task` "query" or "document" (the skiplist and query expansion differ).
+
+        Grouped inputs `(batch, num_texts, seq_len)` (the training collator's rows: query, positive[, negatives])
+        give `(batch, num_texts, seq_len, dim)`: the first text of each row as a query, the others as documents."""
+        if task not in MULTIVECTOR_TASKS:
+            raise ValueError(f"forward: task={task!r}; accepted: {', '.join(MULTIVECTOR_TASKS)}")
+        kwargs.pop("text_lengths", None)  # the collator's host lengths, for packed encoders; this one runs padded
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if input_ids.dim() == 3:
+            return self._grouped(input_ids, attention_mask, token_type_ids, **kwargs)
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, **kwargs}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        states = self.encoder(**inputs, return_dict=True).last_hidden_state
+        vectors = self.projection(states)
+        if self.config.normalize:
+            vectors = F.normalize(vectors, p=2, dim=-1)
+        mask = self.kept_tokens(input_ids, attention_mask, task, expansion_mask)
+        return MultiVectorOutput(token_embeddings=vectors, token_mask=mask)
+
+    def _grouped(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None, **kwargs: Any
+    ) -> MultiVectorOutput:
+        batch, texts, length = input_ids.shape
+        column = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        query = self(**{k: v[:, 0] if v is not None else None for k, v in column.items()}, task="query", **kwargs)
+        vectors, masks = [query.token_embeddings[:, None]], [query.token_mask[:, None]]
+        if texts > 1:
+            rest = {k: v[:, 1:].reshape(-1, length) if v is not None else None for k, v in column.items()}
+            documents = self(**rest, task="document", **kwargs)
+            vectors.append(documents.token_embeddings.view(batch, texts - 1, length, -1))
+            masks.append(documents.token_mask.view(batch, texts - 1, length))
+        return MultiVectorOutput(token_embeddings=torch.cat(vectors, dim=1), token_mask=torch.cat(masks, dim=1))
+
+    # ------------------------------------------------------------------------------------------------ encoding
+
+    def _resolve_tokenizer(self, tokenizer: Any) -> Any:
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        if tokenizer is None:
+            name = getattr(self.config, "_name_or_path", None) or self.config.name_or_path
+            if not name:
+                raise ValueError("encode: pass tokenizer=... (this model was not loaded from a folder with one)")
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            self.tokenizer = tokenizer
+        return tokenizer
+
+    def _token_limit(self, tokenizer: Any) -> int:
+        limit = self.config.max_seq_length or getattr(tokenizer, "model_max_length", 512)
+        limit = limit if isinstance(limit, int) and limit < 100_000 else 512
+        return min(limit, self.config.effective_max_seq_length)
+
+    def _expansion_token_id(self, tokenizer: Any) -> int:
+        own = self.config.query_expansion_token_id
+        for candidate in (own, getattr(tokenizer, "mask_token_id", None), getattr(tokenizer, "eos_token_id", None)):
+            if candidate is not None:
+                return int(candidate)
+        raise ValueError(
+            "query expansion: the tokenizer has neither a mask token nor an end token; set "
+            "config.query_expansion_token_id to the token to expand queries with"
+        )
+
+    def tokenize(self, texts: Sequence[str], tokenizer: Any = None, task: str = "document") -> dict[str, torch.Tensor]:
+        """Token ids of `texts` as `task` (no prompt added): cut to the task's length; queries with query expansion
+        widened to the expansion length with expansion tokens (`expansion_mask` marks them)."""
+        if task not in MULTIVECTOR_TASKS:
+            raise ValueError(f"tokenize: task={task!r}; accepted: {', '.join(MULTIVECTOR_TASKS)}")
+        tokenizer = self._resolve_tokenizer(tokenizer)
+        config, limit = self.config, self._token_limit(tokenizer)
+        own = config.query_length if task == "query" else config.document_length
+        length = min(own, self.config.effective_max_seq_length) if own else limit
+        expansion = config.query_expansion if task == "query" else None
+        floor = config.query_expansion_length
+        settings: dict[str, Any] = {"padding": True, "truncation": True, "max_length": length}
+        if expansion == "fixed":
+            settings = {"padding": "max_length", "truncation": True, "max_length": floor}
+        elif expansion == "min":
+            settings["max_length"] = max(length, floor)
+        tokens = dict(tokenizer(list(texts), return_tensors="pt", **settings))
+        if expansion is None:
+            return tokens
+        ids, attention = tokens["input_ids"], tokens["attention_mask"]
+        if ids.shape[1] < floor:  # "min": a batch shorter than the expansion length is widened to it
+            tokens = {k: F.pad(v, (0, floor - v.shape[1]), value=0) for k, v in tokens.items()}
+            ids, attention = tokens["input_ids"], tokens["attention_mask"]
+        positions = (attention == 0) & (torch.arange(ids.shape[1]) < floor)
+        tokens["input_ids"] = ids.masked_fill(positions, self._expansion_token_id(tokenizer))
+        if config.query_expansion_attend:
+            tokens["attention_mask"] = attention.masked_fill(positions, 1)
+        tokens["expansion_mask"] = positions
+        return tokens
+
+    @torch.no_grad()
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        tokenizer: Any = None,
+        *,
+        task: str = "document",
+        batch_size: int = 32,
+        padded: bool = False,
+        prompt: str | None = None,
+    ) -> torch.Tensor | list[torch.Tensor] | tuple[torch.Tensor, torch.Tensor]:
+        """Token vectors of `texts` as `task` ("query" or "document"; the config's prompt for it is put first unless
+        `prompt` is given), float32 on the CPU.
+
+        Returns a list of `(n_kept_tokens, dim)` tensors, one per text (one string: its tensor); with `padded=True`
+        a tuple `(vectors (n, max_kept, dim), mask (n, max_kept))` instead: the kept vectors left-aligned, zeros
+        after them, `mask` True at the real rows."""
+        if task not in MULTIVECTOR_TASKS:
+            raise ValueError(f"encode: task={task!r}; accepted: {', '.join(MULTIVECTOR_TASKS)}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"encode: batch_size={batch_size!r} must be a positive whole number")
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        if not all(isinstance(text, str) for text in items):
+            raise ValueError("encode: texts must be strings (one, or a list of them)")
+        tokenizer = self._resolve_tokenizer(tokenizer)
+        prefix = (self.config.prompts or {}).get(task, "") if prompt is None else prompt
+        device = next(self.parameters()).device
+        was_training = self.training
+        self.eval()
+        found: list[torch.Tensor | None] = [None] * len(items)
+        # Longest first, so a batch holds texts of about one length (little padding); the input order is kept.
+        order = sorted(range(len(items)), key=lambda i: -len(items[i]))
+        try:
+            for start in range(0, len(items), batch_size):
+                chosen = order[start : start + batch_size]
+                tokens = self.tokenize([prefix + items[i] for i in chosen], tokenizer, task)
+                tokens = {k: v.to(device) for k, v in tokens.items()}
+                output = self(**tokens, task=task)
+                for row, index in enumerate(chosen):
+                    found[index] = output.token_embeddings[row][output.token_mask[row]].float().cpu()
+        finally:
+            self.train(was_training)
+        vectors = [v for v in found if v is not None]
+        if padded:
+            if not vectors:
+                return torch.zeros(0, 0, self.config.embedding_dim), torch.zeros(0, 0, dtype=torch.bool)
+            return pad_vectors(vectors)
+        return vectors[0] if single else vectors
+
+    def encode_query(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> Any:
+        """`encode(texts, task="query")`."""
+        return self.encode(texts, tokenizer, task="query", **kwargs)
+
+    def encode_document(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> Any:
+        """`encode(texts, task="document")`."""
+        return self.encode(texts, tokenizer, task="document", **kwargs)
+
+    def similarity(
+        self,
+        queries: torch.Tensor | Sequence[torch.Tensor],
+        documents: torch.Tensor | Sequence[torch.Tensor],
+        query_mask: torch.Tensor | None = None,
+        document_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """`(n_queries, n_documents)` scores by the config's similarity (MaxSim, or MeanMaxSim) of token vectors as
+        `encode` gives them: lists of `(n_tokens, dim)` tensors, or padded `(n, tokens, dim)` tensors with masks."""
+        queries, query_mask = as_padded(queries, query_mask)
+        documents, document_mask = as_padded(documents, document_mask)
+        mean = self.config.similarity == "meanmaxsim"
+        return maxsim(queries, query_mask, documents, document_mask, length_normalize=mean)
+
+    def similarity_pairwise(
+        self,
+        queries: torch.Tensor | Sequence[torch.Tensor],
+        documents: torch.Tensor | Sequence[torch.Tensor],
+        query_mask: torch.Tensor | None = None,
+        document_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """`(n,)` scores of matched pairs (query i with document i), forms as `similarity`."""
+        queries, query_mask = as_padded(queries, query_mask)
+        documents, document_mask = as_padded(documents, document_mask)
+        mean = self.config.similarity == "meanmaxsim"
+        return maxsim_pairwise(queries, query_mask, documents, document_mask, length_normalize=mean)
+
+    # ------------------------------------------------------------------------------------------------ building
+
+    @classmethod
+    def from_encoder(
+        cls,
+        path: str,
+        dim: int = 128,
+        *,
+        query_length: int | None = 32,
+        document_length: int | None = None,
+        query_expansion: str | None = "fixed",
+        query_expansion_length: int = 32,
+        skiplist: Iterable[str] = PUNCTUATION,
+        prompts: dict[str, str] | None = None,
+        normalize: bool = True,
+        similarity: str = "maxsim",
+        max_seq_length: int | None = None,
+        **kwargs: Any,
+    ) -> MultiVectorModel:
+        """A multi-vector model around an encoder checkpoint (Hub id or folder: a plain transformers or a
+        sentence-transformers one such as all-MiniLM-L6-v2) with a new `dim`-wide projection (random, as
+        sentence-transformers starts one: its vectors mean little before training). ColBERT's defaults: queries
+        expanded to 32 tokens with [MASK], punctuation skipped in documents. `kwargs` go to
+        `AutoModel.from_pretrained`."""
+        from transformers import AutoTokenizer
+
+        encoder = AutoModel.from_pretrained(path, **kwargs)
+        inner = getattr(encoder, "encoder", None)
+        if isinstance(inner, PreTrainedModel):  # a hf-siamese model's folder: its encoder
+            encoder = inner
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        config = MultiVectorConfig(
+            encoder_config=encoder.config, embedding_dim=dim, normalize=normalize, prompts=dict(prompts or {}),
+            query_length=query_length, document_length=document_length, max_seq_length=max_seq_length,
+            query_expansion=query_expansion, query_expansion_length=query_expansion_length,
+            query_expansion_token_id=getattr(tokenizer, "mask_token_id", None) if query_expansion else None,
+            skiplist_ids=skiplist_ids_of(tokenizer, skiplist), similarity=similarity,
+        )  # fmt: skip
+        model = cls(config, encoder=encoder)
+        model.projection.reset_parameters()
+        if model.projection.bias is not None:
+            nn.init.zeros_(model.projection.bias)
+        model.tokenizer = tokenizer
+        model.config.name_or_path = str(path)
+        return model
+
+    def save_pretrained(self, save_directory: Any, tokenizer: Any = None, **kwargs: Any) -> None:
+        """`PreTrainedModel.save_pretrained` (config, safetensors weights, the remote code), and `tokenizer`
+        (default `model.tokenizer`) beside them, so the folder encodes on its own."""
+        super().save_pretrained(save_directory, **kwargs)
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        if tokenizer is not None:
+            tokenizer.save_pretrained(save_directory)
+
+
+__all__ = ["MultiVectorModel", "MultiVectorOutput", "PUNCTUATION", "skiplist_ids_of"]
