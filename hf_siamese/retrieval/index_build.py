@@ -214,16 +214,12 @@ def build_index(
             where they are not). `lexical_settings`: its language, stemmer, stopwords, k1 and b.
         sparse_model: a sparse model (`SparseSiameseModel`, with `sparse_tokenizer`) or its folder / Hub id: also
             store the documents' term weights (the index's sparse part, `sparse_part.py`), for the first stage
-            "sparse" and the hybrid's third list; its path and fingerprint are recorded (index folders only).
+            "sparse" and the hybrid's third list; its path and fingerprint are recorded (in Milvus: the
+            `learned_sparse` field).
     """
     if is_engine_location(output_dir):
         from .milvus_build import build_engine_index
 
-        if sparse_model is not None:
-            raise ValueError(
-                "sparse_model (--sparse-model): a search engine's collection has no learned-sparse part yet; build an "
-                "index folder"
-            )
         if calibration_queries is not None:
             raise ValueError(
                 "calibration_queries (--calibration-queries): an engine's approximate index measures its recall on "
@@ -235,7 +231,8 @@ def build_index(
             tokenizer=tokenizer,
             batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
             approximate=approximate, embeddings_dir=embeddings_dir, show_progress_bar=show_progress_bar,
-            overwrite=overwrite, lexical=lexical, lexical_settings=lexical_settings, **(engine_options or {}),
+            overwrite=overwrite, lexical=lexical, lexical_settings=lexical_settings, sparse_model=sparse_model,
+            sparse_tokenizer=sparse_tokenizer, **(engine_options or {}),
         )  # fmt: skip
     if sparse_model is None and sparse_tokenizer is not None:
         raise ValueError("sparse_tokenizer applies with sparse_model (the sparse part's model); give both or neither")

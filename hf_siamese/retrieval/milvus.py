@@ -20,7 +20,8 @@ analyzer built from the same settings (`lexical="milvus"`: the engine tokenizes 
 without re-weighing; its scores are not bm25s's). The collection's properties record what built it
 (`hf_siamese.index`: the model and its fingerprint, the embedding and lexical settings, the dense index type, the
 data's digest, how many rows the engine has flushed); searching with another model is refused, naming both. Writing:
-`milvus_export.py`.
+`milvus_export.py`. An index with a learned-sparse part adds `learned_sparse`, its documents' term weights
+(`milvus_sparse.py`): the first stage "sparse" and the hybrid's third list, as in the folder.
 
 pymilvus (and milvus-lite for Lite) come with `pip install 'hf-siamese[milvus]'`.
 """
@@ -35,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from . import milvus_sparse
 from .milvus_location import MilvusLocation, check_dense_index, dense_index_types, require_milvus
+from .milvus_sparse import NO_TERM_KEY, SPARSE_FIELD
 from .store import SearchIndex
 
 RECORD_KEY = "hf_siamese.index"
@@ -44,7 +47,6 @@ FORMAT_VERSION = 1
 FIELDS = ("row", "doc_id", "text", "dense")
 QUERY_CHUNK = 256  # queries per search request
 METRICS = {"cosine": "COSINE", "dot": "IP", "euclidean": "L2"}
-NO_TERM_KEY = 0xFFFFFFFE  # the one dimension of a document with no term (Milvus refuses an empty sparse vector)
 
 
 def term_key(term: str) -> int:
@@ -107,6 +109,7 @@ def _checked_record(client: Any, location: MilvusLocation) -> dict[str, Any]:
         )
     fields = {field["name"]: field for field in client.describe_collection(location.collection)["fields"]}
     wanted = [*FIELDS, "lexical"] if info.get("lexical") else list(FIELDS)
+    wanted += [SPARSE_FIELD] if info.get("sparse") else []
     missing = [name for name in wanted if name not in fields]
     if missing:
         raise ValueError(f"{text}: the collection has no field(s) {missing}; rebuild it with --overwrite")
@@ -128,6 +131,7 @@ class MilvusIndex(SearchIndex):
         self.similarity, self.model_name = self.settings["similarity"], info["model"].get("name_or_path")
         self.backend = info["dense_index"]["type"]
         self._tokenize: Any = None
+        self._sparse: Any = None
 
     @classmethod
     def open(cls, text: str) -> MilvusIndex:
@@ -156,6 +160,35 @@ class MilvusIndex(SearchIndex):
     def lexical_kind(self) -> str | None:
         """ "ours" (bm25s's weights as sparse vectors) or "milvus" (the engine's BM25 function); None: no lexical."""
         return (self.info.get("lexical") or {}).get("kind")
+
+    @property
+    def has_sparse(self) -> bool:
+        """Whether the collection holds a learned-sparse field (`milvus_sparse.py`)."""
+        return bool(self.info.get("sparse"))
+
+    @property
+    def sparse(self) -> Any:
+        """The recorded sparse model (`sparse_part.SparseQueryEncoder`: `model_name`, `use_model`, checked by
+        fingerprint), made on first use; a `ValueError` where the collection has no learned-sparse field."""
+        if self._sparse is None:
+            if not self.has_sparse:
+                raise ValueError(milvus_sparse.missing_field(self.location, self.has_lexical))
+            self._sparse = milvus_sparse.query_encoder(self.info["sparse"], self.location)
+        return self._sparse
+
+    def check_first_stage(
+        self, first_stage: str | None, fusion: str | None = None, dense_weight: float | None = None
+    ) -> str:
+        if first_stage == "sparse" and not self.has_sparse:
+            raise ValueError(milvus_sparse.missing_field(self.location, self.has_lexical))
+        return super().check_first_stage(first_stage, fusion, dense_weight)
+
+    def sparse_rows(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The learned-sparse field's (scores, rows): the query's term weights by the recorded sparse model, the
+        engine's inner product, completed by the documents sharing no term (score 0) as the folder ranks them."""
+        data = milvus_sparse.query_vectors(self.sparse.encode_queries(list(queries)), self.sparse.model_name)
+        scores, rows = self._search(data, SPARSE_FIELD, {"metric_type": "IP"}, k, float, positive_only=True)
+        return milvus_sparse.with_zero_rows(scores, rows, k, len(self))
 
     def needs_bm25s(self) -> bool:
         return self.lexical_kind == "ours"  # our weights: the queries are tokenized here

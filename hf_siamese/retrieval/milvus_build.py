@@ -12,6 +12,10 @@ nothing is embedded again.
 The work folder the corpus is embedded into (`work_folder`, or `work_dir`) is kept where a run stops; the next run
 reuses it only where it holds this same corpus, by content (not by a file's size and time), embedded with the same
 model and settings.
+
+With `sparse_model`, the work folder gets its learned-sparse part (`sparse_part.py`) and the collection its
+`learned_sparse` field (`milvus_sparse.py`); the sparse model is loaded (a wrong folder refused) before any reading,
+and its fingerprint is part of what the collection and the work folder are compared by.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ def build_engine_index(
     dense_params: dict[str, Any] | None = None,
     overwrite: bool = False,
     work_dir: str | os.PathLike | None = None,
+    sparse_model: Any = None,
+    sparse_tokenizer: Any = None,
     **build_kwargs: Any,
 ) -> MilvusIndex:
     """Embed `corpus` (a source `open_corpus` reads: `build_index` resolves a BEIR folder or `ids` first) with `model`
@@ -70,7 +76,8 @@ def build_engine_index(
     opened. `engine_lexical`: the collection's BM25, "ours" (the default) or "milvus" (asks for the lexical part:
     refused with `lexical=False`). `approximate` picks the dense index as the folder's rule does (None: by size; True:
     IVF_FLAT; False: FLAT) unless `dense_index` names one (one the engine builds). See the module docstring for what
-    is checked before any embedding."""
+    is checked before any embedding. `sparse_model` (with `sparse_tokenizer`): a sparse model or its folder / Hub id,
+    whose term weights the collection then holds in its `learned_sparse` field (the first stage "sparse")."""
     where = MilvusLocation.parse(location)
     if build_kwargs.get("ids") is not None:
         raise ValueError("build_engine_index reads ids from the corpus: give ids= to build_index, which resolves them")
@@ -85,6 +92,7 @@ def build_engine_index(
         dense_index = "IVF_FLAT" if approximate else "FLAT"
     if dense_index is not None:
         dense_index_of(0, dense_index, dense_params, where)  # a type the engine does not build: refused now
+    sparse, sparse_print = _sparse_of(sparse_model, sparse_tokenizer, model)  # a wrong folder: before any reading
     found = _existing_record(where, overwrite)  # an unreachable engine, a foreign collection: before any reading
     if isinstance(corpus, Iterator):  # read twice (checked, then embedded): a one-shot iterator is kept as a list
         corpus = list(corpus)
@@ -92,6 +100,7 @@ def build_engine_index(
     count, id_type, digest = _read_rows(corpus, text_column, id_column)
     fingerprint = model_fingerprint(model)["fingerprint"]
     folder_settings = {**build_kwargs, "lexical": with_lexical, "lexical_settings": lexical_settings}
+    folder_settings.update({"sparse": sparse_print} if sparse_print is not None else {})
     source = _source(digest, folder_settings)
     engine = {"engine_lexical": engine_lexical, "dense_index": dense_index, "dense_params": dense_params}
     build = _digest({**source, "model": fingerprint, "name": recorded_name(model.config.name_or_path), **engine})
@@ -102,7 +111,7 @@ def build_engine_index(
             "settings": _embedding_settings(model, build_kwargs), "count": count, "data": digest.describe("documents"),
             "dim": model.config.embedding_size, "id_type": id_type,
             "lexical": {"kind": engine_lexical or "ours", "settings": asdict(settings)} if with_lexical else None,
-            "dense_index": dense_index_of(count, dense_index, dense_params, where),
+            "dense_index": dense_index_of(count, dense_index, dense_params, where), "sparse": sparse_print,
         }  # fmt: skip
         differs = _differences(found, expected)
         if differs:
@@ -116,16 +125,30 @@ def build_engine_index(
     if kept is None:
         kept = build_folder(
             model, corpus, folder, overwrite=True, lexical=with_lexical, lexical_settings=lexical_settings,
-            approximate=False, **build_kwargs,
+            approximate=False, **sparse, **build_kwargs,
         )  # fmt: skip
         write_text_atomic(folder / SOURCE_FILE, json.dumps(source))
     result = export_index(
         kept, location, lexical=(engine_lexical or "ours") if kept.has_lexical else None, dense_index=dense_index,
-        dense_params=dense_params, overwrite=overwrite, build=build,
+        dense_params=dense_params, overwrite=overwrite, build=build, sparse=sparse_print is not None,
     )  # fmt: skip
     if work_dir is None:
         shutil.rmtree(folder, ignore_errors=True)
     return result
+
+
+def _sparse_of(sparse_model: Any, tokenizer: Any, model: Any) -> tuple[dict[str, Any], str | None]:
+    """(`build_index`'s sparse keywords, the sparse model's fingerprint) of `sparse_model`, loaded once (None: none)."""
+    if sparse_model is None:
+        if tokenizer is not None:
+            raise ValueError(
+                "sparse_tokenizer applies with sparse_model (the sparse part's model); give both or neither"
+            )
+        return {}, None
+    from .sparse_part import resolve_sparse_model, sparse_fingerprint
+
+    loaded, tokenizer, _ = resolve_sparse_model(sparse_model, tokenizer, device=str(model.device))
+    return {"sparse_model": loaded, "sparse_tokenizer": tokenizer}, sparse_fingerprint(loaded)
 
 
 def _existing_record(where: MilvusLocation, overwrite: bool) -> dict[str, Any] | None:
@@ -185,6 +208,8 @@ def _differences(found: dict[str, Any], expected: dict[str, Any]) -> list[str]:
         if key == "dense_index":
             there = {k: v for k, v in (there or {}).items() if k in ("type", "params")}
             value = {k: v for k, v in value.items() if k in ("type", "params")}
+        elif key == "sparse":
+            there = ((there or {}).get("model") or {}).get("fingerprint")
         elif key in ("model", "settings"):
             there = {k: (there or {}).get(k) for k in value}
         if there != value:

@@ -10,6 +10,9 @@ The dense field's index follows the folder's rule: exact (FLAT) below `ann.EXACT
 exact answer); `dense_index=` / `dense_params=` pass any other index type the engine builds (`milvus.dense_index_types`:
 HNSW, ...; another is refused before any work). What Milvus cannot hold (a text or id over 65,535 bytes) is refused
 before the collection is created or replaced: nothing already there is lost, nothing is left half-written.
+
+A folder index with a learned-sparse part exports it too (`sparse=None`, the default; False leaves it out): each
+document's term weights in the `learned_sparse` field, the sparse model recorded (`milvus_sparse.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..data.digest import TextDigest
+from . import milvus_sparse
 from .lexical import lucene_idf, lucene_weights
 from .milvus import (
     FORMAT_NAME,
@@ -105,13 +109,16 @@ def export_index(
     overwrite: bool = False,
     batch_size: int = BATCH,
     build: str | None = None,
+    sparse: bool | None = None,
 ) -> MilvusIndex:
     """Upsert the folder index `index` (a `VectorIndex`) into the collection at `location`; returns it opened.
 
     `lexical`: "ours" (the folder's BM25 weights as sparse vectors: the same scores as the folder), "milvus" (the
     engine's BM25 function over `analyzer_of` its settings) or None (no lexical part); the folder must have a lexical
     part for either. A collection holding this same export is resumed (or, complete, returned as it is). `build`:
-    what made the folder (recorded, not compared: `milvus_build`'s digest of the corpus and settings)."""
+    what made the folder (recorded, not compared: `milvus_build`'s digest of the corpus and settings). `sparse`: the
+    folder's learned-sparse part as the `learned_sparse` field (None: where the folder has one; True: required;
+    False: left out; weights Milvus cannot hold, negative or not finite, are refused before any work)."""
     if lexical is not None and lexical not in LEXICAL_KINDS:
         raise ValueError(f"lexical={lexical!r}; accepted: {', '.join(LEXICAL_KINDS)} or None")
     if lexical is not None and not index.has_lexical:
@@ -122,7 +129,9 @@ def export_index(
         )
     where = MilvusLocation.parse(location)
     dense = dense_index_of(len(index), dense_index, dense_params, where)  # before any work
+    sparse_record = milvus_sparse.export_record(index, sparse)
     wanted = _record(index, lexical, dense)  # refuses what Milvus cannot hold before anything is written
+    wanted["sparse"] = sparse_record
     wanted["build"] = build
     client = where.connect(create=True)
     try:
@@ -239,6 +248,8 @@ def _create(client: Any, where: MilvusLocation, record: dict[str, Any]) -> None:
             )  # fmt: skip
         else:
             indexes.add_index("lexical", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    if record.get("sparse"):
+        milvus_sparse.add_field(schema, indexes)
     try:
         client.create_collection(
             where.collection, schema=schema, index_params=indexes, properties={RECORD_KEY: json.dumps(record)}
@@ -255,6 +266,7 @@ class _Uploader:
     def __init__(self, index: Any, client: Any, where: MilvusLocation, record: dict[str, Any], lexical: Any) -> None:
         self.index, self.client, self.where, self.record = index, client, where, record
         self.weights = _DocumentWeights(index) if lexical == "ours" else None
+        self.sparse = index.sparse.matrix if record.get("sparse") else None
         self.pending, self.done = 0, None
 
     def batch(self, begin: int, end: int) -> None:
@@ -266,6 +278,9 @@ class _Uploader:
         if self.weights is not None:
             for row, sparse in zip(rows, self.weights(chunk["text"]), strict=True):
                 row["lexical"] = sparse
+        if self.sparse is not None:
+            for row, sparse in zip(rows, milvus_sparse.document_vectors(self.sparse[begin:end]), strict=True):
+                row[milvus_sparse.SPARSE_FIELD] = sparse
         self.client.upsert(self.where.collection, rows)
         self.pending, self.done = self.pending + 1, end
         if self.pending >= FLUSH_EVERY:

@@ -124,14 +124,57 @@ def texts_in_batches(corpus: Any, batch: int) -> Iterable[list[str]]:
         yield list(corpus[start : start + batch]["text"])
 
 
-class SparsePart:
+class SparseQueryEncoder:
+    """The recorded sparse model of a learned-sparse part, wherever the documents' weights live (an index folder's
+    CSR arrays, `SparsePart`; a Milvus collection's sparse field, `milvus_sparse`): loaded from its recorded path on
+    first use, or given (`use_model`), and checked against the recorded fingerprint either way; `encode_queries` gives
+    the queries' CSR matrix (`task="query"`: an inference-free model looks its query weights up)."""
+
+    def __init__(self, record: dict[str, Any], where: str, rebuild: str) -> None:
+        self.record, self.where, self.rebuild = record, where, rebuild
+        self.model: Any = None
+        self.tokenizer: Any = None
+
+    def __len__(self) -> int:
+        return int(self.record["count"])
+
+    @property
+    def model_name(self) -> str:
+        return str(self.record["model"].get("name_or_path") or "")
+
+    def use_model(self, model: Any, tokenizer: Any = None) -> None:
+        """Search with `model` (and `tokenizer`): refused unless it has the recorded fingerprint."""
+        recorded, current = self.record["model"].get("fingerprint"), sparse_fingerprint(model)
+        if current != recorded:
+            given = recorded_name(getattr(model.config, "name_or_path", "")) or "(an unnamed model)"
+            raise ValueError(
+                f"the sparse part of this index was built with sparse model {self.model_name or '(unnamed)'!r} "
+                f"(fingerprint {str(recorded)[:12]}), not {given!r} (fingerprint {current[:12]}): search with the "
+                f"sparse model that built it, or {self.rebuild}"
+            )
+        self.model, self.tokenizer = model, tokenizer
+
+    def encode_queries(self, queries: list[str], batch_size: int = 32) -> Any:
+        """The `(n, vocab)` CSR matrix of `queries` by the recorded sparse model (loaded and checked on first use)."""
+        if self.model is None:
+            if not self.model_name:
+                raise ValueError(
+                    f"the sparse part {self.where!r} records no model path (built from an unsaved model): give the "
+                    "model (index.sparse.use_model(model, tokenizer))"
+                )
+            model, tokenizer, _ = resolve_sparse_model(self.model_name)
+            self.use_model(model, tokenizer)
+        return encode_sparse(self.model, queries, task="query", tokenizer=self.tokenizer, batch_size=batch_size)
+
+
+class SparsePart(SparseQueryEncoder):
     """An index's sparse part, memory-mapped; `search(queries, k)` encodes the queries with the recorded sparse model
     (loaded on first use and checked against the recorded fingerprint) and ranks the rows exactly."""
 
     def __init__(self, folder: Path, record: dict[str, Any], matrix: Any) -> None:
-        self.folder, self.record, self.matrix = folder, record, matrix
-        self.model: Any = None
-        self.tokenizer: Any = None
+        rebuild = "rebuild the part with 'hf-siamese index --add-sparse IDX --sparse-model SPARSE_DIR --overwrite'"
+        super().__init__(record, os.fspath(folder), rebuild)
+        self.folder, self.matrix = folder, matrix
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> SparsePart:
@@ -150,38 +193,16 @@ class SparsePart:
             ) from None
         return cls(folder, record, matrix)
 
-    def __len__(self) -> int:
-        return int(self.record["count"])
-
-    @property
-    def model_name(self) -> str:
-        return str(self.record["model"].get("name_or_path") or "")
-
-    def use_model(self, model: Any, tokenizer: Any = None) -> None:
-        """Search with `model` (and `tokenizer`): refused unless it has the recorded fingerprint."""
-        recorded, current = self.record["model"].get("fingerprint"), sparse_fingerprint(model)
-        if current != recorded:
-            given = recorded_name(getattr(model.config, "name_or_path", "")) or "(an unnamed model)"
-            raise ValueError(
-                f"the sparse part of this index was built with sparse model {self.model_name or '(unnamed)'!r} "
-                f"(fingerprint {str(recorded)[:12]}), not {given!r} (fingerprint {current[:12]}): search with the "
-                "sparse model that built it, or rebuild the part with 'hf-siamese index --add-sparse IDX "
-                "--sparse-model SPARSE_DIR --overwrite'"
-            )
-        self.model, self.tokenizer = model, tokenizer
-
     def search(self, queries: list[str], k: int, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows), each `(n, min(k, count))`, best first, equal scores by the lower row."""
-        if self.model is None:
-            if not self.model_name:
-                raise ValueError(
-                    f"the sparse part {os.fspath(self.folder)!r} records no model path (built from an unsaved model): "
-                    "give the model (index.sparse.use_model(model, tokenizer))"
-                )
-            model, tokenizer, _ = resolve_sparse_model(self.model_name)
-            self.use_model(model, tokenizer)
-        vectors = encode_sparse(self.model, queries, task="query", tokenizer=self.tokenizer, batch_size=batch_size)
-        return sparse_search(vectors, self.matrix, k)
+        return sparse_search(self.encode_queries(queries, batch_size), self.matrix, k)
 
 
-__all__ = ["SPARSE_DIR", "SparsePart", "resolve_sparse_model", "sparse_fingerprint", "write_sparse_part"]
+__all__ = [
+    "SPARSE_DIR",
+    "SparsePart",
+    "SparseQueryEncoder",
+    "resolve_sparse_model",
+    "sparse_fingerprint",
+    "write_sparse_part",
+]
