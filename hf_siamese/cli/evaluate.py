@@ -26,6 +26,7 @@ from .common import (
     parse_columns,
     parse_score_range,
 )
+from .recorded_sparse import use_recorded_sparse_model
 from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
 
 
@@ -206,13 +207,18 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         rerank_top = recorded["rerank_top"] if rerank_top is None else rerank_top
         if weight is None:  # a --first-stage-weight given asks for the two-score order, as in search
             weight, stages = recorded_weights(recorded, first_stage)
-    first_stage = check_first_stage(stage or "dense", fusion, dense_weight, settings)
+    has_sparse = index is not None and index.has_sparse  # the first stage "sparse": an index's learned-sparse part
+    first_stage = check_first_stage(stage or "dense", fusion, dense_weight, settings, sparse_part=has_sparse)
+    lists: tuple[str, ...] = (first_stage,)
     if index is not None:
         index.check_first_stage(first_stage, fusion, dense_weight)
+        lists = index.stage_lists(first_stage, fusion)
     if sparse:
         model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
     else:
         model, tokenizer = _retrieval_model(args, first_stage, reranker, index)
+    if "sparse" in lists:  # the index's recorded sparse model encodes the queries, as in 'search --index'
+        use_recorded_sparse_model(index, args.device)
     evaluator = RetrievalEvaluator(
         data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
         rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=fusion, dense_weight=dense_weight,
@@ -220,34 +226,34 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         stage_weights=stages,
     )  # fmt: skip
     metrics = evaluator(model)
-    model_name = (
-        "BM25" if model is None else args.model or (index.model_name if index else None) or default_model_path()
-    )
+    model_name = "BM25" if first_stage == "lexical" else args.model or getattr(index, "model_name", None)
+    model_name = model_name or default_model_path()
+    if "sparse" in lists:
+        sparse_name = f"sparse part by {index.sparse.model_name}"
+        model_name = sparse_name if first_stage == "sparse" else f"{model_name} + {sparse_name}"
+    shown = "sparse" if sparse else _stage_name(first_stage, lists)
     if index is not None:  # the index keeps what was measured with it, in its record and card
         from ..retrieval.pipeline import record_measurement
 
-        search = first_stage + (
-            f" ({fusion}" + (f", dense weight {dense_weight})" if dense_weight is not None else ")")
-        )
-        search = search if fusion else first_stage
+        search = _stage_name(first_stage, lists, fusion, dense_weight)
         if reranker is not None:
             search += f", top {metrics['rerank_top']} reranked"
         record_measurement(index, Path(args.data).name, split, search, metrics)
-    shown = "sparse" if sparse else first_stage
     print(f"Retrieval evaluation of {model_name}, first stage: {shown}")
     through = "" if index is None else f", through {args.index}"
     print(f"on {args.data} ({split} split{through}): {metrics['num_queries']} queries, {len(data.corpus)} documents")
     ks = list(data.k_values)
     columns = [(shown, "")]
-    if first_stage == "hybrid":
+    if first_stage == "hybrid":  # each list alone, then fused
         fused = f"fused ({fusion or 'rrf'})"
-        columns = [("lexical", "lexical_"), ("dense", "dense_"), (fused, "")]
+        alone = [s for s in ("lexical", "dense", "sparse") if f"{s}_ndcg@{ks[0]}" in metrics]
+        columns = [*((s, f"{s}_") for s in alone), (fused, "")]
     if reranker is not None:
         by = args.rerank or f"{index.pipeline['reranker']} (the index's pipeline)"
         print(f"reranked by {by}: the first stage's top {metrics['rerank_top']} per query")
         columns.append(("reranked", "rerank_"))
-        if first_stage == "hybrid":
-            columns.append(("RRF of 3", "rerank_rrf3_"))  # the reranker's, dense and lexical orders, no setting
+        if first_stage == "hybrid":  # the reranker's order and each list's, no setting
+            columns.append((f"RRF of {len(alone) + 1}", f"rerank_rrf{len(alone) + 1}_"))
     if reranker is not None and first_stage != "hybrid":
         print(f"{'metric':<14}{'first stage':>12}{'reranked':>10}{'change':>9}   (x100)")
         for name in ("ndcg", "mrr", "recall", "map", "precision"):
@@ -273,9 +279,17 @@ def _retrieval_model(args: argparse.Namespace, first_stage: str, reranker: Any, 
     """(model, tokenizer) of a retrieval evaluation; (None, None) for the lexical first stage, which embeds nothing
     (a --model given to it is refused: it would not be used). Through an --index, the model defaults to the index's
     own, at its recorded max length."""
-    if first_stage == "lexical":
-        if args.model is not None:
-            raise ValueError("--model embeds the texts; --first-stage lexical ranks by BM25 alone, with no model")
+    if first_stage in ("lexical", "sparse"):
+        given = {"--model": args.model, "--pooling": args.pooling, "--normalize": args.normalize}
+        given |= {"--max-seq-length": args.max_seq_length, "--quantize": args.quantize}
+        flags = [flag for flag, value in given.items() if value is not None]
+        if flags:
+            alone = {"lexical": "ranks by BM25 alone, with no model", "sparse": "searches the index's sparse part, "
+                     "by its recorded sparse model"}  # fmt: skip
+            raise ValueError(
+                f"{', '.join(flags)} {'sets' if len(flags) == 1 else 'set'} the model that embeds the texts; "
+                f"--first-stage {first_stage} {alone[first_stage]}"
+            )
         return None, None
     model_path, max_seq_length = args.model, args.max_seq_length
     if index is not None:
@@ -284,6 +298,17 @@ def _retrieval_model(args: argparse.Namespace, first_stage: str, reranker: Any, 
     return load_inference_model(
         model_path, args.pooling, args.normalize, max_seq_length, quantize=args.quantize, device=args.device
     )
+
+
+def _stage_name(
+    first_stage: str, lists: tuple[str, ...], fusion: str | None = None, dense_weight: float | None = None
+) -> str:
+    """The first stage as printed ("hybrid"), and with its fusion as recorded with a measurement ("hybrid (zscore,
+    dense weight 0.5)"); a hybrid over an index's sparse part names its lists ("hybrid (dense + lexical + sparse)")."""
+    details = [" + ".join(lists)] if first_stage == "hybrid" and "sparse" in lists else []
+    if fusion:
+        details.append(fusion + (f", dense weight {dense_weight}" if dense_weight is not None else ""))
+    return first_stage + (f" ({', '.join(details)})" if details else "")
 
 
 def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:

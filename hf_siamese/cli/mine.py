@@ -1,5 +1,6 @@
 """`hf-siamese mine`: add hard negatives mined by a model (or by BM25, or both: --negatives-from) to (anchor,
-positive) rows and write the triplets."""
+positive) rows and write the triplets. The model is dense or learned-sparse (told apart by its config.json); a sparse
+--sparse-model beside a dense --model adds its list to the hybrid."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.training_sets import load_data
-from ..retrieval.hybrid import FIRST_STAGES
+from ..retrieval.hybrid import INDEX_FIRST_STAGES
 from ..storage import row_file_kind, write_rows
 from .arguments import (
     APPROXIMATE_HELP,
@@ -29,11 +30,14 @@ from .common import (
     load_inference_model,
     parse_columns,
 )
+from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
 
 # The Hub split and config flags of --corpus (mine's own split flags are those of SOURCE), and the options of a
 # --corpus read by `open_corpus` (flag -> dest), which the default corpus and a BEIR folder's do not take.
 _CORPUS_FLAGS = ("--corpus-split", "--corpus-dataset-config")
 _CORPUS_ONLY = corpus_flags(*_CORPUS_FLAGS)
+# What only a dense model's corpus embedding reads (refused with a sparse --model): flag -> dest.
+_EMBEDDED_ONLY = {"--embeddings-dir": "embeddings_dir", "--approximate": "approximate", "--dtype": "dtype"}
 
 
 def register(commands: Any) -> None:
@@ -85,11 +89,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sampling", choices=("top", "random"), default="top", help="default: %(default)s")
     parser.add_argument("--seed", type=int, default=42, help="for --sampling random (default: %(default)s)")
     parser.add_argument(
-        "--negatives-from", choices=FIRST_STAGES, default="dense",
-        help="what ranks the candidates: the model (dense, default), BM25 over the corpus texts (lexical: documents "
-        "sharing the anchor's words), or both fused by reciprocal ranks (hybrid). --margin and --max-score always "
-        "compare the model's similarities; lexical embeds the corpus only for them or for --embeddings-dir, which "
-        "also keeps the BM25 index (DIR/lexical)",
+        "--negatives-from", choices=INDEX_FIRST_STAGES,
+        help="what ranks the candidates: the model (default: dense, or sparse for a sparse --model: its exact "
+        "ranking), BM25 over the corpus texts (lexical: documents sharing the anchor's words), both fused by "
+        "reciprocal ranks (hybrid; with --sparse-model its list too, as an index's hybrid), or --sparse-model's "
+        "list alone (sparse). --margin and --max-score always compare --model's scores; lexical embeds the corpus "
+        "only for them or for --embeddings-dir, which also keeps the BM25 index (DIR/lexical)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sparse-model", metavar="SPARSE_DIR",
+        help="a learned-sparse model beside the dense --model: its exact ranking is a list of --negatives-from "
+        "hybrid (dense + BM25 + sparse) or the only one (--negatives-from sparse)",
     )  # fmt: skip
     add_lexical_arguments(parser)
     add_shard_arguments(parser)
@@ -116,7 +126,20 @@ def run_mine(args: argparse.Namespace) -> int:
             "write JSON lines (-o rows.jsonl)"
         )
     settings = lexical_settings(args)
-    check_mining_stage(args.negatives_from, settings, args.approximate)  # before the data and the model load
+    sparse = is_sparse_model_path(args.model)
+    if sparse:  # ranked exactly by its own term weights: what sets a dense model or its embedding is refused
+        refuse_dense_flags(args.model, {
+            "--pooling": args.pooling, "--normalize": args.normalize is not None,
+            **{flag: True for flag in given_flags(args, _EMBEDDED_ONLY)}, "--sparse-model": args.sparse_model,
+        })  # fmt: skip
+    if args.sparse_model is not None and not is_sparse_model_path(args.sparse_model):
+        raise ValueError(
+            f"--sparse-model {args.sparse_model}: expected a learned-sparse model (config.json model_type "
+            "siamese-sparse, or a sentence-transformers SparseEncoder folder); a dense model goes in --model"
+        )
+    kind = "sparse" if sparse else "dense"  # the model's own ranking by default; checked before anything loads
+    negatives_from = args.negatives_from or kind
+    check_mining_stage(negatives_from, settings, args.approximate, kind, args.sparse_model is not None)
     teacher = load_cross_encoder(args.teacher, option="--teacher") if args.teacher else None
     if is_beir_folder(args.data):
         # (query, relevant document) pairs of the split; the corpus defaults to the folder's documents.
@@ -141,16 +164,23 @@ def run_mine(args: argparse.Namespace) -> int:
         corpus = list(read_beir(args.corpus, split=args.split).corpus.values())
     else:
         corpus = corpus_source(args.corpus, args)  # streamed into shards, never a list
-    model, tokenizer = load_inference_model(
-        args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
-    )
-    # Every corpus is embedded into shards: in --embeddings-dir (kept, reused by a later run) or a temporary folder.
+    if sparse:
+        model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
+    else:
+        model, tokenizer = load_inference_model(
+            args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
+        )
+    sparse_model = sparse_tokenizer = None
+    if args.sparse_model is not None:
+        sparse_model, sparse_tokenizer = load_sparse_model(args.sparse_model, device=args.device)
+    # A dense model's corpus is embedded into shards: in --embeddings-dir (kept, reused) or a temporary folder.
     mined = mine_hard_negatives(
         rows, model, corpus, num_negatives=args.num_negatives, range_min=args.range_min, range_max=args.range_max,
         margin=args.margin, max_score=args.max_score, sampling=args.sampling, tokenizer=tokenizer,
         batch_size=args.batch_size, seed=args.seed, embeddings_dir=args.embeddings_dir, text_column=args.text_column,
-        id_column=args.id_column, shard_size=args.shard_size, approximate=args.approximate, dtype=args.dtype,
-        negatives_from=args.negatives_from, lexical_settings=settings,
+        id_column=args.id_column, shard_size=args.shard_size, approximate=args.approximate,
+        dtype=None if sparse else args.dtype, negatives_from=negatives_from, lexical_settings=settings,
+        sparse_model=sparse_model, sparse_tokenizer=sparse_tokenizer,
     )  # fmt: skip
     cache = output.with_name(output.name + ".scores")  # the teacher's scores while they stream (a stop resumes)
     if teacher is not None:

@@ -15,10 +15,11 @@ import numpy as np
 
 from ..data.beir import RetrievalDataset
 from ..metrics.evaluator import Evaluator, prefixed_metrics
+from .evaluation_runs import candidates, index_runs, lexical_run, ranked_ids, then_rest
 from .exact import exact_search
 from .fingerprint import corpus_fingerprint
-from .hybrid import check_first_stage, choose_dense_weight, fuse, reciprocal_rank_fusion, stage_scores
-from .lexical import LexicalSettings, build_lexical_index
+from .hybrid import check_first_stage, choose_dense_weight, fuse_runs, reciprocal_rank_fusion, stage_lists
+from .lexical import LexicalSettings
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 from .sparse_search import check_sparse_first_stage, is_sparse_model, sparse_run
 
@@ -82,7 +83,10 @@ class RetrievalEvaluator(Evaluator):
     `index`: an index of the set's corpus (`load_index(folder or engine location)`, built from the same documents:
     'hf-siamese index BEIR_DIR -o ...'); the first stage then runs through it, as users search it (only the queries
     are embedded, with the model checked against the index; BM25 is the index's, so `lexical_settings` is refused),
-    and the quality through an engine is measured the same way as through the folder.
+    and the quality through an engine is measured the same way as through the folder. An index with a learned-sparse
+    part (`sparse_part.py`) adds the first stage "sparse" (its list alone, the queries encoded by its recorded sparse
+    model: `model` may be None) and its hybrid fuses every list it holds (`hybrid.stage_lists`: dense, BM25 where
+    present, sparse), each reported alone too (`sparse_ndcg@10`, ...): the same ranking as `index.search`.
 
     `first_stage`: "dense" ranks the whole corpus by the model's similarity (exact search, in chunks); "lexical" by
     BM25 (`lexical.py`, `lexical_settings`; `model` may be None); "hybrid" fuses the two (`hybrid.fuse`: `fusion`,
@@ -103,11 +107,13 @@ class RetrievalEvaluator(Evaluator):
     first stage's scores as `rerank.rerank_hits` does (default: the reranker's own weight); over a hybrid first stage
     the candidates carry each stage's own score, and `stage_weights` (default: the reranker's own) fuse three scores
     (`rerank.fuse_stages`). Over a hybrid first stage the three orders (the reranker's, the dense and the lexical
-    lists) fused by reciprocal ranks are reported too, prefixed `rerank_rrf3_`: the setting-free three-score order.
+    lists) fused by reciprocal ranks are reported too, prefixed `rerank_rrf3_`: the setting-free three-score order
+    (over an index's hybrid of n lists, `rerank_rrf{n + 1}_`: the reranker's order and each list's).
 
     A learned-sparse `model` (`SparseSiameseModel`) is its own first stage (`sparse_search`: the corpus and the judged
     queries encoded, ranked exactly by their term weights' dot products), with the same metric names and `rerank`;
-    `first_stage` other than the default and `index` are refused for it. Under several processes each one encodes
+    `first_stage` other than the default and `index` are refused for it (an index keeps a sparse model as its sparse
+    part: `first_stage="sparse"` through it). Under several processes each one encodes
     the whole set.
     """
 
@@ -132,7 +138,8 @@ class RetrievalEvaluator(Evaluator):
         stage_weights: dict[str, float] | None = None,
         name: str = "",
     ) -> None:
-        check_first_stage(first_stage, fusion, dense_weight, lexical_settings)
+        sparse_part = bool(getattr(index, "has_sparse", False))  # "sparse": an index's part (checked by the index)
+        check_first_stage(first_stage, fusion, dense_weight, lexical_settings, sparse_part=sparse_part)
         if index is not None and lexical_settings is not None:
             raise ValueError("lexical_settings: the index's lexical part was built with its own settings; give none")
         self.dataset, self.tokenizer, self.batch_size, self.percent = dataset, tokenizer, batch_size, percent
@@ -152,13 +159,13 @@ class RetrievalEvaluator(Evaluator):
         from ..metrics import judged_queries
 
         dataset, first_stage = self.dataset, self.first_stage
-        if model is None and first_stage != "lexical":
+        if model is None and first_stage not in ("lexical", "sparse"):
             raise ValueError(f"the {first_stage} first stage embeds the texts: give a model, or first_stage='lexical'")
         if is_sparse_model(model):
             return self._sparse_metrics(model)
         depth = None if self.rerank is None else check_rerank(self.rerank, self.rerank_top, 1, len(dataset.corpus))
         embedded = None
-        if first_stage != "lexical" and self.index is None:
+        if first_stage not in ("lexical", "sparse") and self.index is None:
             embedded = embed_retrieval_set(
                 model, dataset, tokenizer=self.tokenizer, batch_size=self.batch_size, process_index=self.process_index,
                 num_processes=self.num_processes, show_progress_bar=self.show_progress_bar,
@@ -167,14 +174,14 @@ class RetrievalEvaluator(Evaluator):
                 return self._exact_metrics(model, embedded)
         judged = judged_queries(dataset.qrels)
         reach = min(max(self.k_values[-1], depth or 0), len(dataset.corpus))
-        runs, corpus_ids = self._runs(model, embedded, judged, reach)
+        runs, corpus_ids, lists = self._runs(model, embedded, judged, reach)
         metrics = self._metrics(ranked_ids(runs[first_stage][1], judged, corpus_ids))
         if first_stage == "hybrid":
-            for stage in ("dense", "lexical"):
+            for stage in lists:
                 alone = self._metrics(ranked_ids(runs[stage][1], judged, corpus_ids))
                 metrics.update(prefixed_metrics(alone, stage, skip=("num_queries",)))
         if depth is not None:
-            metrics.update(self._rerank_metrics(runs, corpus_ids, judged, depth))
+            metrics.update(self._rerank_metrics(runs, corpus_ids, judged, depth, lists=lists))
         return metrics
 
     def _sparse_metrics(self, model: Any) -> dict[str, float]:
@@ -192,7 +199,7 @@ class RetrievalEvaluator(Evaluator):
         )  # fmt: skip
         metrics = self._metrics(ranked_ids(run[1], judged, corpus_ids))
         if depth is not None:
-            metrics.update(self._rerank_metrics({"sparse": run}, corpus_ids, judged, depth, "sparse"))
+            metrics.update(self._rerank_metrics({"sparse": run}, corpus_ids, judged, depth, "sparse", ("sparse",)))
         return metrics
 
     def _metrics(self, rankings: dict[str, list[str]]) -> dict[str, float]:
@@ -212,49 +219,59 @@ class RetrievalEvaluator(Evaluator):
 
     def _runs(
         self, model: Any, embedded: Any, judged: list[str], reach: int
-    ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], Any]:
-        """Each stage's (scores, corpus rows) of the judged queries, `reach` deep, and the id of each row."""
+    ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], Any, tuple[str, ...]]:
+        """Each list's (scores, corpus rows) of the judged queries, `reach` deep, and "hybrid"'s (`hybrid.fuse_runs`
+        of its lists, as a search fuses them); the id of each row; the lists the first stage reads."""
         dataset, first_stage = self.dataset, self.first_stage
         runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         corpus_ids: Any = list(dataset.corpus)
         if self.index is not None:
-            args = (model, dataset, judged, reach, first_stage, self.tokenizer, self.batch_size)
-            runs, corpus_ids = _index_runs(self.index, *args)
+            prompt = "" if model is None else side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)
+            runs, corpus_ids = index_runs(
+                self.index, model, dataset, judged, reach, first_stage, self.fusion, prompt, self.tokenizer,
+                self.batch_size,
+            )  # fmt: skip
+            lists = tuple(runs)
         else:
-            if first_stage != "lexical":
+            lists = stage_lists(first_stage, lexical=True, sparse=False)
+            if "dense" in lists:
                 query_ids, queries, _, corpus = embedded
                 row = {query_id: i for i, query_id in enumerate(query_ids)}
                 runs["dense"] = exact_search(queries[[row[q] for q in judged]], corpus, reach, model.config.similarity)
-            if first_stage != "dense":
+            if "lexical" in lists:
                 runs["lexical"] = lexical_run(dataset, judged, reach, self.lexical_settings)
         if first_stage == "hybrid":
-            runs["hybrid"] = fuse(runs["dense"], runs["lexical"], self.fusion, self.dense_weight)
-        return runs, corpus_ids
+            runs["hybrid"] = fuse_runs({name: runs[name] for name in lists}, self.fusion, self.dense_weight)
+        return runs, corpus_ids, lists
 
     def _rerank_metrics(
-        self, runs: dict, corpus_ids: Any, judged: list[str], depth: int, first_stage: str | None = None
-    ) -> dict[str, float]:
-        """The two stages' metrics (`rerank_...`, `rerank_top`; over hybrid also `rerank_rrf3_...`) over the run of
-        `first_stage` (default: the evaluator's)."""
+        self, runs: dict, corpus_ids: Any, judged: list[str], depth: int, first_stage: str | None = None,
+        lists: tuple[str, ...] = ("dense", "lexical"),
+    ) -> dict[str, float]:  # fmt: skip
+        """The two stages' metrics (`rerank_...`, `rerank_top`; over hybrid also `rerank_rrf{n + 1}_...`, n the
+        fused `lists`) over the run of `first_stage` (default: the evaluator's)."""
         dataset, first_stage = self.dataset, first_stage or self.first_stage
-        hits = _candidates(runs, first_stage, depth, corpus_ids, dataset, self.fusion, self.dense_weight)
+        hits = candidates(runs, lists, first_stage, depth, corpus_ids, dataset, self.fusion, self.dense_weight)
         reranked = rerank_hits(
             self.rerank, [dataset.queries[q] for q in judged], hits, batch_size=self.batch_size,
             show_progress_bar=self.show_progress_bar, first_stage_weight=self.first_stage_weight,
             stage_weights=self.stage_weights, corpus=corpus_fingerprint(dataset.corpus),
         )  # fmt: skip
         first = ranked_ids(runs[first_stage][1], judged, corpus_ids)
-        second = {q: _then([hit["id"] for hit in found], first[q]) for q, found in zip(judged, reranked, strict=True)}
+        second = {
+            q: then_rest([hit["id"] for hit in found], first[q]) for q, found in zip(judged, reranked, strict=True)
+        }
         metrics = prefixed_metrics(self._metrics(second), "rerank", skip=("num_queries",))
         metrics["rerank_top"] = depth
-        if first_stage == "hybrid":  # three scores, setting-free: RRF of the reranker's, dense and lexical orders
-            dense, lexical = (ranked_ids(runs[s][1][:, :depth], judged, corpus_ids) for s in ("dense", "lexical"))
-            third = {}
+        if first_stage == "hybrid":  # setting-free: RRF of the reranker's order and each list's (dense, lexical: 3)
+            orders = [ranked_ids(runs[s][1][:, :depth], judged, corpus_ids) for s in lists]
+            fused_orders = {}
             for q, found in zip(judged, reranked, strict=True):
                 by_reranker = sorted(found, key=lambda hit: -hit.get("reranker_score", hit["score"]))
-                fused = reciprocal_rank_fusion([[hit["id"] for hit in by_reranker], dense[q], lexical[q]])
-                third[q] = _then(fused, first[q])
-            metrics.update(prefixed_metrics(self._metrics(third), "rerank_rrf3", skip=("num_queries",)))
+                fused = reciprocal_rank_fusion([[hit["id"] for hit in by_reranker], *(order[q] for order in orders)])
+                fused_orders[q] = then_rest(fused, first[q])
+            name = f"rerank_rrf{len(lists) + 1}"
+            metrics.update(prefixed_metrics(self._metrics(fused_orders), name, skip=("num_queries",)))
         return metrics
 
 
@@ -263,80 +280,6 @@ def evaluate_retrieval(model: Any, dataset: RetrievalDataset, **settings: Any) -
     `RetrievalEvaluator(dataset, **settings)(model)`, where the settings (`tokenizer`, `batch_size`, `percent`,
     `first_stage`, `rerank`, `index`, ...) are described."""
     return RetrievalEvaluator(dataset, **settings)(model)
-
-
-def ranked_ids(rows: np.ndarray, query_ids: Sequence[str], corpus_ids: Any) -> dict[str, list[str]]:
-    """query id -> the document ids of its found corpus rows (`rows`, one row of corpus positions per query, -1 for
-    none), best first."""
-    return {q: [corpus_ids[j] for j in found if j >= 0] for q, found in zip(query_ids, rows.tolist(), strict=True)}
-
-
-def _then(ranked: list[str], rest: list[str]) -> list[str]:
-    """`ranked`, then the documents of `rest` it does not hold, in their order."""
-    seen = set(ranked)
-    return ranked + [doc for doc in rest if doc not in seen]
-
-
-def _candidates(
-    runs: dict, first_stage: str, depth: int, corpus_ids: Any, dataset: RetrievalDataset, fusion: Any, weight: Any
-) -> list[list[dict[str, Any]]]:
-    """The first stage's best `depth` hits of each judged query (hybrid: the union of both stages' best `depth`, each
-    hit with each stage's own score), as `rerank_hits` takes them."""
-    found_scores, found = runs[first_stage]
-    if first_stage == "hybrid":
-        tops = (tuple(a[:, :depth] for a in runs[s]) for s in ("dense", "lexical"))
-        found_scores, found = fuse(*tops, fusion, weight)
-    else:
-        found_scores, found = found_scores[:, :depth], found[:, :depth]
-    candidates = [
-        [
-            {"id": corpus_ids[j], "text": dataset.corpus[corpus_ids[j]], "rank": rank, "score": float(score)}
-            for rank, (j, score) in enumerate(((j, s) for j, s in zip(rows, scores, strict=True) if j >= 0), 1)
-        ]
-        for rows, scores in zip(found.tolist(), found_scores.tolist(), strict=True)
-    ]
-    if first_stage == "hybrid":  # each stage's own score, for a three-score order
-        at_depth = {s: (runs[s][0][:, :depth], runs[s][1][:, :depth]) for s in ("dense", "lexical")}
-        for hits, own in zip(candidates, stage_scores(found, at_depth), strict=True):
-            for hit, scores in zip(hits, own, strict=True):
-                hit.update(scores)
-    return candidates
-
-
-def _index_runs(
-    index: Any, model: Any, dataset: RetrievalDataset, judged: list[str], reach: int, first_stage: str,
-    tokenizer: Any, batch_size: int,
-) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:  # fmt: skip
-    """The dense and lexical runs of the judged queries through `index` (the stages `first_stage` needs), and the
-    document id of every row they found, checked against the set's corpus."""
-    if len(index) != len(dataset.corpus):
-        raise ValueError(
-            f"the index {index.location!r} holds {len(index)} documents, the set {dataset.name!r} "
-            f"{len(dataset.corpus)}: index the set's own corpus ('hf-siamese index BEIR_DIR -o ...')"
-        )
-    texts = [dataset.queries[q] for q in judged]
-    if index.check_first_stage(first_stage) != "dense" and "sparse" in index.stage_lists(first_stage):
-        raise ValueError(  # the evaluation's runs are the dense and BM25 ones, not yet the sparse part's
-            f"the index {index.location!r} has a sparse part, which an evaluation does not search yet: give "
-            "first_stage='dense' or 'lexical' (--first-stage), or search it (search --index)"
-        )
-    runs = {}
-    if first_stage != "lexical":
-        index.check_model(model)
-        prompt = side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)
-        vectors = model.encode(texts, tokenizer=tokenizer, batch_size=batch_size, convert_to_numpy=True, prompt=prompt)
-        runs["dense"] = index.dense_rows(index.query_array(vectors), reach)
-    if first_stage != "dense":
-        runs["lexical"] = index.lexical_rows(texts, reach)
-    found = sorted({int(r) for scores_rows in runs.values() for r in scores_rows[1].ravel() if r >= 0})
-    ids = {row: str(doc_id) for row, (doc_id, _) in index.rows_of(found).items()}
-    unknown = sorted(set(ids.values()) - set(dataset.corpus))
-    if unknown:
-        raise ValueError(
-            f"the index {index.location!r} holds documents that are not in {dataset.name!r} (e.g. {unknown[:3]}): "
-            "index the set's own corpus ('hf-siamese index BEIR_DIR -o ...')"
-        )
-    return runs, ids
 
 
 def choose_hybrid_weight(
@@ -373,20 +316,6 @@ def choose_hybrid_weight(
         return retrieval_metrics(ranked_ids(rows, judged, corpus_ids), dataset.qrels, [k], percent=True)[metric]
 
     return choose_dense_weight(dense, lexical, quality)
-
-
-def lexical_run(
-    dataset: RetrievalDataset, query_ids: Sequence[str], depth: int, settings: LexicalSettings | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """BM25's (scores, corpus rows) of the queries `query_ids` over the set's corpus (its order), `depth` each: an
-    index built in a temporary folder."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="hf-siamese-lexical-") as folder:
-        index = build_lexical_index(list(dataset.corpus.values()), folder, settings)
-        found = index.search([dataset.queries[q] for q in query_ids], depth)
-        del index
-    return found
 
 
 __all__ = [

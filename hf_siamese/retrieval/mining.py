@@ -4,7 +4,9 @@ model itself choosing documents that look relevant to the anchor but are not its
 Hard negatives make in-batch-negatives training (MNR) much stronger than random in-batch ones, but the most similar
 documents are often unlabelled positives; `margin`, `max_score` and `range_min` keep those out. The candidates come
 from the model's ranking (`negatives_from="dense"`), from BM25's ("lexical": documents sharing the anchor's words, as
-DPR's negatives) or from both fused ("hybrid"); the filters always use the model's similarities.
+DPR's negatives) or from both fused ("hybrid"); the filters always use the model's similarities. A learned-sparse
+model (`SparseSiameseModel`) mines as a dense one does, by its own exact ranking ("sparse"), and a sparse model beside
+a dense one (`sparse_model=`) adds its list to the hybrid: dense + BM25 + sparse, fused as an index's hybrid.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .hybrid import FIRST_STAGES, check_first_stage
+from .hybrid import FIRST_STAGES, check_first_stage, stage_lists
+from .sparse_search import is_sparse_model
 
 if TYPE_CHECKING:
     from .lexical import LexicalSettings
@@ -26,6 +29,16 @@ logger = logging.getLogger(__name__)
 SAMPLING = ("top", "random")
 
 
+class _OwnRanking:
+    """The default of `negatives_from`: the model's own ranking ("dense", or "sparse" for a sparse model)."""
+
+    def __repr__(self) -> str:
+        return "the model's own ranking"
+
+
+OWN_RANKING: Any = _OwnRanking()
+
+
 def mine_hard_negatives(
     dataset: Any, model: Any, corpus: Any = None, *, num_negatives: int = 3, range_min: int = 0,
     range_max: int | None = None, margin: float | None = None, max_score: float | None = None, sampling: str = "top",
@@ -33,8 +46,8 @@ def mine_hard_negatives(
     anchor_prompt: str | None = None, corpus_prompt: str | None = None, seed: int = 42, show_progress_bar: bool = True,
     embeddings_dir: str | os.PathLike | None = None, text_column: str = "text", id_column: str | None = None,
     shard_size: int | None = None, approximate: bool | None = None, dtype: Any = None,
-    corpus_dir: str | os.PathLike | None = None, negatives_from: str = "dense",
-    lexical_settings: LexicalSettings | None = None,
+    corpus_dir: str | os.PathLike | None = None, negatives_from: str = OWN_RANKING,
+    lexical_settings: LexicalSettings | None = None, sparse_model: Any = None, sparse_tokenizer: Any = None,
 ) -> Any:  # fmt: skip
     """Add `num_negatives` mined negatives to every (anchor, positive) row.
 
@@ -67,7 +80,9 @@ def mine_hard_negatives(
     Args:
         dataset: a `datasets.Dataset` with anchor and positive columns (`anchor`/`positive`, `query`/`document`,
             ... as the collator reads them, or named with `anchor_column` / `positive_column`).
-        model: the `SiameseBertModel` that scores the candidates.
+        model: the `SiameseBertModel` that scores the candidates, or a learned-sparse `SparseSiameseModel` (its
+            term weights' dot products rank and score them, exactly: `sparse_search`; its corpus is held as one CSR
+            matrix, so `embeddings_dir`, `approximate` and `dtype` are refused for it).
         corpus: the documents to mine from, any source `hf_siamese.data.open_corpus` reads (a list of str, a path
             or glob of .txt / .jsonl / .csv / .tsv / .parquet files, a `datasets.Dataset` or `IterableDataset`, a
             Hub dataset id), read three times, so not a one-shot iterator; defaults to the dataset's distinct
@@ -81,7 +96,12 @@ def mine_hard_negatives(
         shard_size: as in `encode_corpus` (defaults to the one `embeddings_dir` was started with, else 10,000).
         dtype: as in `encode_corpus`.
         corpus_dir: deprecated name of `embeddings_dir` (a FutureWarning).
-        negatives_from: the first stage that ranks the candidates: "dense" (default), "lexical" or "hybrid".
+        negatives_from: the first stage that ranks the candidates: the model's own ranking (the default: "dense",
+            or "sparse" for a sparse model), "lexical" (BM25), "hybrid" (the model's list and BM25's, and
+            `sparse_model`'s where given, fused by reciprocal ranks as an index's hybrid: `hybrid.stage_lists`) or,
+            with `sparse_model`, "sparse" (its list alone).
+        sparse_model: a learned-sparse model beside the dense `model`, for the "sparse" list (its tokenizer:
+            `sparse_tokenizer`); the filters still compare `model`'s similarities.
         lexical_settings: how BM25 tokenizes and weighs ("lexical" / "hybrid"; default `LexicalSettings()`:
             English stems, stopwords left out, k1 1.5, b 0.75).
 
@@ -96,7 +116,12 @@ def mine_hard_negatives(
 
     embeddings_dir = _embeddings_dir(embeddings_dir, corpus_dir)
     _check_arguments(num_negatives, range_min, range_max, margin, max_score, sampling)
-    check_mining_stage(negatives_from, lexical_settings, approximate)
+    sparse = _sparse_side(model, tokenizer, sparse_model, sparse_tokenizer, embeddings_dir, approximate, dtype)
+    kind = "sparse" if is_sparse_model(model) else "dense"
+    lists = check_mining_stage(negatives_from, lexical_settings, approximate, kind, sparse_model is not None)
+    if sparse is not None and kind == "sparse":  # a sparse model's own prompts unless some are given
+        sparse = (*sparse[:2], anchor_prompt, corpus_prompt)
+    filters = margin is not None or max_score is not None
     anchor_column, positive_column, anchors, positives = _anchors_and_positives(dataset, anchor_column, positive_column)
     if range_max is None:
         range_max = range_min + max(100, 10 * num_negatives)
@@ -106,13 +131,13 @@ def mine_hard_negatives(
         range_max=range_max, seed=seed, tokenizer=tokenizer, batch_size=batch_size,
         show_progress_bar=show_progress_bar, anchor_prompt=side_prompt(model, anchor_prompt, QUERY_PROMPT_NAMES),
         document_prompt=side_prompt(model, corpus_prompt, CORPUS_PROMPT_NAMES), text_column=text_column,
-        id_column=id_column, shard_size=shard_size, approximate=approximate, dtype=dtype,
-        negatives_from=negatives_from, lexical_settings=lexical_settings,
-        dense_scores=margin is not None or max_score is not None,
+        id_column=id_column, shard_size=shard_size, approximate=approximate, dtype=dtype, lists=lists,
+        lexical_settings=lexical_settings, model_scores=filters,
+        sparse=sparse if "sparse" in lists or (kind == "sparse" and filters) else None,
     )  # fmt: skip
     _check_kept(
         len(anchors), len(kept), num_negatives,
-        f"ranks {range_min}..{range_max - 1} of {count} documents by {negatives_from}, margin={margin}, "
+        f"ranks {range_min}..{range_max - 1} of {count} documents by {' + '.join(lists)}, margin={margin}, "
         f"max_score={max_score}",
     )  # fmt: skip
     columns = {anchor_column: [anchors[i] for i in kept], positive_column: [positives[i] for i in kept]}
@@ -213,29 +238,82 @@ def _check_arguments(
         raise ValueError(f"mine_hard_negatives: sampling={sampling!r} is not one of {list(SAMPLING)}.")
 
 
-def check_mining_stage(negatives_from: Any, lexical_settings: Any, approximate: Any) -> None:
-    """ValueError for a first stage that is not one, or a setting of the stage that is not used (the rule of
-    `hybrid.check_first_stage`); ImportError naming the install command where BM25 is asked for without bm25s /
-    PyStemmer (before any work)."""
-    if negatives_from not in FIRST_STAGES:
+def _sparse_side(
+    model: Any, tokenizer: Any, sparse_model: Any, sparse_tokenizer: Any, embeddings_dir: Any, approximate: Any,
+    dtype: Any,
+) -> tuple[Any, Any, str | None, str | None] | None:  # fmt: skip
+    """(sparse model, tokenizer, anchor prompt, document prompt: None, its own) of the mining: the model where it is
+    sparse (the settings of a dense corpus embedding refused, each named), else `sparse_model`, checked; or None."""
+    if sparse_model is None and sparse_tokenizer is not None:
+        raise ValueError("mine_hard_negatives: sparse_tokenizer goes with sparse_model (its tokenizer); give both")
+    if is_sparse_model(model):
+        if sparse_model is not None:
+            raise ValueError(
+                "mine_hard_negatives: sparse_model is a second model beside a dense one; the model is sparse already: "
+                "give a dense model with it, or no sparse_model"
+            )
+        given = {"embeddings_dir": embeddings_dir, "approximate": approximate or None, "dtype": dtype}
+        refused = [name for name, value in given.items() if value is not None]
+        if refused:
+            raise ValueError(
+                f"mine_hard_negatives: {', '.join(refused)} set(s) the dense corpus embedding; a sparse model ranks "
+                "its corpus exactly by its term weights, held in memory: give none"
+            )
+        return model, tokenizer, None, None
+    if sparse_model is None:
+        return None
+    if not is_sparse_model(sparse_model):
         raise ValueError(
-            f"mine_hard_negatives: negatives_from={negatives_from!r}; accepted: {', '.join(map(repr, FIRST_STAGES))}"
+            f"mine_hard_negatives: sparse_model is a {type(sparse_model).__name__}; accepted: a learned-sparse model "
+            "(SparseSiameseModel)"
+        )
+    return sparse_model, sparse_tokenizer, None, None
+
+
+def check_mining_stage(
+    negatives_from: Any, lexical_settings: Any, approximate: Any, kind: str = "dense", sparse_model: bool = False
+) -> tuple[str, ...]:
+    """The lists that rank the candidates (`hybrid.stage_lists`' order; a sparse model's own list takes the dense
+    one's place), for `negatives_from` (`OWN_RANKING`: the model's own ranking) with a model of `kind` ("dense" or
+    "sparse") and, with `sparse_model`, a sparse model beside it. ValueError for a first stage that is not one or
+    not there for this model, or a setting of the stage that is not used (the rule of `hybrid.check_first_stage`);
+    ImportError naming the install command where BM25 is asked for without bm25s / PyStemmer (before any work)."""
+    own = "sparse" if kind == "sparse" else "dense"
+    chosen = own if negatives_from is OWN_RANKING else negatives_from
+    accepted = ("sparse", "lexical", "hybrid") if own == "sparse" else (*FIRST_STAGES, *(("sparse",) * sparse_model))
+    if chosen not in accepted:
+        why = {
+            "dense": " ranks by a dense model's vectors, and the model is sparse (its own ranking: 'sparse')",
+            "sparse": " ranks by a learned-sparse model: give one as the model, or sparse_model= (--sparse-model) "
+            "beside the dense one",
+        }.get(chosen, "")
+        raise ValueError(
+            f"mine_hard_negatives: negatives_from={chosen!r}{why}; accepted: {', '.join(map(repr, accepted))}"
         )
     from .lexical import LexicalSettings, require_lexical
 
     if lexical_settings is not None and not isinstance(lexical_settings, LexicalSettings):
         raise ValueError(f"mine_hard_negatives: lexical_settings={lexical_settings!r:.80}; expected a LexicalSettings")
     try:
-        check_first_stage(negatives_from, lexical_settings=lexical_settings)
+        check_first_stage(chosen, lexical_settings=lexical_settings, sparse_part=True)
     except ValueError as error:
-        raise ValueError(f"mine_hard_negatives (--negatives-from {negatives_from}): {error}") from None
-    if negatives_from == "dense":
-        return
-    if approximate and negatives_from == "lexical":
+        raise ValueError(f"mine_hard_negatives (--negatives-from {chosen}): {error}") from None
+    if sparse_model and chosen not in ("sparse", "hybrid"):
         raise ValueError(
-            "mine_hard_negatives: approximate=True is the dense search's; negatives_from='lexical' has none"
+            f"mine_hard_negatives: sparse_model (--sparse-model) ranks the sparse list of negatives_from='sparse' or "
+            f"'hybrid'; negatives_from={chosen!r} reads none: give one of those, or no sparse model"
         )
-    require_lexical(lexical_settings.stemmer if lexical_settings is not None else True)
+    if own == "sparse":
+        lists = {"sparse": ("sparse",), "lexical": ("lexical",), "hybrid": ("sparse", "lexical")}[chosen]
+    else:
+        lists = stage_lists(chosen, lexical=True, sparse=sparse_model)
+    if approximate and "dense" not in lists:
+        raise ValueError(
+            f"mine_hard_negatives: approximate=True is the dense search's; negatives_from={chosen!r} has none"
+        )
+    if "lexical" in lists:
+        require_lexical(lexical_settings.stemmer if lexical_settings is not None else True)
+    return lists
 
 
-__all__ = ["check_mining_stage", "mine_hard_negatives"]
+__all__ = ["OWN_RANKING", "check_mining_stage", "mine_hard_negatives"]

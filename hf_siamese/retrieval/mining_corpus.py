@@ -13,11 +13,14 @@ any `open_corpus` source but a one-shot iterator (a list of strings, a path or g
 The rules (equal to a brute-force search over all texts, tested): ranks over distinct texts, the positive, every
 positive of the same anchor and the anchor itself excluded, then `max_score` and `margin`, then `sampling`.
 
-First stages (`negatives_from`): "dense" ranks by the model's vectors (above); "lexical" by BM25 (`lexical.py`, built
-in the hashes' pass, a shard of texts at a time, into `embeddings_dir/lexical` when given, else a temporary folder);
-"hybrid" fuses each anchor's best `range_max` distinct texts of both by reciprocal ranks (`hybrid.fuse`, "rrf"). The
-filters `max_score` / `margin` always compare the model's similarities (a candidate's to the anchor, read from its
-vector): with "lexical" the corpus is embedded only for them, or when `embeddings_dir` is given to keep it.
+The lists a first stage reads (`lists`, `mining.check_mining_stage`): "dense" ranks by the model's vectors (above);
+"lexical" by BM25 (`lexical.py`, built in the hashes' pass, a shard of texts at a time, into `embeddings_dir/lexical`
+when given, else a temporary folder); "sparse" by a learned-sparse model's exact ranking (`mining_sparse`: its corpus
+matrix built in the same pass); several lists are fused over each anchor's best `range_max` distinct texts of each by
+reciprocal ranks (`hybrid.fuse_runs`, "rrf": as an index's hybrid fuses them). The filters `max_score` / `margin`
+always compare the mining model's scores (a candidate's to the anchor: the dense model's similarity read from its
+vector, or a sparse model's dot product): with "lexical" the corpus is embedded only for them, or when
+`embeddings_dir` is given to keep it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from .corpus import DEFAULT_SHARD_SIZE, MANIFEST, encode_corpus
 from .corpus_matrix import Search, corpus_matrix, matrix_search, texts_of
 from .corpus_search import work_folder
 from .lexical import LEXICAL_DIR, SETTINGS_FILE, LexicalBuilder, LexicalIndex, LexicalSettings
+from .mining_sparse import SparseBuilder, SparseSide
+from .sparse_search import is_sparse_model
 
 ROW_CHUNK = 2048  # dataset rows whose anchors are searched at a time: bounds the (anchors, k) result arrays
 WIDEST = 64  # a search asks for at most WIDEST x the rows wanted (repeated texts or empty slots make it ask for more)
@@ -65,11 +70,11 @@ def _row_keys(
     text_column: str,
     id_column: str | None,
     wanted: set[int],
-    builder: LexicalBuilder | None = None,
+    builders: Sequence[Any] = (),
     shard_size: int = DEFAULT_SHARD_SIZE,
 ) -> tuple[np.ndarray, dict]:
     """(hash of every row's text, int64; {key: first row} for the keys in `wanted`), one pass over the source, which
-    also feeds `builder` (the lexical index) `shard_size` texts at a time."""
+    also feeds each of `builders` (the lexical index, a sparse model's corpus matrix) `shard_size` texts at a time."""
     keys = array.array("q")
     first: dict[int, int] = {}
     texts: list[str] = []
@@ -78,12 +83,13 @@ def _row_keys(
         keys.append(key)
         if key in wanted and key not in first:
             first[key] = row
-        if builder is not None:
+        if builders:
             texts.append(text)
             if len(texts) == shard_size:
-                builder.add(texts)
+                for builder in builders:
+                    builder.add(texts)
                 texts = []
-    if builder is not None and texts:
+    for builder in builders if texts else ():
         builder.add(texts)
     return np.frombuffer(keys, dtype=np.int64) if keys else np.empty(0, np.int64), first
 
@@ -96,8 +102,8 @@ def _distinct_rankings(
     distinct texts are searched again with twice k, up to `WIDEST * depth` rows (then a ranking may stay shorter);
     with `all_hits_when_short` (a lexical search: a result shorter than k holds every hit) only full results are."""
     total, widest = len(keys), min(len(keys), WIDEST * depth)
-    rankings: list[list[tuple]] = [[] for _ in range(len(queries))]
-    pending, k = np.arange(len(queries)), min(total, depth)
+    rankings: list[list[tuple]] = [[] for _ in range(queries.shape[0])]
+    pending, k = np.arange(queries.shape[0]), min(total, depth)
     while len(pending):
         scores, rows = search(queries[pending], k)
         short = []
@@ -118,20 +124,25 @@ def _distinct_rankings(
     return rankings
 
 
-def _fused_rankings(dense: list[list[tuple]], lexical: list[list[tuple]], keys: np.ndarray) -> list[list[tuple]]:
-    """Each query's dense and lexical distinct rankings fused by reciprocal ranks (`hybrid.fuse`, "rrf"), over texts:
-    a text both lists hold (maybe by two rows of a repeated text) is one candidate, under the dense list's row."""
-    from .hybrid import fuse
+def _fused_rankings(
+    first: list[list[tuple]], second: list[list[tuple]], keys: np.ndarray, *more: list[list[tuple]]
+) -> list[list[tuple]]:
+    """Each query's distinct rankings of two lists or more (in fusion order: `first`, `second`, then `more`; the
+    dense list first where it is read) fused by reciprocal ranks (`hybrid.fuse_runs`, "rrf", as an index's hybrid),
+    over texts: a text several lists hold (maybe by two rows of a repeated text) is one candidate, under the row of
+    the first list that holds it."""
+    from .hybrid import fuse_runs
 
-    width = max((len(ranking) for ranking in dense + lexical), default=0)
-    shape = (len(dense), width)
-    lists = {side: (np.zeros(shape, np.float32), np.full(shape, -1, np.int64)) for side in ("dense", "lexical")}
-    for query, rankings in enumerate(zip(dense, lexical, strict=True)):
-        row_of: dict[int, int] = {}  # text -> its row in the fused list: the dense list's where both hold it
-        for (scores, rows), ranking in zip(lists.values(), rankings, strict=True):
+    rankings = [first, second, *more]
+    width = max((len(ranking) for lists in rankings for ranking in lists), default=0)
+    shape = (len(rankings[0]), width)
+    runs = {n: (np.zeros(shape, np.float32), np.full(shape, -1, np.int64)) for n in range(len(rankings))}
+    for query in range(shape[0]):
+        row_of: dict[int, int] = {}  # text -> its row in the fused list: the first list's that holds it
+        for (scores, rows), ranking in zip(runs.values(), (lists[query] for lists in rankings), strict=True):
             for rank, (row, key, score) in enumerate(ranking):
                 scores[query, rank], rows[query, rank] = score, row_of.setdefault(key, row)
-    fused_scores, fused_rows = fuse(lists["dense"], lists["lexical"], fusion="rrf")
+    fused_scores, fused_rows = fuse_runs({str(n): run for n, run in runs.items()}, fusion="rrf")
     return [
         [(row, int(keys[row]), score) for row, score in zip(rows.tolist(), scores.tolist(), strict=True) if row >= 0]
         for scores, rows in zip(fused_scores, fused_rows, strict=True)
@@ -178,32 +189,43 @@ def mine_corpus(
     shard_size: int | None = None,
     approximate: bool | None = None,
     dtype: Any = None,
-    negatives_from: str = "dense",
+    lists: tuple[str, ...] = ("dense",),
     lexical_settings: LexicalSettings | None = None,
-    dense_scores: bool = True,
+    model_scores: bool = True,
+    sparse: tuple[Any, Any, str | None, str | None] | None = None,
 ) -> tuple[list[int], list[list[str]], int]:
     """(kept row numbers, their negatives' texts, distinct corpus texts): `mine_hard_negatives`' corpus path (see the
-    module docstring). `pick(ranked, positive_score, rng)` applies the filters and the sampling to one row's
-    `[(row, score), ...]` (positives and the anchor already removed, in the order of the first stage
-    `negatives_from`) and returns the chosen rows or None. With `dense_scores` (the filters need them) the scores are
-    the model's similarities (the candidate's and the positive's to the anchor); without, a candidate's score is its
-    first stage's and `positive_score` is 0 where the model scores nothing (lexical alone)."""
+    module docstring). `model`: the mining model, dense or learned-sparse (its own list is "dense" or "sparse");
+    `sparse`: (sparse model, its tokenizer, anchor prompt, document prompt; None: the model's own) where a "sparse"
+    list is read or the mining model is sparse. `pick(ranked, positive_score, rng)` applies the filters and the
+    sampling to one row's `[(row, score), ...]` (positives and the anchor already removed, in the order of the
+    first stage, `lists` fused) and returns the chosen rows or None. With `model_scores` (the filters need them)
+    the scores are the mining model's (the candidate's and the positive's to the anchor); without, a candidate's
+    score is its first stage's and `positive_score` is 0 where the model's own list is not read."""
     check_source(source)
     source = resolve_corpus(source)  # a Hub id opened once, not on each of the three reads
-    dense_search, lexical = negatives_from != "lexical", negatives_from != "dense"
+    own = "sparse" if is_sparse_model(model) else "dense"
     unique_anchors = list(dict.fromkeys(anchors))
+    anchor_row = {text: i for i, text in enumerate(unique_anchors)}
     positive_key = {text: hash(text) for text in dict.fromkeys(positives)}
     encode = {"tokenizer": tokenizer, "batch_size": batch_size, "convert_to_numpy": True}
-    similarity = model.config.similarity
+    scored = own in lists or model_scores  # the mining model scores the positives (not for BM25 alone)
     with tempfile.TemporaryDirectory(prefix="hf-siamese-lexical-") as scratch:
         built = Path(scratch) / LEXICAL_DIR
+        terms = None if sparse is None else SparseBuilder(sparse[0], sparse[1], batch_size, sparse[3])
         keys, positive_row, distinct = _corpus_keys(
-            source, text_column, id_column, set(positive_key.values()), built if lexical else None, lexical_settings,
-            shard_size or DEFAULT_SHARD_SIZE, num_negatives,
+            source, text_column, id_column, set(positive_key.values()), built if "lexical" in lists else None,
+            lexical_settings, shard_size or DEFAULT_SHARD_SIZE, num_negatives, terms,
         )  # fmt: skip
+        side = None
+        if terms is not None:
+            side = SparseSide(
+                sparse[0], sparse[1], terms.finish(), unique_anchors, batch_size, sparse[2], sparse[3],
+                show_progress_bar,
+            )  # fmt: skip
         with work_folder(embeddings_dir) as folder:
-            vectors = search = index = anchor_vectors = None
-            if dense_search or dense_scores or embeddings_dir is not None:
+            vectors = search = index = anchor_vectors = scorer = None
+            if own == "dense" and ("dense" in lists or model_scores or embeddings_dir is not None):
                 encode_corpus(
                     model, source, folder, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
                     batch_size=batch_size, shard_size=shard_size, dtype=dtype,
@@ -214,39 +236,44 @@ def mine_corpus(
                     raise ValueError(
                         f"the corpus gave {len(keys)} rows, then {len(vectors)} embedded: it must not change"
                     )
-            if dense_search:
-                search = matrix_search(vectors, folder, similarity, approximate)
-            if lexical:
+            if "dense" in lists:
+                search = matrix_search(vectors, folder, model.config.similarity, approximate)
+            if "lexical" in lists:
                 index = LexicalIndex.load(_keep_lexical(built, folder) if embeddings_dir is not None else built)
-            anchor_row = {text: i for i, text in enumerate(unique_anchors)}
             positive_scores = np.zeros(len(anchors))
-            if dense_search or dense_scores:  # the positives are scored wherever the model scores (not lexical alone)
+            if scored and own == "dense":
                 shown = {"show_progress_bar": show_progress_bar}
                 anchor_vectors = model.encode(unique_anchors, prompt=anchor_prompt, **shown, **encode)
                 positive_scores = _positive_scores(
                     model, anchors, positives, anchor_vectors, anchor_row, vectors, positive_key, positive_row,
                     document_prompt, encode,
                 )  # fmt: skip
-            first_stage = _Ranker(search, index, anchor_vectors, anchor_row, keys, vectors, similarity)
+                scorer = _DenseScorer(anchor_vectors, anchor_row, vectors, model.config.similarity)
+            elif scored:
+                positive_scores = side.positive_scores(anchors, positives, anchor_row, positive_key, positive_row)
+                scorer = side.scorer(anchor_row)
+            readers = _readers(lists, search, index, side, anchor_vectors, anchor_row)
+            first_stage = _Ranker(readers, keys, scorer)
             kept, chosen = _pick_rows(
-                anchors, positives, positive_key, positive_scores, first_stage, lexical and dense_scores, range_min,
-                range_max, pick, random.Random(seed),
+                anchors, positives, positive_key, positive_scores, first_stage, model_scores and lists != (own,),
+                range_min, range_max, pick, random.Random(seed),
             )  # fmt: skip
-            del vectors, search, index, first_stage
+            del vectors, search, index, first_stage, scorer, side
     texts = texts_of(source, {r for rows in chosen for r in rows}, text_column, id_column)
     return kept, [[texts[r] for r in rows] for rows in chosen], distinct
 
 
 def _corpus_keys(
     source: Any, text_column: str, id_column: str | None, wanted: set[int], lexical_folder: Path | None,
-    lexical_settings: LexicalSettings | None, shard_size: int, num_negatives: int,
+    lexical_settings: LexicalSettings | None, shard_size: int, num_negatives: int, terms: SparseBuilder | None = None,
 ) -> tuple[np.ndarray, dict[int, int], int]:  # fmt: skip
     """(hash of every row's text, {positive's key: its first row}, distinct texts) from the first pass over the
-    source, which also builds the lexical index into `lexical_folder` when given. An empty corpus, or one with too
-    few distinct texts for `num_negatives`, is refused."""
+    source, which also builds the lexical index into `lexical_folder` when given and feeds `terms` (a sparse model's
+    corpus matrix). An empty corpus, or one with too few distinct texts for `num_negatives`, is refused."""
     builder = LexicalBuilder(lexical_folder, lexical_settings) if lexical_folder is not None else None
+    builders = [b for b in (builder, terms) if b is not None]
     try:
-        keys, positive_row = _row_keys(source, text_column, id_column, wanted, builder, shard_size)
+        keys, positive_row = _row_keys(source, text_column, id_column, wanted, builders, shard_size)
         if builder is not None and len(keys):
             builder.finish()
     finally:
@@ -285,30 +312,59 @@ def _positive_scores(
     return paired_similarities(anchor_vectors[[anchor_row[a] for a in anchors]], positive_vectors, similarity)
 
 
+class _DenseScorer:
+    """`scorer(anchor, rows)`: the dense model's similarities of the corpus `rows` (their vectors) to `anchor`."""
+
+    def __init__(self, anchor_vectors: np.ndarray, anchor_row: dict[str, int], vectors: Any, similarity: str) -> None:
+        self.anchor_vectors, self.anchor_row = anchor_vectors, anchor_row
+        self.vectors, self.similarity = vectors, similarity
+
+    def __call__(self, anchor: str, rows: np.ndarray) -> np.ndarray:
+        from ..metrics import paired_similarities
+
+        vector = self.anchor_vectors[self.anchor_row[anchor]]
+        return paired_similarities(np.repeat(vector[None], len(rows), axis=0), self.vectors[rows], self.similarity)
+
+
+def _readers(
+    lists: tuple[str, ...], search: Search | None, index: LexicalIndex | None, side: SparseSide | None,
+    anchor_vectors: np.ndarray | None, anchor_row: dict[str, int],
+) -> list[tuple[Any, Callable, bool]]:  # fmt: skip
+    """Each list's (search, the queries of a batch of anchors for it, whether a short result holds every hit)."""
+
+    def rows(batch: list[str]) -> list[int]:
+        return [anchor_row[a] for a in batch]
+
+    readers = {
+        "dense": lambda: (search, lambda batch: anchor_vectors[rows(batch)], False),
+        "lexical": lambda: (lambda q, k: index.search(list(q), k), lambda b: np.asarray(b, dtype=object), True),
+        "sparse": lambda: (side.search, lambda batch: side.anchors[rows(batch)], False),
+    }
+    return [readers[name]() for name in lists]
+
+
 class _Ranker:
-    """The first stage of a batch of anchors (`_first_stage`), its scores the model's similarities with
-    `dense_scored=True` (what the filters compare, whatever ranked)."""
+    """The first stage of a batch of anchors: each list's distinct rankings (`readers`: (search, the batch's queries
+    for it, whether a short result holds every hit) in fusion order), fused where several; its scores the mining
+    model's (`scorer`) with `rescored=True` (what the filters compare, whatever ranked)."""
 
-    def __init__(
-        self, search: Search | None, index: LexicalIndex | None, anchor_vectors: np.ndarray | None,
-        anchor_row: dict[str, int], keys: np.ndarray, vectors: np.ndarray | None, similarity: str,
-    ) -> None:  # fmt: skip
-        self.search, self.index, self.anchor_vectors, self.anchor_row = search, index, anchor_vectors, anchor_row
-        self.keys, self.vectors, self.similarity = keys, vectors, similarity
+    def __init__(self, readers: list[tuple[Search, Callable, bool]], keys: np.ndarray, scorer: Any) -> None:
+        self.readers, self.keys, self.scorer = readers, keys, scorer
 
-    def __call__(self, batch: list[str], depth: int, dense_scored: bool) -> list[list[tuple]]:
-        rankings = _first_stage(batch, self.search, self.index, self.anchor_vectors, self.anchor_row, self.keys, depth)
-        if not dense_scored:
-            return rankings
-        return [
-            _dense_scored(ranking, self.anchor_vectors[self.anchor_row[a]], self.vectors, self.similarity)
-            for a, ranking in zip(batch, rankings, strict=True)
+    def __call__(self, batch: list[str], depth: int, rescored: bool) -> list[list[tuple]]:
+        rankings = [
+            _distinct_rankings(search, queries(batch), self.keys, depth, whole)
+            for search, queries, whole in self.readers
         ]
+        fused = rankings[0] if len(rankings) == 1 else _fused_rankings(*rankings[:2], self.keys, *rankings[2:])
+        if not rescored:
+            return fused
+        return [_rescored(ranking, self.scorer, anchor) for anchor, ranking in zip(batch, fused, strict=True)]
 
 
 def _pick_rows(
     anchors: Sequence[str], positives: Sequence[str], positive_key: dict[str, int], positive_scores: np.ndarray,
-    rank: _Ranker, dense_scored: bool, range_min: int, range_max: int, pick: Callable[..., list | None],
+    rank: _Ranker, rescored: bool, range_min: int, range_max: int, pick: Callable[..., list | None],
     rng: random.Random,
 ) -> tuple[list[int], list[list[int]]]:  # fmt: skip
     """(kept row numbers, their chosen corpus rows): each row's candidates ranked `range_min` to `range_max`, without
@@ -321,7 +377,7 @@ def _pick_rows(
     for start in range(0, len(anchors), ROW_CHUNK):
         rows = range(start, min(start + ROW_CHUNK, len(anchors)))
         batch = list(dict.fromkeys(anchors[row] for row in rows))
-        by_anchor = dict(zip(batch, rank(batch, range_max, dense_scored), strict=True))
+        by_anchor = dict(zip(batch, rank(batch, range_max, rescored), strict=True))
         for row in rows:
             skip = excluded[anchors[row]]
             ranked = [(r, s) for r, key, s in by_anchor[anchors[row]][range_min:] if key not in skip]
@@ -332,36 +388,11 @@ def _pick_rows(
     return kept, chosen
 
 
-def _first_stage(
-    batch: list[str],
-    search: Search | None,
-    index: LexicalIndex | None,
-    anchor_vectors: np.ndarray | None,
-    anchor_row: dict[str, int],
-    keys: np.ndarray,
-    depth: int,
-) -> list[list[tuple]]:
-    """The anchors' rankings `(row, key, score)` of `depth` distinct texts: the dense `search`'s, the lexical
-    `index`'s, or both fused (`_fused_rankings`) where both are given."""
-    dense = words = None
-    if search is not None:
-        dense = _distinct_rankings(search, anchor_vectors[[anchor_row[a] for a in batch]], keys, depth)
-    if index is not None:
-        texts = np.asarray(batch, dtype=object)
-        words = _distinct_rankings(lambda queries, k: index.search(list(queries), k), texts, keys, depth, True)
-    if dense is None or words is None:
-        return dense if words is None else words
-    return _fused_rankings(dense, words, keys)
-
-
-def _dense_scored(ranking: list[tuple], anchor: np.ndarray, vectors: np.ndarray, similarity: str) -> list[tuple]:
-    """`ranking` `(row, key, score)` in its order, each score now the model's similarity of the row to `anchor`."""
-    from ..metrics import paired_similarities
-
+def _rescored(ranking: list[tuple], scorer: Callable[[str, np.ndarray], np.ndarray], anchor: str) -> list[tuple]:
+    """`ranking` `(row, key, score)` in its order, each score now the mining model's of the row to `anchor`."""
     if not ranking:
         return ranking
-    rows = np.asarray([row for row, _, _ in ranking], dtype=np.int64)
-    scores = paired_similarities(np.repeat(anchor[None], len(rows), axis=0), vectors[rows], similarity)
+    scores = scorer(anchor, np.asarray([row for row, _, _ in ranking], dtype=np.int64))
     return [(row, key, float(score)) for (row, key, _), score in zip(ranking, scores, strict=True)]
 
 

@@ -1,5 +1,6 @@
 """Exact search by a learned-sparse model (`SparseSiameseModel`: SPLADE, inference-free): the first stage of a
-retrieval evaluation (`RetrievalEvaluator` with a sparse model) and of `search --corpus` with one. No index yet.
+retrieval evaluation (`RetrievalEvaluator` with a sparse model), of `search --corpus` with one and of hard-negative
+mining by one (`mining_sparse`); an index keeps its documents' weights as its sparse part (`sparse_part`).
 
 The corpus is encoded with `task="document"` a batch at a time into one CSR matrix (scipy.sparse: only the active
 terms are kept), the queries with `task="query"`; a query's score of a document is the dot product of their term
@@ -127,14 +128,18 @@ def sparse_run(
 
 
 def check_sparse_first_stage(first_stage: str, index: Any = None) -> None:
-    """Refuse, naming it, a setting of a retrieval evaluation that a sparse model cannot take (yet)."""
+    """Refuse, naming it, a setting of a retrieval evaluation that a sparse model given as the model cannot take."""
     if first_stage != "dense":
         raise ValueError(
             f"first_stage={first_stage!r} applies to a dense model (BM25 alone, or fused with its vectors); a sparse "
             "model ranks by its own term weights: leave first_stage at its default"
         )
     if index is not None:
-        raise ValueError("index: a sparse model has no index yet; evaluate it on the set itself (index=None)")
+        raise ValueError(
+            "index: a sparse model is searched through an index as the index's sparse part (index=..., "
+            "first_stage='sparse' or 'hybrid', model=None or the index's dense model); evaluate this one on the set "
+            "itself (index=None)"
+        )
 
 
 def query_prompt(model: Any, prompt_name: str | None) -> str | None:
