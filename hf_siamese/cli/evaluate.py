@@ -26,8 +26,7 @@ from .common import (
     parse_columns,
     parse_score_range,
 )
-from .recorded_sparse import use_recorded_sparse_model
-from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
+from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags, use_recorded_sparse_model
 
 
 def register(commands: Any) -> None:

@@ -23,7 +23,7 @@ from .arguments import (
 )
 from .common import corpus_source, load_cross_encoder, load_inference_model
 from .progress import progress_wanted
-from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
+from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags, use_recorded_sparse_model
 
 # What only a --corpus search reads (its columns, its Hub split, its embeddings folder): flag -> dest.
 # What only a corpus embedded into vectors reads (refused with a sparse model): flag -> dest.
@@ -242,12 +242,6 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dic
 
 
 def _load_recorded_sparse_model(index: Any, first_stage: str, fusion: str | None, device: str | None) -> None:
-    """Where the search reads the index's sparse part: its recorded sparse model, loaded as --model loads one (also a
-    SparseEncoder folder; on --device) and checked against the recorded fingerprint (another one refused)."""
-    if "sparse" not in index.stage_lists(first_stage, fusion):
-        return
-    name = index.sparse.model_name
-    if not name:
-        raise ValueError(f"the sparse part of {index.location!r} records no model path (built from an unsaved model)")
-    model, tokenizer = load_sparse_model(name, device=device)
-    index.sparse.use_model(model, tokenizer)
+    """Where the search reads the index's sparse part: its recorded sparse model, loaded and checked."""
+    if "sparse" in index.stage_lists(first_stage, fusion):
+        use_recorded_sparse_model(index, device)

@@ -88,4 +88,15 @@ def load_sparse_model(path: str, max_seq_length: int | None = None, device: str 
     return model.to(resolve_device(device)).eval(), tokenizer
 
 
-__all__ = ["is_sparse_model_path", "load_sparse_model", "refuse_dense_flags"]
+def use_recorded_sparse_model(index: Any, device: str | None = None) -> None:
+    """Load the learned-sparse model an index records with its sparse part (also a SparseEncoder folder; on `device`)
+    and hand it to that part, which checks it against the recorded fingerprint (another model at that path is
+    refused, naming both): for `search` and `eval --index` with a sparse or hybrid first stage."""
+    name = index.sparse.model_name
+    if not name:
+        raise ValueError(f"the sparse part of {index.location!r} records no model path (built from an unsaved model)")
+    model, tokenizer = load_sparse_model(name, device=device)
+    index.sparse.use_model(model, tokenizer)
+
+
+__all__ = ["is_sparse_model_path", "load_sparse_model", "refuse_dense_flags", "use_recorded_sparse_model"]
