@@ -1,6 +1,8 @@
 """`hf-siamese export`: write a model for serving: the plain sentence-transformers layout (TEI, sentence-transformers,
 MTEB), optionally with an ONNX or OpenVINO graph in float32 or int8. A cross-encoder folder (`--model CE_DIR`) is
-written in its `CrossEncoder.save_pretrained` layout (TEI's `/rerank`) with a graph to its logits."""
+written in its `CrossEncoder.save_pretrained` layout (TEI's `/rerank`) with a graph to its logits; a learned-sparse
+one (`--model SPARSE_DIR`, SPLADE or inference-free) in sentence-transformers' SparseEncoder layout with a graph of
+its document path (to the MLM logits, pooled after it)."""
 
 from __future__ import annotations
 
@@ -65,7 +67,8 @@ def run_export(args: argparse.Namespace) -> int:
             f"--calibration is used only with --quantize int8-static (here --quantize {args.quantize}): drop "
             "--calibration, or give --quantize int8-static"
         )
-    cross_encoder = _is_cross_encoder(args.model)
+    sparse = _is_sparse(args)
+    cross_encoder = not sparse and _is_cross_encoder(args.model)
     calibration = None
     if args.calibration and cross_encoder:
         calibration = _calibration_pairs(args.calibration)
@@ -76,7 +79,11 @@ def run_export(args: argparse.Namespace) -> int:
             "--quantize int8-static calibrates on texts like the ones you will serve: give --calibration FILE (one "
             "text per line, or .jsonl / .csv / .parquet with --calibration-column)"
         )
-    if cross_encoder:
+    if sparse:
+        from .sparse_options import load_sparse_model
+
+        model, tokenizer = load_sparse_model(args.model, args.max_seq_length, device="cpu")
+    elif cross_encoder:
         model, tokenizer = _load_cross_encoder(args), None
     else:
         model, tokenizer = load_inference_model(
@@ -93,8 +100,21 @@ def run_export(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     what = f"the cross-encoder {args.model}" if cross_encoder else args.model or "the default model"
+    what = f"the sparse model {args.model}" if sparse else what
     print(f"wrote {args.format} export (quantize: {args.quantize}) of {what} to {output}")
     return 0
+
+
+def _is_sparse(args: argparse.Namespace) -> bool:
+    """Whether `--model` is a learned-sparse model (by its config.json, or a SparseEncoder folder); the dense-only
+    flags are refused for one, each named."""
+    from .sparse_options import is_sparse_model_path, refuse_dense_flags
+
+    if not is_sparse_model_path(args.model):
+        return False
+    normalize = args.normalize is not None
+    refuse_dense_flags(args.model, {"--pooling": args.pooling, "--normalize/--no-normalize": normalize})
+    return True
 
 
 def _is_cross_encoder(model: str | None) -> bool:

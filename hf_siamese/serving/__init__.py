@@ -5,8 +5,9 @@ retrieval and cross_encoder; only cli imports it (the package root re-exports it
 
 Modules: `export` (the one export path and its option checks), `hooks` (what differs by kind: layout, graph spec,
 calibration items), `graphs` (the traced module, the ONNX / OpenVINO graphs and their check), `quantize` (int8),
-`runtime` (ONNX Runtime / OpenVINO runners and `ExportedGraph`, what both exported classes share), `encoder`,
-`reranker`, `loader`, `names` (formats, file names, extras).
+`runtime` (ONNX Runtime / OpenVINO runners and `ExportedGraph`, what the exported classes share), `encoder`,
+`reranker`, `sparse_export` (a learned-sparse model's graph and `ExportedSparseEncoder`), `loader`, `names` (formats,
+file names, extras).
 """
 
 from .encoder import ExportedEncoder
@@ -26,6 +27,7 @@ from .names import (
 )
 from .reranker import ExportedCrossEncoder
 from .runtime import BACKENDS, PRECISIONS, ExportedGraphError
+from .sparse_export import ExportedSparseEncoder
 
 __all__ = [
     "BACKENDS",
@@ -34,6 +36,7 @@ __all__ = [
     "ExportedCrossEncoder",
     "ExportedEncoder",
     "ExportedGraphError",
+    "ExportedSparseEncoder",
     "FORMATS",
     "MissingExtraError",
     "ONNX_FILES",

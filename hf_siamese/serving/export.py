@@ -60,7 +60,10 @@ def export_model(
 ) -> Path:
     """Write `model` to `output_dir` for serving: a `SiameseBertModel` (or a path / Hub id `load_model` reads), or a
     `hf_siamese.cross_encoder.CrossEncoder`, whose graph returns `logits` and whose calibration items are (query,
-    document) pairs.
+    document) pairs, or a learned-sparse `SparseSiameseModel` (SPLADE or inference-free; or a local folder of one):
+    sentence-transformers' SparseEncoder layout plus the graph of its document path to the MLM logits in the
+    Transformer module's folder (`SparseEncoder(folder, backend="onnx")` and `ExportedSparseEncoder` pool them;
+    sparse_export.py). A graph of a CSR sparse model is refused by name.
 
     Args:
         format: `"sentence-transformers"` (the plain layout only), `"onnx"` (plus `onnx/model.onnx`) or `"openvino"`
@@ -85,6 +88,8 @@ def export_model(
     """
     target = check_export_options(output_dir, format, quantize, opset, overwrite, calibration_texts)
     hooks = export_hooks(model, tokenizer, calibration_size)
+    if hooks.check_options is not None:
+        hooks.check_options(format, quantize)
     calibration = hooks.calibration(calibration_texts, calibration_size) if quantize == "int8-static" else None
 
     def write(stage: Path) -> None:
@@ -92,7 +97,7 @@ def export_model(
         if format != "sentence-transformers":
             from .graphs import write_graphs
 
-            write_graphs(hooks.graph_spec(), stage, format, quantize, calibration, int(opset))
+            write_graphs(hooks.graph_spec(), stage / hooks.graph_folder, format, quantize, calibration, int(opset))
 
     write_export(target, write)
     logger.info("export: wrote %s (%s, quantize=%s)", target, format, quantize)
@@ -101,8 +106,14 @@ def export_model(
 
 def export_hooks(model: Any, tokenizer: Any, calibration_size: object) -> ExportHooks:
     """The `ExportHooks` of `model`'s kind. A `CrossEncoder`: its `save_pretrained` files, its logits graph,
-    (query, document) pairs to calibrate on. Else a bi-encoder (loaded first when `model` is a path, its tokenizer
-    found, what the plain layout drops warned about): the sentence-transformers layout, its encoder's graph, texts."""
+    (query, document) pairs to calibrate on. A learned-sparse model (or a local folder of one): its SparseEncoder
+    layout, its document path's graph (sparse_export.py), texts. Else a bi-encoder (loaded first when `model` is a
+    path, its tokenizer found, what the plain layout drops warned about): the sentence-transformers layout, its
+    encoder's graph, texts."""
+    from .sparse_export import is_sparse_source, sparse_export_hooks
+
+    if is_sparse_source(model):
+        return sparse_export_hooks(model, tokenizer, calibration_size)
     if isinstance(model, CrossEncoder):
         if tokenizer is not None:
             raise ValueError(

@@ -56,11 +56,15 @@ CHECK_PAIRS = (
 @dataclass
 class ExportHooks:
     """What `export_model` does that depends on the kind of model: write its plain layout into a folder, describe its
-    graph (`graphs.GraphSpec`), and check and draw its `int8-static` calibration items."""
+    graph (`graphs.GraphSpec`), check and draw its `int8-static` calibration items; `graph_folder`: where in the
+    layout the graph files go (`""`: the root; a sparse inference-free model's: its document Transformer's folder);
+    `check_options(format, quantize)`: raise for a format or quantization this kind is not exported in."""
 
     write_plain: Callable[[Path], None]
     graph_spec: Callable[[], GraphSpec]
     calibration: Callable[[Any, int], list[Any]]
+    graph_folder: str = ""
+    check_options: Callable[[str, str], None] | None = None
 
 
 def check_calibration_size(size: object) -> None:
