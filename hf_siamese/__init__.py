@@ -78,6 +78,18 @@ from .retrieval.pipeline import register_reranker_loader  # noqa: E402
 
 register_reranker_loader(_load_reranker)
 
+
+def _load_multivector(location: str, device: str | None = None):
+    """A multi-vector model's folder or Hub id (also a sentence-transformers MultiVectorEncoder folder)."""
+    from .formats.multivector_layout import load_multivector_model
+
+    return load_multivector_model(location, device=device)
+
+
+from .retrieval.multivector_part import register_multivector_loader  # noqa: E402
+
+register_multivector_loader(_load_multivector)
+
 # Loaded on first use, so `import hf_siamese` stays fast: the metric functions import `evaluate` (seconds), the
 # retrieval modules faiss / pyarrow when present.
 _LAZY = {

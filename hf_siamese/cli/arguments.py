@@ -84,12 +84,13 @@ def interpolate_option(text: str) -> float | str:
 
 def loss_option(text: str) -> str:
     """A `--loss` value: one of `training.objective.ROW_LOSSES` or a weighted sum of them (`cosent+0.5*angle`), or
-    one of the sparse models' `SPARSE_ROW_LOSSES` (`choose_objective` checks it against `--kind`), lower-cased."""
+    one of the sparse models' `SPARSE_ROW_LOSSES` or the multi-vector models' `MULTIVECTOR_ROW_LOSSES`
+    (`choose_objective` checks it against `--kind`), lower-cased."""
     from ..losses import parse_loss_spec
-    from ..training.objective import ROW_LOSSES, SPARSE_ROW_LOSSES
+    from ..training.objective import MULTIVECTOR_ROW_LOSSES, ROW_LOSSES, SPARSE_ROW_LOSSES
 
     try:
-        parse_loss_spec(text, ROW_LOSSES + SPARSE_ROW_LOSSES)
+        parse_loss_spec(text, ROW_LOSSES + SPARSE_ROW_LOSSES + MULTIVECTOR_ROW_LOSSES)
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"invalid choice: {text!r} ({error})") from None
     return text.strip().lower()

@@ -163,15 +163,17 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     from ..data.beir import read_beir
     from ..retrieval.evaluation import RetrievalEvaluator
     from ..retrieval.hybrid import check_first_stage
+    from ..retrieval.multivector_rerank import is_multivector_model_path
     from .index import lexical_settings
+    from .multivector_options import load_multivector_option
     from .search import rerank_options
 
     for option in ("columns", "score_range", "sentences", "plot"):
         if getattr(args, option, None):
             raise ValueError(f"--{option.replace('_', '-')} applies to scored pairs, not to a BEIR folder")
     settings = lexical_settings(args)
-    sparse = is_sparse_model_path(args.model)
-    if sparse:  # ranked exactly by its own term weights: the dense-only flags are refused, each named
+    own = "sparse" if is_sparse_model_path(args.model) else "maxsim" if is_multivector_model_path(args.model) else None
+    if own:  # ranked exactly by its own term weights / token vectors: the dense-only flags are refused, each named
         stage = args.first_stage if args.first_stage not in (None, "dense") else None
         refuse_dense_flags(args.model, {
             "--pooling": args.pooling, "--normalize": args.normalize is not None, "--quantize": args.quantize,
@@ -179,7 +181,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
             "--dense-weight": args.dense_weight, "--choose-dense-weight": args.choose_dense_weight,
             "--choose-fusion": args.choose_fusion, "--no-rerank": args.no_rerank,
             "--language/--no-stemmer/--no-stopwords/--k1/--b": settings,
-        })  # fmt: skip
+        }, "sparse" if own == "sparse" else "multi-vector")  # fmt: skip
     if args.choose_dense_weight:
         return _choose_dense_weight(args, settings)
     if args.choose_fusion:
@@ -212,8 +214,10 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     if index is not None:
         index.check_first_stage(first_stage, fusion, dense_weight)
         lists = index.stage_lists(first_stage, fusion)
-    if sparse:
+    if own == "sparse":
         model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
+    elif own:
+        model, tokenizer = load_multivector_option(args.model, args.device, "--model")
     else:
         model, tokenizer = _retrieval_model(args, first_stage, reranker, index)
     if "sparse" in lists:  # the index's recorded sparse model encodes the queries, as in 'search --index'
@@ -230,7 +234,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     if "sparse" in lists:
         sparse_name = f"sparse part by {index.sparse.model_name}"
         model_name = sparse_name if first_stage == "sparse" else f"{model_name} + {sparse_name}"
-    shown = "sparse" if sparse else _stage_name(first_stage, lists)
+    shown = own or _stage_name(first_stage, lists)
     if index is not None:  # the index keeps what was measured with it, in its record and card
         from ..retrieval.pipeline import record_measurement
 

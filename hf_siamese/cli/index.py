@@ -18,6 +18,12 @@ from .arguments import (
     add_shard_arguments,
 )
 from .common import corpus_source, load_inference_model
+from .multivector_options import (
+    add_multivector_arguments,
+    describe_multivector_part,
+    multivector_build_options,
+    run_add_multivector,
+)
 from .progress import progress_wanted
 
 
@@ -63,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="add the sparse part (--sparse-model SPARSE_DIR) to the index DIR, from its stored texts (the vectors are "
         "kept; no CORPUS or -o; --overwrite replaces an existing one)",
     )  # fmt: skip
+    add_multivector_arguments(parser)
     pipeline = parser.add_argument_group(
         "the pipeline kept in the index: search --index and eval --index then rerank with it, with no further flags"
     )
@@ -181,6 +188,8 @@ def run_index(args: argparse.Namespace) -> int:
             "the index: give them with --rerank CE_DIR"
         )
     pipeline = {key: value for key, value in pipeline.items() if value is not None}
+    if args.add_multi_vector:
+        return run_add_multivector(args)
     if args.add_sparse:
         return _add_sparse(args)
     if args.attach:
@@ -188,14 +197,19 @@ def run_index(args: argparse.Namespace) -> int:
             raise ValueError(
                 "--attach IDX records --rerank CE_DIR in an existing index: give no CORPUS, -o or --add-lexical"
             )
+        if args.multi_vector_model or args.multi_vector_precision:
+            raise ValueError(
+                "--attach IDX records --rerank CE_DIR or MV_DIR in an existing index: give no --multi-vector-model "
+                "(--add-multi-vector IDX --multi-vector-model MV adds the multi-vector part)"
+            )
         index = attach_reranker(args.attach, args.rerank, **pipeline)
         print(f"{args.attach} now searches: {describe_pipeline(index.pipeline)}")
         return 0
     if args.add_lexical:
-        if args.corpus or args.output or args.lexical is not None or args.sparse_model:
+        if args.corpus or args.output or args.lexical is not None or args.sparse_model or args.multi_vector_model:
             raise ValueError(
-                "--add-lexical DIR adds to an existing index: give no CORPUS, -o, --(no-)lexical or --sparse-model "
-                "(--add-sparse DIR --sparse-model SPARSE_DIR adds the sparse part)"
+                "--add-lexical DIR adds to an existing index: give no CORPUS, -o, --(no-)lexical, --sparse-model or "
+                "--multi-vector-model (--add-sparse / --add-multi-vector DIR add those parts)"
             )
         index = add_lexical(args.add_lexical, settings, overwrite=args.overwrite)
         record = index.info["lexical"]
@@ -213,10 +227,11 @@ def run_index(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, shard_size=args.shard_size, dtype=args.dtype, engine_options=engine_options(args),
         prompt_name=args.prompt_name, approximate=args.approximate, calibration_queries=queries,
         embeddings_dir=args.embeddings_dir, show_progress_bar=progress_wanted(), overwrite=args.overwrite,
-        lexical=args.lexical, lexical_settings=settings, **_sparse_model(args),
+        lexical=args.lexical, lexical_settings=settings, **_sparse_model(args), **multivector_build_options(args),
     )  # fmt: skip
     lexical = "with its lexical part (BM25)" if index.has_lexical else "vectors only, no lexical part"
     lexical += ", with its sparse part" if index.has_sparse else ""
+    lexical += f", with {describe_multivector_part(index.info['multivector'])}" if index.has_multivector else ""
     print(
         f"indexed {len(index)} documents of {args.corpus} ({index.dim}-dim, {index.similarity} similarity, "
         f"{index.backend} search; {lexical}) into {args.output}"
@@ -232,7 +247,8 @@ def _add_sparse(args: argparse.Namespace) -> int:
     from ..retrieval.index_additions import add_sparse
 
     given = [flag for flag, value in (("CORPUS", args.corpus), ("-o", args.output), ("--add-lexical", args.add_lexical),
-                                      ("--attach", args.attach), ("--rerank", args.rerank)) if value]  # fmt: skip
+                                      ("--attach", args.attach), ("--rerank", args.rerank),
+                                      ("--multi-vector-model", args.multi_vector_model)) if value]  # fmt: skip
     if given or not args.sparse_model:
         raise ValueError(
             "--add-sparse DIR adds the sparse part of --sparse-model SPARSE_DIR to an existing index: give "

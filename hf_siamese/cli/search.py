@@ -2,7 +2,8 @@
 shards as `hf-siamese embed` does (kept and reused with --embeddings-dir), or over an index built by `hf-siamese index`
 (no re-embedding of the corpus). Both print the hits the same way: `rank. score  [id] text`. With --rerank CE_DIR
 a cross-encoder re-scores each query's --rerank-top first-stage hits (`rerank_hits`) and each line ends with the
-hit's first-stage rank and score: `rank. score  [id] text  (first stage: #rank, score)`."""
+hit's first-stage rank and score: `rank. score  [id] text  (first stage: #rank, score)`. --rerank MV_DIR (a
+multi-vector model, told by its config) reranks an --index's hits by MaxSim of its stored token vectors instead."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from .arguments import (
     corpus_flags,
     given_flags,
 )
-from .common import corpus_source, load_cross_encoder, load_inference_model
+from .common import corpus_source, load_inference_model
+from .multivector_options import load_reranker_option, refuse_multivector_rerank
 from .progress import progress_wanted
 from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags, use_recorded_sparse_model
 
@@ -121,16 +123,18 @@ def run_search(args: argparse.Namespace) -> int:
         results = _search_index(args, queries)
     else:
         reranker, rerank_top = rerank_options(args)
+        refuse_multivector_rerank(reranker, args.rerank, f"the --corpus {args.corpus}")
         results = _search_corpus(args, queries, reranker, rerank_top)
     print_hits(queries, results)
     return 0
 
 
 def rerank_options(args: argparse.Namespace, recorded: bool = False) -> tuple[Any, int | None]:
-    """(the --rerank cross-encoder or None, --rerank-top): loaded before any embedding, so a wrong folder fails fast.
-    `recorded`: the --index keeps a reranker, which --rerank-top and --first-stage-weight then set (--rerank-top None:
-    the recorded depth). The cross-encoder is left as saved: --first-stage-weight goes to the search itself, where it
-    asks for the two-score order (`rerank.rerank_hits`), as in `eval` and the Python API."""
+    """(the --rerank cross-encoder or multi-vector reranker, or None; --rerank-top): loaded before any embedding, so a
+    wrong folder fails fast. `recorded`: the --index keeps a reranker, which --rerank-top and --first-stage-weight
+    then set (--rerank-top None: the recorded depth). The cross-encoder is left as saved: --first-stage-weight goes
+    to the search itself, where it asks for the two-score order (`rerank.rerank_hits`), as in `eval` and the Python
+    API."""
     from ..retrieval.rerank import RERANK_TOP
 
     given = (("--rerank-top", args.rerank_top), ("--first-stage-weight", args.first_stage_weight))
@@ -152,7 +156,7 @@ def rerank_options(args: argparse.Namespace, recorded: bool = False) -> tuple[An
         rerank_top = RERANK_TOP if args.rerank_top is None else args.rerank_top
     if rerank_top is not None and rerank_top < getattr(args, "top_k", 1):
         raise ValueError(f"--rerank-top {rerank_top} is below --top-k {args.top_k}: rerank at least the hits shown")
-    reranker = None if args.rerank is None else load_cross_encoder(args.rerank, args.device)
+    reranker = None if args.rerank is None else load_reranker_option(args.rerank, args.device)
     return reranker, rerank_top
 
 
@@ -208,6 +212,8 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dic
         raise ValueError("--no-rerank searches the first stage alone: give no --rerank")
     reranker, rerank_top = rerank_options(args, recorded=index.pipeline is not None and not args.no_rerank)
     asked = False if args.no_rerank else reranker  # None: the index's pipeline, if it keeps one
+    if hasattr(reranker, "check_index"):  # a multi-vector --rerank: the index's part, by its model, before any work
+        reranker.check_index(index)
     # Before the model loads: a setting that does not apply, a missing lexical part or bm25s, each in one line.
     used, first_stage, fusion, dense_weight = index.pipeline_settings(
         asked, args.first_stage, args.fusion, args.dense_weight

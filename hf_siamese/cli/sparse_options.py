@@ -50,17 +50,20 @@ def is_sparse_model_path(path: str | None) -> bool:
     return config is not None and config.get("model_type") == SPARSE_MODEL_TYPE
 
 
-def refuse_dense_flags(model_path: str, given: dict[str, Any]) -> None:
+def refuse_dense_flags(model_path: str, given: dict[str, Any], kind: str = "sparse") -> None:
     """One line naming the flags of `given` (flag -> value; None and False: not given) that only apply to a dense
-    model, for the sparse `model_path`."""
+    model, for the sparse (or, `kind="multi-vector"`, multi-vector) `model_path`."""
     flags = [flag for flag, value in given.items() if value not in (None, False)]
     if flags:
         verb = "applies" if len(flags) == 1 else "apply"
-        raise ValueError(
-            f"{', '.join(flags)} {verb} to a dense model; {model_path} is a sparse model ({SPARSE_MODEL_TYPE}, ranked "
-            "exactly by its term weights; an index keeps it as its sparse part, 'index --sparse-model'): give no "
-            f"{', '.join(flags)}"
-        )
+        what = {
+            "sparse": f"a sparse model ({SPARSE_MODEL_TYPE}, ranked exactly by its term weights; an index keeps it as "
+            "its sparse part, 'index --sparse-model')",
+            "multi-vector": "a multi-vector model (ranked exactly by MaxSim of its token vectors; an index keeps them "
+            "as its multi-vector part, 'index --multi-vector-model', and reranks by them, 'search --rerank')",
+        }[kind]
+        named = ", ".join(flags)
+        raise ValueError(f"{named} {verb} to a dense model; {model_path} is {what}: give no {named}")
 
 
 def load_sparse_model(path: str, max_seq_length: int | None = None, device: str | None = None) -> tuple[Any, Any]:

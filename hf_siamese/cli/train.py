@@ -44,7 +44,7 @@ def _objective(args: argparse.Namespace, train_data: Any, train_name: str) -> Ob
         gather_across_processes=args.gather_across_processes,
         source=train_name,
         option_names=OPTION_FLAGS,
-        sparse=args.kind == "sparse",
+        kind=args.kind,
     )
     if objective.loss.label_kind == "class" and args.eval_steps:
         # The Trainer's evaluation computes the training loss on the eval rows, and scored pairs have no class
@@ -98,8 +98,8 @@ def run_train(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.interpolate == "auto" and sets.eval is None:
         raise ValueError("--interpolate auto chooses ALPHA by the score on --eval; give --eval, or a number for ALPHA")
-    if args.kind == "sparse":
-        _check_sparse(args, sets)
+    if args.kind != "dense":
+        _check_kind(args, sets)
     objective = _objective(args, sets.train, sets.train_name)
     recipe = resolve_recipe(
         args.recipe, objective.loss.label_kind, sets.eval,
@@ -125,22 +125,30 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_sparse(args: argparse.Namespace, sets: Any) -> None:
-    """`--kind sparse`: the flags that set a dense model are refused, and so is scored-pairs --eval (a sparse model is
-    measured on a BEIR folder's queries). `--loss` is checked by `choose_objective`: one of the sparse losses
-    (`SPARSE_ROW_LOSSES`), a dense one refused naming them."""
+# What `--kind sparse` / `--kind multi-vector` train, for the errors refusing a dense model's flags.
+_KIND_TRAINS = {
+    "sparse": "SPLADE term weights (loss sparse_mnr, or sparse_margin_mse / sparse_list_distill on a teacher's scores)",
+    "multi-vector": "token vectors scored by MaxSim (loss maxsim_mnr, or maxsim_margin_mse / maxsim_list_distill on a "
+    "teacher's scores)",
+}
+
+
+def _check_kind(args: argparse.Namespace, sets: Any) -> None:
+    """`--kind sparse` / `multi-vector`: the flags that set a dense model are refused, and so is scored-pairs --eval
+    (these models are measured on a BEIR folder's queries). `--loss` is checked by `choose_objective`: one of the
+    kind's losses, another kind's refused naming them."""
     from ..data.beir import RetrievalDataset
 
     given = {"--pooling": args.pooling, "--normalize": args.normalize}
     refused = [flag for flag, value in given.items() if value is not None]
     if refused:
         raise ValueError(
-            f"{', '.join(refused)} set(s) a dense model; --kind sparse trains SPLADE term weights (loss sparse_mnr, "
-            "or sparse_margin_mse / sparse_list_distill on a teacher's scores): give no " + ", ".join(refused)
+            f"{', '.join(refused)} set(s) a dense model; --kind {args.kind} trains {_KIND_TRAINS[args.kind]}: give "
+            "no " + ", ".join(refused)
         )
     if sets.eval is not None and not isinstance(sets.eval, RetrievalDataset):
         raise ValueError(
-            f"--kind sparse is measured on a BEIR folder's queries (--eval BEIR_DIR), not on scored pairs "
+            f"--kind {args.kind} is measured on a BEIR folder's queries (--eval BEIR_DIR), not on scored pairs "
             f"({sets.eval_name})"
         )
 

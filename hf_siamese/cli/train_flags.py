@@ -8,6 +8,7 @@ from typing import Any
 
 from ..training.objective import ROW_LOSSES
 from ..training.recipe import RECIPES
+from ..training.trainer_data import MODEL_KINDS
 from .arguments import (
     add_command,
     add_model_arguments,
@@ -37,11 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, training=True)
     parser.add_argument(
         "--kind",
-        choices=("dense", "sparse"),
+        choices=MODEL_KINDS,
         default="dense",
-        help="the model to train: dense (a sentence embedding, the default) or sparse (SPLADE term weights over the "
+        help="the model to train: dense (a sentence embedding, the default), sparse (SPLADE term weights over the "
         "encoder's masked-language head; rows of anchor, positive[, negatives]; loss sparse_mnr, or sparse_margin_mse "
-        "/ sparse_list_distill on rows with a teacher's scores)",
+        "/ sparse_list_distill on rows with a teacher's scores) or multi-vector (ColBERT-style token vectors scored by "
+        "MaxSim; the same rows; loss maxsim_mnr, or maxsim_margin_mse / maxsim_list_distill on a teacher's scores)",
     )
     _add_data_group(parser)
     _add_objective_group(parser)
@@ -81,7 +83,8 @@ def _add_objective_group(parser: argparse.ArgumentParser) -> None:
         type=loss_option,
         metavar="LOSS",
         help=f"one of {', '.join(ROW_LOSSES)}, or a weighted sum of them such as cosent+0.5*angle (default from the "
-        "data: float scores -> cosine, class labels -> softmax, no label -> mnr)",
+        "data: float scores -> cosine, class labels -> softmax, no label -> mnr); with --kind sparse or multi-vector "
+        "one of that kind's (sparse_* / maxsim_*)",
     )
     group.add_argument(
         "--score-range",

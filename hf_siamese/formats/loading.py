@@ -27,6 +27,18 @@ def encoder_defaults(path: str, pooling: str | None, normalize: bool | None) -> 
     return {k: v for k, v in (("pooling", pooling), ("normalize", normalize)) if v is not None}
 
 
+def source_max_seq_length(path: str) -> int | None:
+    """The token limit a sentence-transformers checkpoint keeps (`sentence_bert_config.json`, or its tokenizer's
+    `model_max_length`), for a sparse or multi-vector model built from it; None for a plain encoder."""
+    from .sentence_transformers_read import read_layout
+
+    try:
+        layout = read_layout(path)
+    except (OSError, ValueError):  # not a readable sentence-transformers layout: the model's own limit applies
+        return None
+    return None if layout is None else layout.settings.get("max_seq_length")
+
+
 def load_model(
     path: str,
     *,

@@ -26,10 +26,15 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 | `SparseMarginMSELoss` | query, positive, negative(s) | teacher margins / scores | sparse: MarginMSE + FLOPS |
 | `SparseListDistillationLoss` | query, positive, negative(s) | teacher's 1 + k scores | sparse: KL + FLOPS |
 | `CSRLoss` | query, positive[, negatives] | none | a CSR model: reconstruction + ranking |
+| `MultiVectorMultipleNegativesRankingLoss` | query, positive[, negatives] | none | a multi-vector model: MaxSim |
+| `CachedMultiVectorMultipleNegativesRankingLoss` | the same | none | the same, batches larger than memory |
+| `MultiVectorMarginMSELoss` | query, positive, negative(s) | teacher margins / scores | multi-vector: MarginMSE |
+| `MultiVectorListDistillationLoss` | query, positive, negative(s) | teacher's 1 + k scores | multi-vector: KL |
 
 By name (`get_loss`, `SiameseTrainer(loss=...)`): `cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
 `cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, `sparse_mnr`, `sparse_margin_mse`, `sparse_list_distill`
-and `csr` (the sparse models' own), or a weighted sum of them such as `"cosent+angle"` (weights 1) or
+and `csr` (the sparse models' own), `maxsim_mnr`, `cached_maxsim_mnr`, `maxsim_margin_mse` and `maxsim_list_distill`
+(the multi-vector models' own), or a weighted sum of them such as `"cosent+angle"` (weights 1) or
 `"cosent+0.5*angle"`: a `CombinedLoss`.
 """
 
@@ -44,6 +49,12 @@ from .combined import CombinedLoss, parse_loss_spec
 from .denoising import DenoisingAutoEncoderLoss
 from .distillation import EmbeddingMSELoss, ListDistillationLoss, MarginMSELoss
 from .matryoshka import MatryoshkaLoss, truncated_output
+from .multivector import (
+    CachedMultiVectorMultipleNegativesRankingLoss,
+    MultiVectorListDistillationLoss,
+    MultiVectorMarginMSELoss,
+    MultiVectorMultipleNegativesRankingLoss,
+)
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
 from .ranking import MultipleNegativesRankingLoss
 from .scored_ranking import ScoredPairsRankingLoss
@@ -65,15 +76,19 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "sparse_margin_mse": SparseMarginMSELoss,
     "sparse_list_distill": SparseListDistillationLoss,
     "csr": CSRLoss,
+    "maxsim_mnr": MultiVectorMultipleNegativesRankingLoss,
+    "cached_maxsim_mnr": CachedMultiVectorMultipleNegativesRankingLoss,
+    "maxsim_margin_mse": MultiVectorMarginMSELoss,
+    "maxsim_list_distill": MultiVectorListDistillationLoss,
 }
 
 
 def get_loss(loss: str | SiameseLoss, **kwargs: Any) -> SiameseLoss:
     """A loss object from itself, from its name (`cosine`, `cosent`, `angle`, `scored_mnr`, `softmax`, `mnr`,
     `cached_mnr`, `margin_mse`, `embedding_mse`, `list_distill`, `sparse_mnr`, `sparse_margin_mse`,
-    `sparse_list_distill`, `csr`; `kwargs` go to its constructor), or from a weighted
-    sum of names such as `"cosent+0.5*angle"` (a `CombinedLoss`; each of `kwargs` goes to the losses whose constructor
-    takes it)."""
+    `sparse_list_distill`, `csr`, `maxsim_mnr`, `cached_maxsim_mnr`, `maxsim_margin_mse`, `maxsim_list_distill`;
+    `kwargs` go to its constructor), or from a weighted sum of names such as `"cosent+0.5*angle"` (a `CombinedLoss`;
+    each of `kwargs` goes to the losses whose constructor takes it)."""
     if isinstance(loss, SiameseLoss):
         return loss
     if isinstance(loss, str) and ("+" in loss or "*" in loss):
@@ -106,6 +121,10 @@ __all__ = [
     "SparseListDistillationLoss",
     "FlopsRegularizedLoss",
     "CSRLoss",
+    "MultiVectorMultipleNegativesRankingLoss",
+    "CachedMultiVectorMultipleNegativesRankingLoss",
+    "MultiVectorMarginMSELoss",
+    "MultiVectorListDistillationLoss",
     "angle_similarity",
     "cosent_ranking",
     "parse_loss_spec",

@@ -29,7 +29,9 @@ class SparseMarginMSELoss(FlopsRegularizedLoss):
     Args:
         scale: multiplies the student's margins (default 1: SPLADE's dot products and a cross-encoder's logits have
             similar spreads).
-        query_regularizer, document_regularizer, warmup_ratio: the FLOPS term's (`FlopsRegularizedLoss`).
+        query_regularizer: the FLOPS weight of the queries (`FlopsRegularizedLoss`).
+        document_regularizer: the FLOPS weight of the documents.
+        warmup_ratio: the share of training over which the FLOPS term rises to its full weight.
     """
 
     label_kind = MarginMSELoss.label_kind
@@ -81,7 +83,9 @@ class SparseListDistillationLoss(FlopsRegularizedLoss):
     Args:
         scale: the student's inverse temperature (default 1: dot products of term weights as they are).
         teacher_temperature: divides the teacher's scores (default 1: its logits as they are).
-        query_regularizer, document_regularizer, warmup_ratio: the FLOPS term's (`FlopsRegularizedLoss`).
+        query_regularizer: the FLOPS weight of the queries (`FlopsRegularizedLoss`).
+        document_regularizer: the FLOPS weight of the documents.
+        warmup_ratio: the share of training over which the FLOPS term rises to its full weight.
     """
 
     label_kind = ListDistillationLoss.label_kind

@@ -20,6 +20,8 @@ from .exact import exact_search
 from .fingerprint import corpus_fingerprint
 from .hybrid import check_first_stage, choose_dense_weight, fuse_runs, reciprocal_rank_fusion, stage_lists
 from .lexical import LexicalSettings
+from .maxsim_search import is_multivector_model, maxsim_run
+from .multivector_rerank import check_reranker_index
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 from .sparse_search import check_sparse_first_stage, is_sparse_model, sparse_run
 
@@ -108,7 +110,9 @@ class RetrievalEvaluator(Evaluator):
     the candidates carry each stage's own score, and `stage_weights` (default: the reranker's own) fuse three scores
     (`rerank.fuse_stages`). Over a hybrid first stage the three orders (the reranker's, the dense and the lexical
     lists) fused by reciprocal ranks are reported too, prefixed `rerank_rrf3_`: the setting-free three-score order
-    (over an index's hybrid of n lists, `rerank_rrf{n + 1}_`: the reranker's order and each list's).
+    (over an index's hybrid of n lists, `rerank_rrf{n + 1}_`: the reranker's order and each list's). A
+    `multivector_rerank.MultiVectorReranker` reranks by MaxSim of the token vectors `index` stores (it needs `index`,
+    with its multi-vector part): the same candidates and order as `index.search(..., rerank=)`.
 
     A learned-sparse `model` (`SparseSiameseModel`) is its own first stage (`sparse_search`: the corpus and the judged
     queries encoded, ranked exactly by their term weights' dot products), with the same metric names and `rerank`;
@@ -142,6 +146,7 @@ class RetrievalEvaluator(Evaluator):
         check_first_stage(first_stage, fusion, dense_weight, lexical_settings, sparse_part=sparse_part)
         if index is not None and lexical_settings is not None:
             raise ValueError("lexical_settings: the index's lexical part was built with its own settings; give none")
+        check_reranker_index(rerank, index)  # MaxSim of stored token vectors: the index's multi-vector part
         self.dataset, self.tokenizer, self.batch_size, self.percent = dataset, tokenizer, batch_size, percent
         self.process_index, self.num_processes, self.show_progress_bar = process_index, num_processes, show_progress_bar
         self.rerank, self.rerank_top, self.first_stage_weight = rerank, rerank_top, first_stage_weight
@@ -161,8 +166,8 @@ class RetrievalEvaluator(Evaluator):
         dataset, first_stage = self.dataset, self.first_stage
         if model is None and first_stage not in ("lexical", "sparse"):
             raise ValueError(f"the {first_stage} first stage embeds the texts: give a model, or first_stage='lexical'")
-        if is_sparse_model(model):
-            return self._sparse_metrics(model)
+        if is_sparse_model(model) or is_multivector_model(model):
+            return self._own_ranking_metrics(model)
         depth = None if self.rerank is None else check_rerank(self.rerank, self.rerank_top, 1, len(dataset.corpus))
         embedded = None
         if first_stage not in ("lexical", "sparse") and self.index is None:
@@ -184,22 +189,31 @@ class RetrievalEvaluator(Evaluator):
             metrics.update(self._rerank_metrics(runs, corpus_ids, judged, depth, lists=lists))
         return metrics
 
-    def _sparse_metrics(self, model: Any) -> dict[str, float]:
-        """A sparse model's first stage (exact, `sparse_search`), and with `rerank` the two stages."""
+    def _own_ranking_metrics(self, model: Any) -> dict[str, float]:
+        """A sparse model's first stage (exact, `sparse_search`) or a multi-vector model's (exact MaxSim,
+        `maxsim_search`), and with `rerank` the two stages."""
         from ..metrics import judged_queries
 
         dataset = self.dataset
-        check_sparse_first_stage(self.first_stage, self.index)
+        name, run_of = ("sparse", sparse_run) if is_sparse_model(model) else ("maxsim", maxsim_run)
+        if name == "sparse":
+            check_sparse_first_stage(self.first_stage, self.index)
+        elif self.first_stage != "dense" or self.index is not None:
+            raise ValueError(
+                f"a multi-vector model ranks the set by its own exact MaxSim: got first_stage={self.first_stage!r}, "
+                f"index={self.index!r} (accepted: the default first stage, index=None; an index reranks by MaxSim "
+                "with rerank=MultiVectorReranker)"
+            )
         depth = None if self.rerank is None else check_rerank(self.rerank, self.rerank_top, 1, len(dataset.corpus))
         judged, corpus_ids = judged_queries(dataset.qrels), list(dataset.corpus)
         reach = min(max(self.k_values[-1], depth or 0), len(corpus_ids))
-        run = sparse_run(
+        run = run_of(
             model, dataset, judged, reach, tokenizer=self.tokenizer, batch_size=self.batch_size,
             show_progress_bar=self.show_progress_bar,
         )  # fmt: skip
         metrics = self._metrics(ranked_ids(run[1], judged, corpus_ids))
         if depth is not None:
-            metrics.update(self._rerank_metrics({"sparse": run}, corpus_ids, judged, depth, "sparse", ("sparse",)))
+            metrics.update(self._rerank_metrics({name: run}, corpus_ids, judged, depth, name, (name,)))
         return metrics
 
     def _metrics(self, rankings: dict[str, list[str]]) -> dict[str, float]:
@@ -252,8 +266,13 @@ class RetrievalEvaluator(Evaluator):
         fused `lists`) over the run of `first_stage` (default: the evaluator's)."""
         dataset, first_stage = self.dataset, first_stage or self.first_stage
         hits = candidates(runs, lists, first_stage, depth, corpus_ids, dataset, self.fusion, self.dense_weight)
+        reranker = self.rerank
+        if hasattr(reranker, "bound_to"):  # through the index (checked): its rows are the ones `corpus_ids` names
+            row_of = {doc_id: row for row, doc_id in corpus_ids.items()}
+            rows = {hit["text"]: row_of[hit["id"]] for found in hits for hit in found}
+            reranker = reranker.bound_to(self.index, rows)
         reranked = rerank_hits(
-            self.rerank, [dataset.queries[q] for q in judged], hits, batch_size=self.batch_size,
+            reranker, [dataset.queries[q] for q in judged], hits, batch_size=self.batch_size,
             show_progress_bar=self.show_progress_bar, first_stage_weight=self.first_stage_weight,
             stage_weights=self.stage_weights, corpus=corpus_fingerprint(dataset.corpus),
         )  # fmt: skip

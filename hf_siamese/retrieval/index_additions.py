@@ -1,7 +1,7 @@
 """What is added to an index once it is built, without re-encoding the vectors: its lexical (BM25) part
 (`add_lexical`, from the stored texts), its learned-sparse part (`add_sparse`, the stored texts encoded by a sparse
-model) and the pipeline it searches with (`attach_reranker`: a reranker and the settings of both stages,
-`pipeline.py`)."""
+model), its multi-vector part (`add_multivector`: the stored texts' token vectors, for a MaxSim rerank) and the
+pipeline it searches with (`attach_reranker`: a reranker and the settings of both stages, `pipeline.py`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from ..storage import exclusive_output, recover_output, replace_folder
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings
+from .multivector_part import MULTIVECTOR_DIR, check_precision, resolve_multivector_model, write_multivector_part
 from .pipeline import load_reranker, pipeline_record
 from .rerank import RERANK_TOP
 from .sparse_part import SPARSE_DIR, resolve_sparse_model, texts_in_batches, write_sparse_part
@@ -92,6 +93,42 @@ def add_sparse(
     return VectorIndex.load(index.path)
 
 
+def add_multivector(
+    path: str | os.PathLike,
+    multivector_model: Any,
+    *,
+    tokenizer: Any = None,
+    precision: str = "float16",
+    overwrite: bool = False,
+    batch_size: int = 32,
+    shard_size: int = 10_000,
+) -> Any:
+    """Add the multi-vector part to an index folder: its stored texts encoded by `multivector_model` (a folder or Hub
+    id, or a loaded `MultiVectorModel` with `tokenizer`), the token vectors stored at `precision` ("float16" or
+    "int8": `multivector_part.py`); the vectors are kept. A stopped run resumes its finished shards when called
+    again (`.multivector.building` in the index). An existing part is replaced only with `overwrite=True`, once the
+    new one is complete; returns the index loaded."""
+    check_precision(precision)
+    with exclusive_output(path, "a build of this index"):
+        index = VectorIndex.load(path)
+        if index.has_multivector and not overwrite:
+            raise ValueError(
+                f"the index {os.fspath(index.path)!r} has a multi-vector part already (model "
+                f"{index.info['multivector']['model'].get('name_or_path')!r}); pass overwrite=True (--overwrite) to "
+                "rebuild it"
+            )
+        model, tokenizer, name = resolve_multivector_model(multivector_model, tokenizer)
+        target, staging = index.path / MULTIVECTOR_DIR, index.path / f".{MULTIVECTOR_DIR}.building"
+        record = write_multivector_part(
+            staging, index.corpus, model, tokenizer, name, precision=precision, corpus_key=index.info.get("corpus"),
+            batch_size=batch_size, shard_size=shard_size,
+        )  # fmt: skip
+        recover_output(target)
+        replace_folder(staging, target)
+        index.write_info(dict(index.info, multivector=record))
+    return VectorIndex.load(index.path)
+
+
 def attach_reranker(
     location: str | os.PathLike,
     reranker_location: str,
@@ -102,9 +139,10 @@ def attach_reranker(
     fusion: str | None = None,
     dense_weight: float | None = None,
 ) -> Any:
-    """Record the reranker at `reranker_location` (a cross-encoder folder or Hub id) and the settings of both stages
-    in the index at `location` (a folder or an engine's collection); returns the index, reopened. The same call with
-    other settings replaces the record."""
+    """Record the reranker at `reranker_location` (a cross-encoder folder or Hub id, or a multi-vector model's, which
+    reranks by MaxSim of the index's stored token vectors: the index needs its multi-vector part) and the settings
+    of both stages in the index at `location` (a folder or an engine's collection); returns the index, reopened. The
+    same call with other settings replaces the record."""
     index = load_index(location)
     reranker = load_reranker(reranker_location)
     record = pipeline_record(
@@ -115,4 +153,4 @@ def attach_reranker(
     return load_index(location)
 
 
-__all__ = ["add_lexical", "add_sparse", "attach_reranker"]
+__all__ = ["add_lexical", "add_multivector", "add_sparse", "attach_reranker"]

@@ -14,6 +14,8 @@ An index folder holds:
                    An index of the earlier layout (shards and vectors.npy) opens as before
     embeddings/ann the approximate index (`ann_build.build_ann_index`), from `ann.EXACT_BELOW` documents on when faiss
                    is installed and the similarity is one faiss serves
+    multivector/   the documents' token vectors by a multi-vector model (`multivector_part.py`), with
+                   `multivector_model=` (or added later: `add_multivector`), for a MaxSim rerank
     sparse/        the learned-sparse part (`sparse_part.py`: CSR arrays of a sparse model's term weights), with
                    `sparse_model=`: encoded from the staged texts inside the build, or added later (`add_sparse`)
     lexical/       the BM25 index of the same texts (`lexical.py`, bm25s's format), built in the same pass when bm25s
@@ -39,7 +41,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-import pyarrow as pa
 import torch
 
 from ..storage import exclusive_output, recover_output, replace_folder
@@ -53,7 +54,9 @@ from .index_parts import (
     faiss_available,
     resolve_dtype,
 )
+from .index_staging import TextTable, link_folder
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, wants_lexical
+from .multivector_part import MULTIVECTOR_DIR, check_precision, resolve_multivector_model, write_multivector_part
 from .sparse_part import SPARSE_DIR, resolve_sparse_model, texts_in_batches, write_sparse_part
 from .store import SearchIndex, is_engine_location
 from .vector_index import (
@@ -80,43 +83,6 @@ def _is_index(path: Path) -> bool:
         return json.loads((path / INDEX_FILE).read_text(encoding="utf-8")).get("format") == FORMAT_NAME
     except (OSError, ValueError, AttributeError):
         return False
-
-
-def _link_folder(source: Path, target: Path) -> None:
-    """`target` made anew with hard links to the files of `source` (copies where the file system refuses links)."""
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir()
-    for file in source.iterdir():
-        if file.is_file() and not file.name.endswith(".tmp"):
-            try:
-                os.link(file, target / file.name)
-            except OSError:
-                shutil.copy2(file, target / file.name)
-
-
-class _TextTable:
-    """Writes the ids and texts of each shard, as `encode_corpus` reads them, to an Arrow stream file (and gives the
-    texts to the lexical index's builder, when there is one)."""
-
-    def __init__(self, path: Path, lexical: LexicalBuilder | None = None) -> None:
-        self.path, self.writer, self.rows, self.lexical = path, None, 0, lexical
-        self.worded = 0  # texts that are not blank
-
-    def __call__(self, shard: int, ids: list, texts: list[str]) -> None:
-        if self.lexical is not None:
-            self.lexical.add(texts)
-        id_type = pa.string() if isinstance(ids[0], str) else pa.int64()
-        table = pa.table({"id": pa.array(ids, id_type), "text": pa.array(texts, pa.string())})
-        self.writer = self.writer or pa.ipc.new_stream(str(self.path), table.schema)
-        self.writer.write_table(table)
-        self.rows += len(ids)
-        self.worded += sum(1 for text in texts if text and not text.isspace())
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        if self.lexical is not None:
-            self.lexical.close()
 
 
 def _source(corpus: Any, ids: Any, text_column: str, id_column: str | None) -> tuple[Any, str, str | None]:
@@ -179,6 +145,9 @@ def build_index(
     engine_options: dict[str, Any] | None = None,
     sparse_model: Any = None,
     sparse_tokenizer: Any = None,
+    multivector_model: Any = None,
+    multivector_tokenizer: Any = None,
+    multivector_precision: str = "float16",
 ) -> SearchIndex:
     """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
 
@@ -216,7 +185,20 @@ def build_index(
             store the documents' term weights (the index's sparse part, `sparse_part.py`), for the first stage
             "sparse" and the hybrid's third list; its path and fingerprint are recorded (in Milvus: the
             `learned_sparse` field).
+        multivector_model: a multi-vector model (`MultiVectorModel`, with `multivector_tokenizer`) or its folder /
+            Hub id (also a sentence-transformers MultiVectorEncoder folder): also store every document's token vectors
+            at `multivector_precision` ("float16" or "int8"), the index's multi-vector part (`multivector_part.py`),
+            which a MaxSim rerank reads (`rerank=MultiVectorReranker`); its path and fingerprint are recorded. A folder
+            index's only; a stopped build resumes it too.
     """
+    check_precision(multivector_precision)
+    if multivector_model is None and multivector_tokenizer is not None:
+        raise ValueError("multivector_tokenizer applies with multivector_model; give both or neither")
+    if is_engine_location(output_dir) and multivector_model is not None:
+        raise ValueError(
+            f"multivector_model (--multi-vector-model): the search engine's collection {output_dir!r} keeps no token "
+            "vectors; build a folder index to rerank by MaxSim"
+        )
     if is_engine_location(output_dir):
         from .milvus_build import build_engine_index
 
@@ -246,6 +228,7 @@ def build_index(
             approximate=approximate, calibration_queries=calibration_queries, embeddings_dir=embeddings_dir,
             show_progress_bar=show_progress_bar, overwrite=overwrite, lexical=lexical,
             lexical_settings=lexical_settings, sparse=sparse_model, sparse_tokenizer=sparse_tokenizer,
+            multivector=(multivector_model, multivector_tokenizer, multivector_precision),
         )  # fmt: skip
 
 
@@ -254,7 +237,7 @@ def _build_index(
     batch_size: int, shard_size: int | None, dtype: Any, prompt_name: str | None, prompt: str | None,
     approximate: bool | None, calibration_queries: Any, embeddings_dir: Any, show_progress_bar: bool,
     overwrite: bool, lexical: bool | None, lexical_settings: LexicalSettings | None, sparse: Any = None,
-    sparse_tokenizer: Any = None,
+    sparse_tokenizer: Any = None, multivector: tuple[Any, Any, str] = (None, None, "float16"),
 ) -> VectorIndex:  # fmt: skip
     """`build_index` under the output's lock."""
     recover_output(output)  # first: a half-swapped old index is an existing index
@@ -277,6 +260,7 @@ def _build_index(
         )  # a language it has no stemmer for: refused before any work
     if sparse is not None:  # loaded (and a wrong folder refused) before any work
         sparse = resolve_sparse_model(sparse, sparse_tokenizer, device=str(model.device))
+    token_model = None if multivector[0] is None else resolve_multivector_model(*multivector[:2], str(model.device))
     calibration = _embed_queries(model, calibration_queries, tokenizer, batch_size)
     staging = output.with_name(f".{output.name}.building")  # a fixed name: a stopped build resumes its shards
     if staging.exists() and not (staging / EMBEDDINGS_DIR).is_dir():
@@ -284,7 +268,7 @@ def _build_index(
     staging.mkdir(parents=True, exist_ok=True)
     embeddings = staging / EMBEDDINGS_DIR
     builder = LexicalBuilder(staging / LEXICAL_DIR, lexical_settings) if with_lexical else None
-    texts = _TextTable(staging / f"{TEXTS_FILE}.tmp", builder)
+    texts = TextTable(staging / f"{TEXTS_FILE}.tmp", builder)
     try:
         encode_corpus(
             model, source, embeddings if embeddings_dir is None else embeddings_dir, tokenizer=tokenizer,
@@ -293,7 +277,7 @@ def _build_index(
             restart_if_different=embeddings_dir is None,
         )  # fmt: skip
         if embeddings_dir is not None:
-            _link_folder(Path(embeddings_dir), embeddings)
+            link_folder(Path(embeddings_dir), embeddings)
     except BaseException:
         if not any(embeddings.glob("shard-*.parquet")):  # nothing worth resuming
             shutil.rmtree(staging, ignore_errors=True)
@@ -320,6 +304,15 @@ def _build_index(
             staging / SPARSE_DIR, texts_in_batches(stored, shard_size or 10_000), *sparse, batch_size
         )
         del stored
+    if token_model is not None:  # resumed after a stop, as the vectors are
+        stored = datasets.Dataset.from_file(str(staging / TEXTS_FILE))
+        multivector_record = write_multivector_part(
+            staging / MULTIVECTOR_DIR, stored, *token_model, precision=multivector[2],
+            corpus_key=corpus_fingerprint(row_ids), batch_size=batch_size, shard_size=shard_size or 10_000,
+        )  # fmt: skip
+        del stored
+    else:
+        shutil.rmtree(staging / MULTIVECTOR_DIR, ignore_errors=True)
     search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
     if calibration is not None and search is None:
         logger.info("%s: exact search (%d documents): the calibration queries are not needed", output, len(vectors))
@@ -338,6 +331,8 @@ def _build_index(
         info["lexical"] = LexicalIndex.record_of(staging / LEXICAL_DIR)
     if sparse is not None:
         info["sparse"] = sparse_record
+    if token_model is not None:
+        info["multivector"] = multivector_record
     del vectors, search
     (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     replace_folder(staging, output)

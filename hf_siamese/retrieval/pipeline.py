@@ -34,7 +34,12 @@ def register_reranker_loader(loader: Callable[[str], Any]) -> None:
 
 
 def load_reranker(location: str) -> Any:
-    """The reranker recorded at `location`, through the registered loader."""
+    """The reranker recorded at `location`: a multi-vector model's folder gives a `MultiVectorReranker` (MaxSim of
+    an index's stored token vectors), anything else goes through the registered loader (a cross-encoder)."""
+    from .multivector_rerank import MultiVectorReranker, is_multivector_model_path
+
+    if is_multivector_model_path(location):
+        return MultiVectorReranker.load(location)
     if not _LOADERS:
         raise ValueError(f"no reranker loader is registered to load {location!r} (hf_siamese registers one on import)")
     return _LOADERS[-1](location)
@@ -129,6 +134,8 @@ def pipeline_record(
     """The pipeline record of `reranker` (loaded from `reranker_location`) over `index`, checked: the first-stage
     settings by the one rule and against the index (a lexical stage needs its lexical part), the depth and weight."""
     chosen = index.check_first_stage(first_stage, fusion, dense_weight)
+    if hasattr(reranker, "check_index"):  # a multi-vector model: the index's part, by this model
+        reranker.check_index(index)
     if isinstance(rerank_top, bool) or not isinstance(rerank_top, int) or rerank_top < 1:
         raise ValueError(f"rerank_top={rerank_top!r}; accepted: a positive int (first-stage hits reranked per query)")
     # No weight given: the reranker's own apply at search time by their rule (`rerank.rerank_hits`: on the corpus they
@@ -137,8 +144,10 @@ def pipeline_record(
     location = reranker_location
     if os.path.isdir(location):
         location = os.path.abspath(location)
+    kind = {"reranker_kind": reranker.kind} if getattr(reranker, "kind", None) == "multi-vector" else {}
     return {
         "reranker": location,
+        **kind,
         "reranker_fingerprint": reranker_fingerprint(reranker),
         "rerank_top": rerank_top,
         "first_stage_weight": weight,
@@ -163,7 +172,8 @@ def describe_pipeline(record: dict[str, Any] | None) -> str:
         weights = f"first-stage weight {record['first_stage_weight']}"
     else:
         weights = "its saved weights on the corpus they were chosen on, else reciprocal ranks of the orders"
-    return f"{stage} first stage, its top {record['rerank_top']} reranked by {record['reranker']} ({weights})"
+    by = record["reranker"] + (" (MaxSim of the stored token vectors)" if record.get("reranker_kind") else "")
+    return f"{stage} first stage, its top {record['rerank_top']} reranked by {by} ({weights})"
 
 
 def folder_card(path: Path, info: dict[str, Any]) -> str:
@@ -177,6 +187,7 @@ def folder_card(path: Path, info: dict[str, Any]) -> str:
         f"- documents: {info['count']}, {info['dim']}-dim vectors, {info['settings']['similarity']} similarity",
         f"- model: `{info['model'].get('name_or_path')}` (fingerprint {str(info['model'].get('fingerprint'))[:12]})",
         f"- lexical part: {'BM25 ' + json.dumps(lexical['settings']) if lexical else 'none'}",
+        *_multivector_line(info.get("multivector")),
         f"- search: {describe_pipeline(info.get('pipeline'))}",
         "",
     ]
@@ -197,6 +208,16 @@ def folder_card(path: Path, info: dict[str, Any]) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def _multivector_line(record: dict[str, Any] | None) -> list[str]:
+    """The card's line of the multi-vector part, where there is one."""
+    if not record:
+        return []
+    return [
+        f"- multi-vector part: `{record['model'].get('name_or_path')}`, {record['tokens']} token vectors of "
+        f"{record['dim']} dims, {record['precision']} ({record['bytes_per_token']} bytes a token)"
+    ]
 
 
 MEASURED_KEPT = 20  # measurements an index's record keeps (the latest)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,26 @@ class SearchIndex(ABC):
     def sparse_rows(self, queries: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows) of the learned-sparse part, as `dense_rows`."""
         raise ValueError(f"the index {self.location!r} has no sparse part")
+
+    @property
+    def has_multivector(self) -> bool:
+        """Whether the store keeps its documents' token vectors (`multivector_part.py`: an index folder's `path`
+        only; a search engine keeps none)."""
+        from .multivector_part import MULTIVECTOR_DIR
+
+        path = getattr(self, "path", None)
+        return path is not None and bool(self.info.get("multivector")) and (Path(path) / MULTIVECTOR_DIR).is_dir()
+
+    @property
+    def multivector(self) -> Any:
+        """The multi-vector part (`multivector_part.MultiVectorPart`) that a MaxSim rerank reads, opened once."""
+        from .multivector_part import ADD_PART, MULTIVECTOR_DIR, MultiVectorPart
+
+        if self.__dict__.get("_multivector") is None:
+            if not self.has_multivector:
+                raise ValueError(f"the index {self.location!r} has no multi-vector part: add it with {ADD_PART}")
+            self.__dict__["_multivector"] = MultiVectorPart.load(Path(self.path) / MULTIVECTOR_DIR)  # type: ignore
+        return self.__dict__["_multivector"]
 
     @abstractmethod
     def dense_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -225,9 +246,11 @@ class SearchIndex(ABC):
         lists (`hybrid.stage_lists`; three lists: rrf only), and is its default.
         `queries`: a non-empty string or a list of them (an empty or non-string query is refused).
 
-        With `rerank` (a cross-encoder, or any `.predict(pairs)`), the `rerank_top` (>= top_k; more than the index
-        holds: all, with a warning) best hits of each stage (hybrid: the union of both stages' lists) are re-scored on
-        (query, text) pairs in one call, `batch_size` pairs at a time, and the `top_k` best returned
+        With `rerank` (a cross-encoder, or any `.predict(pairs)`; a `multivector_rerank.MultiVectorReranker`:
+        MaxSim of the query's token vectors against the ones the index stores, needs its multi-vector part), the
+        `rerank_top` (>= top_k; more than the index holds: all, with a warning) best hits of each stage (hybrid:
+        the union of both stages' lists) are re-scored on (query, text) pairs in one call, `batch_size` pairs at a
+        time, and the `top_k` best returned
         (`rerank.rerank_hits`): `"score"` / `"rank"` the two stages', `"reranker_score"` the reranker's,
         `"first_stage_score"` / `"first_stage_rank"` the first stage's. `first_stage_weight` (default: the reranker's
         own, saved by `train-reranker`; 0: the reranker alone) fuses the two scores (`rerank.fuse_scores`); over a
@@ -251,6 +274,8 @@ class SearchIndex(ABC):
         rerank_top = RERANK_TOP if rerank_top is None else rerank_top
         if rerank is not None:
             depth = check_rerank(rerank, rerank_top, top_k, len(self))
+            if hasattr(rerank, "check_index"):  # MaxSim of the stored token vectors: the part and its model
+                rerank.check_index(self)
         else:  # hybrid: each list at one depth for every top_k (FUSION_DEPTH), so more hits never reorder the best
             depth = max(top_k, FUSION_DEPTH) if first_stage == "hybrid" else top_k
         embeddings = None
@@ -275,6 +300,10 @@ class SearchIndex(ABC):
             for found, extra in zip(hits, stage_scores(rows, runs), strict=True):
                 for hit, own in zip(found, extra, strict=True):
                     hit.update(own)
+        if hasattr(rerank, "bound_to"):  # scores the candidates' stored vectors: told their rows
+            from .multivector_rerank import rows_by_text
+
+            rerank = rerank.bound_to(self, rows_by_text(hits, rows))
         return rerank_hits(
             rerank, queries, hits, top_k, batch_size, first_stage_weight=first_stage_weight,
             stage_weights=stage_weights, corpus=self.info.get("corpus"),

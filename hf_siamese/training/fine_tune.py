@@ -74,7 +74,8 @@ def fine_tune(
         option_names: the caller's names of `score_range` and `push_to_hub` for errors.
         report: called with each progress line on the main process (the data, the recipe, the score before, how
             the final weights were chosen).
-        kind: "dense" (a `SiameseBertModel`) or "sparse" (a SPLADE `SparseSiameseModel` from the same encoder).
+        kind: "dense" (a `SiameseBertModel`), "sparse" (a SPLADE `SparseSiameseModel` from the same encoder) or
+            "multi-vector" (a ColBERT-style `MultiVectorModel`, measured by exact MaxSim on a BEIR eval set).
 
     Raises:
         ValueError: a row the trainer refuses (naming its source), a run folder in the way, a bad model source.
@@ -181,7 +182,11 @@ def _save(trainer: Any, output_dir: str, facts: dict[str, Any]) -> None:
     from .trainer import SiameseTrainer
 
     trainer.save_model(output_dir)
-    if trainer.is_world_process_zero() and "create_model_card" in vars(SiameseTrainer):
+    from ..retrieval.maxsim_search import is_multivector_model
+
+    # hf-siamese's card describes dense and sparse models; a multi-vector model's folder goes without one.
+    multivector = is_multivector_model(trainer.accelerator.unwrap_model(trainer.model))
+    if trainer.is_world_process_zero() and "create_model_card" in vars(SiameseTrainer) and not multivector:
         trainer.create_model_card(**facts)
 
 
@@ -212,24 +217,32 @@ def encoder_to_train(
     kind: str = "dense",
     **head_kwargs: Any,
 ) -> tuple[Any, Any]:
-    """(`SiameseBertModel`, or for `kind="sparse"` a SPLADE `SparseSiameseModel`, tokenizer) to fine-tune from the
-    encoder or bi-encoder at `model_path`: `pooling` and
+    """(`SiameseBertModel`, or for `kind="sparse"` a SPLADE `SparseSiameseModel`, for `kind="multi-vector"` a
+    `MultiVectorModel` (ColBERT's defaults), tokenizer) to fine-tune from the encoder or bi-encoder at `model_path`:
+    `pooling` and
     `normalize` as given, else the checkpoint's, else mean and normalized (`formats.loading.encoder_defaults`);
     `head_kwargs` (`label2id` / `num_labels`, `Objective.head_kwargs`) add a classifier head. The model's pad id is
     the tokenizer's where it has none (the Trainer would align them itself, with a warning that reads like a
     problem)."""
     from transformers import AutoTokenizer
 
-    from ..formats.loading import encoder_defaults
+    from ..formats.loading import encoder_defaults, source_max_seq_length
     from ..modeling.modeling_siamese import SiameseBertModel
 
+    if kind in ("sparse", "multi-vector") and max_seq_length is None:  # a sentence-transformers source's own limit
+        max_seq_length = source_max_seq_length(model_path)
     if kind == "sparse":  # SPLADE over the encoder's masked-language head (a new one where it has none)
         from ..modeling.modeling_sparse import SparseSiameseModel
 
         model = SparseSiameseModel.from_encoder(model_path, max_seq_length=max_seq_length)
         return model, AutoTokenizer.from_pretrained(model_path)
+    if kind == "multi-vector":  # token vectors: a new projection over the encoder's token states
+        from ..modeling.modeling_multivector import MultiVectorModel
+
+        model = MultiVectorModel.from_encoder(model_path, max_seq_length=max_seq_length)
+        return model, model.tokenizer
     if kind != "dense":
-        raise ValueError(f"kind={kind!r}; accepted: dense, sparse")
+        raise ValueError(f"kind={kind!r}; accepted: dense, sparse, multi-vector")
     model = SiameseBertModel.from_encoder(
         model_path, **encoder_defaults(model_path, pooling, normalize), max_seq_length=max_seq_length, **head_kwargs
     )

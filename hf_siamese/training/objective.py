@@ -20,16 +20,17 @@ from typing import Any
 
 from ..data.columns import ColumnLayout, detect_layout
 from ..losses import LOSSES, SiameseLoss, get_loss, parse_loss_spec
-from .trainer_data import SPARSE_ROW_LOSSES, default_loss
+from .trainer_data import MULTIVECTOR_ROW_LOSSES, SPARSE_ROW_LOSSES, check_kind, default_loss, loss_kind
 
 # The losses of `LOSSES` that train a dense model on the rows as they are (the `train` command's choices): all but
-# cached_mnr (mnr with a memory setting), embedding_mse (a teacher's embeddings as targets, which `distill` makes) and
-# the sparse models' own (`SPARSE_ROW_LOSSES` and csr: every loss with `sparse = True`).
+# cached_mnr (mnr with a memory setting), embedding_mse (a teacher's embeddings as targets, which `distill` makes),
+# the sparse models' own (`SPARSE_ROW_LOSSES` and csr: every loss with `sparse = True`) and the multi-vector models'
+# (`MULTIVECTOR_ROW_LOSSES` and cached_maxsim_mnr: every loss with `multivector = True`).
 ROW_LOSSES: tuple[str, ...] = tuple(
-    name
-    for name, loss in LOSSES.items()
-    if name not in ("cached_mnr", "embedding_mse") and not getattr(loss, "sparse", False)
+    name for name, loss in LOSSES.items() if name not in ("cached_mnr", "embedding_mse") and loss_kind(loss) == "dense"
 )
+# What each kind of model trains with in `choose_objective` (a dense model: any dense loss or a sum of them).
+_KIND_LOSSES = {"sparse": SPARSE_ROW_LOSSES, "multi-vector": (*MULTIVECTOR_ROW_LOSSES, "cached_maxsim_mnr")}
 OPTIONS = ("loss", "score_range", "label2id", "positive_threshold", "margin_scale", "gather_across_processes")
 
 
@@ -68,6 +69,7 @@ def choose_objective(
     source: str = "train data",
     option_names: Mapping[str, str] | None = None,
     sparse: bool = False,
+    kind: str | None = None,
 ) -> Objective:
     """The loss for `train_data` (a `datasets.Dataset`) and its options, checked against the rows.
 
@@ -87,6 +89,10 @@ def choose_objective(
         sparse: the model is a sparse one (SPLADE or inference-free): its loss is one of `SPARSE_ROW_LOSSES`
             (default `sparse_mnr` on rows without labels, `sparse_margin_mse` on a teacher's score lists); a dense
             loss, a combination or `csr` is refused. A dense model (`sparse=False`) refuses the sparse losses.
+        kind: the model's kind, one of `trainer_data.MODEL_KINDS` ("dense", "sparse", "multi-vector"; None: from
+            `sparse`). A multi-vector model's loss is one of `MULTIVECTOR_ROW_LOSSES` or cached_maxsim_mnr (default
+            `maxsim_mnr` on rows without labels, `maxsim_margin_mse` on a teacher's score lists); other kinds refuse
+            them.
 
     Each option applies to the losses that take it (to each part of a combination that does); given with a loss that
     does not, it is refused. Raises `ValueError` naming the option, the loss and `source`.
@@ -95,13 +101,14 @@ def choose_objective(
     unknown = set(names) - set(OPTIONS)
     if unknown:
         raise ValueError(f"option_names: unknown option(s) {sorted(unknown)}; the options are {list(OPTIONS)}")
+    kind = check_kind(kind or ("sparse" if sparse else "dense"))
     layout, layout_error = _layout(train_data)
     if loss is None:
         if layout_error is not None:
             raise ValueError(f"{source}: {layout_error}")
-        loss = default_loss(None if layout.label is None else train_data[0][layout.label], sparse)
+        loss = default_loss(None if layout.label is None else train_data[0][layout.label], kind=kind)
     parts = {name for name, _ in parse_loss_spec(loss)}
-    _check_kind(parts, loss, sparse, names["loss"], source)
+    _check_kind(parts, loss, kind, names["loss"], source)
     if layout_error is not None and any(LOSSES[name].label_kind is not None for name in parts):
         raise ValueError(f"{source}: {layout_error}")
     if any(LOSSES[name].label_kind == "score" for name in parts):
@@ -109,29 +116,40 @@ def choose_objective(
     loss_kwargs, head_kwargs = _loss_options(
         train_data, layout, parts, loss, names, source, score_range=score_range, positive_threshold=positive_threshold,
         label2id=label2id, margin_scale=margin_scale, gather_across_processes=gather_across_processes,
-        sparse=sparse,
+        kind=kind,
     )  # fmt: skip
     return Objective(loss, get_loss(loss, **loss_kwargs), head_kwargs, train_data)
 
 
-def _check_kind(parts: set[str], loss: str, sparse: bool, loss_option: str, source: str) -> None:
-    """A sparse model's loss is one of `SPARSE_ROW_LOSSES`, alone; a dense model's is no sparse loss."""
-    if sparse:
-        if len(parts) != 1 or not parts <= set(SPARSE_ROW_LOSSES):
-            dense = sorted(parts - set(SPARSE_ROW_LOSSES))
-            why = f"{', '.join(dense)} train(s) a dense model" if dense else "sparse losses are not combined"
-            raise ValueError(
-                f"{loss_option} {loss}: {why}; a sparse model trains on {source} with one of "
-                f"{', '.join(SPARSE_ROW_LOSSES)} (sparse_mnr on rows without labels, sparse_margin_mse or "
-                "sparse_list_distill on a teacher's score lists from 'mine --teacher')"
-            )
+def _check_kind(parts: set[str], loss: str, kind: str, loss_option: str, source: str) -> None:
+    """A sparse or multi-vector model's loss is one of its kind's (`_KIND_LOSSES`), alone; a dense model's is no loss
+    of another kind."""
+    if kind == "dense":
+        for other in ("sparse", "multi-vector"):
+            foreign = sorted(name for name in parts if loss_kind(LOSSES[name]) == other)
+            if foreign:
+                model = "SparseSiameseModel" if other == "sparse" else "MultiVectorModel"
+                raise ValueError(
+                    f"{loss_option} {loss}: {', '.join(foreign)} train(s) a {other} model ({model}), not a dense "
+                    f"one; a dense model trains with one of {', '.join(ROW_LOSSES)}"
+                )
         return
-    sparse_parts = sorted(name for name in parts if getattr(LOSSES[name], "sparse", False))
-    if sparse_parts:
-        raise ValueError(
-            f"{loss_option} {loss}: {', '.join(sparse_parts)} train(s) a sparse model (SparseSiameseModel), not a "
-            f"dense one; a dense model trains with one of {', '.join(ROW_LOSSES)}"
-        )
+    accepted = _KIND_LOSSES[kind]
+    if len(parts) == 1 and parts <= set(accepted):
+        return
+    others = sorted(parts - set(accepted))
+    if others:
+        kinds = sorted({loss_kind(LOSSES[name]) for name in others} - {kind}) or ["dense"]
+        # csr (sparse, a CSR model's own) is no loss of a SPLADE-style model from rows: it counts as "dense" here.
+        why = f"{', '.join(others)} train(s) a {' or '.join(kinds)} model"
+    else:
+        why = f"{kind} losses are not combined"
+    named = {"sparse": "sparse_mnr", "multi-vector": "maxsim_mnr"}[kind]
+    raise ValueError(
+        f"{loss_option} {loss}: {why}; a {kind} model trains on {source} with one of {', '.join(accepted)} "
+        f"({named} on rows without labels, {accepted[1]} or {accepted[2]} on a teacher's score lists from "
+        "'mine --teacher')"
+    )
 
 
 def _layout(train_data: Any) -> tuple[ColumnLayout | None, ValueError | None]:
@@ -178,15 +196,18 @@ def _loss_options(
         head_kwargs = _softmax_head(train_data, layout, given["label2id"], names["loss"])
     elif given["label2id"] is not None:
         raise ValueError(f"{names['label2id']} applies to {names['loss']} softmax, not {loss}")
-    margin_loss = "sparse_margin_mse" if given["sparse"] else "margin_mse"
+    margin_loss = {"dense": "margin_mse", "sparse": "sparse_margin_mse", "multi-vector": "maxsim_margin_mse"}[
+        given["kind"]
+    ]
     if margin_loss in parts and given["margin_scale"] is not None:
         kwargs["scale"] = given["margin_scale"]
     elif given["margin_scale"] is not None:
         raise ValueError(f"{names['margin_scale']} applies to {names['loss']} {margin_loss}, not {loss}")
-    if "mnr" in parts:
+    ranking = "maxsim_mnr" if given["kind"] == "multi-vector" else "mnr"
+    if parts & {ranking, f"cached_{ranking}"}:
         kwargs["gather_across_processes"] = given["gather_across_processes"]
     elif given["gather_across_processes"]:
-        raise ValueError(f"{names['gather_across_processes']} applies to {names['loss']} mnr, not {loss}")
+        raise ValueError(f"{names['gather_across_processes']} applies to {names['loss']} {ranking}, not {loss}")
     return kwargs, head_kwargs
 
 
@@ -231,4 +252,12 @@ def _softmax_head(
     return {"label2id": {str(name): index for index, name in enumerate(sorted(map(str, values)))}}
 
 
-__all__ = ["OPTIONS", "ROW_LOSSES", "SPARSE_ROW_LOSSES", "Objective", "choose_objective", "infer_score_range"]
+__all__ = [
+    "MULTIVECTOR_ROW_LOSSES",
+    "OPTIONS",
+    "ROW_LOSSES",
+    "SPARSE_ROW_LOSSES",
+    "Objective",
+    "choose_objective",
+    "infer_score_range",
+]

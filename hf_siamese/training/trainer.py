@@ -11,29 +11,27 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
-from ..data.beir import RetrievalDataset
 from ..data.columns import detect_layout
 from ..losses import (
     MultipleNegativesRankingLoss,
+    MultiVectorMultipleNegativesRankingLoss,
     SiameseLoss,
     SoftmaxLoss,
     SparseMultipleNegativesRankingLoss,
     get_loss,
 )
-from ..metrics.evaluator import is_evaluator
 from ..modeling import encoding
+from ..modeling.modeling_multivector import MultiVectorModel
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from ..modeling.modeling_sparse import SparseSiameseModel
 from .arguments import NOT_GIVEN, SiameseTrainingArguments, as_training_arguments
-from .collator import SiamesePairCollator, check_dataset
+from .collator import SiamesePairCollator
 from .streaming import first_rows, is_stream
 from .throughput import ThroughputLogMixin
-from .trainer_data import SiameseDataMixin, check_loss_kind, default_loss
+from .trainer_data import SiameseDataMixin, check_loss_kind, default_loss, model_kind
 from .trainer_evaluation import SiameseEvaluationMixin
-from .trainer_setup import HostFreeStepMixin, copy_pad_token, prepare_step, start_trainer, text_column_args
-
-# Rows of a streamed train_dataset checked before training (later rows are checked as batches are built).
-STREAM_CHECK_ROWS = 1000
+from .trainer_inputs import STREAM_CHECK_ROWS, check_data, collator_for  # noqa: F401 - STREAM_CHECK_ROWS: its old home
+from .trainer_setup import HostFreeStepMixin, prepare_step, start_trainer, text_column_args
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +40,7 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
     """Fine-tune a `SiameseBertModel` with a siamese loss.
 
     Args:
-        model: the `SiameseBertModel` to train.
+        model: the `SiameseBertModel`, `SparseSiameseModel` or `MultiVectorModel` to train.
         args: `SiameseTrainingArguments`: the Trainer's settings plus the bi-encoder's options (`prompts`,
             `group_by_length`, `no_duplicates_sampler`, `stream_buffer_size`, `pretokenize`, `head_learning_rate`).
             A plain `TrainingArguments` is copied into one with those options at their defaults.
@@ -50,8 +48,9 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         loss: a `hf_siamese.losses` object or a name: `"cosine"`, `"cosent"`, `"angle"`, `"softmax"`, `"mnr"`, ...,
             or a weighted sum of names such as `"cosent+0.5*angle"` (see `hf_siamese.losses.get_loss`). Defaults from
             the train data: ranking rows -> MNR, class labels -> softmax, float scores -> cosine.
-        data_collator: defaults to `SiamesePairCollator(processing_class)`; its `max_length` and `label2id` default
-            to the model's `max_seq_length` and `label2id`, its prompts to `args.prompts`.
+        data_collator: defaults to `SiamesePairCollator(processing_class)` (for a `MultiVectorModel`, a
+            `MultiVectorCollator`: queries tokenized as queries, documents as documents); its `max_length` and
+            `label2id` default to the model's `max_seq_length` and `label2id`, its prompts to `args.prompts`.
 
     Other arguments are the Trainer's. Deprecated (removed in the next release): `head_learning_rate`,
     `no_duplicates_sampler`, `prompts`, `stream_buffer_size`, `group_by_length` and `pretokenize` as arguments; set
@@ -82,10 +81,10 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         pretokenize: bool | None = NOT_GIVEN,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(model, SiameseBertModel | SparseSiameseModel):
+        if not isinstance(model, SiameseBertModel | SparseSiameseModel | MultiVectorModel):
             raise TypeError(
-                f"SiameseTrainer needs a SiameseBertModel or a SparseSiameseModel, got {type(model).__name__}; build "
-                "one with SiameseBertModel.from_encoder(...) (or SparseSiameseModel.from_encoder(...))."
+                f"SiameseTrainer needs a SiameseBertModel, SparseSiameseModel or MultiVectorModel, got "
+                f"{type(model).__name__}; build one with SiameseBertModel.from_encoder(...) (or that of the others)."
             )
         deprecated = {
             "head_learning_rate": head_learning_rate,
@@ -97,7 +96,7 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         }
         args = as_training_arguments(args, SiameseTrainingArguments, "siamese-output", deprecated, "SiameseTrainer")
         args = text_column_args(args, "siamese-output")
-        processing_class, data_collator = _collator_for(model, args, data_collator, processing_class)
+        processing_class, data_collator = collator_for(model, args, data_collator, processing_class)
         self.loss = check_loss_kind(self._resolve_loss(loss, train_dataset, data_collator, model), model)
         if isinstance(self.loss, SoftmaxLoss) and not model.config.classifier_head:
             raise ValueError(
@@ -106,10 +105,11 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
             )
         self.no_duplicates_sampler = (
             isinstance(self.loss, MultipleNegativesRankingLoss | SparseMultipleNegativesRankingLoss)
+            or isinstance(self.loss, MultiVectorMultipleNegativesRankingLoss)
             if args.no_duplicates_sampler is None
             else args.no_duplicates_sampler
         )
-        _check_data(args, train_dataset, eval_dataset, data_collator, self.loss.score_range)
+        check_data(args, train_dataset, eval_dataset, data_collator, self.loss.score_range)
         start_trainer(
             self, super().__init__, model, args, data_collator, train_dataset, eval_dataset, processing_class, kwargs
         )
@@ -179,9 +179,7 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         else:
             raise ValueError("SiameseTrainer: pass loss= ('cosine', 'cosent', 'softmax', 'mnr' or a loss object).")
         layout = collator.layout(columns) if isinstance(collator, SiamesePairCollator) else detect_layout(columns)
-        chosen = default_loss(
-            None if layout.label is None else first[layout.label], isinstance(model, SparseSiameseModel)
-        )
+        chosen = default_loss(None if layout.label is None else first[layout.label], kind=model_kind(model))
         if chosen == "sparse_mnr" and getattr(model.config, "architecture", None) == "csr":
             chosen = "csr"  # a CSR model's own: reconstruction and ranking
         logger.info("SiameseTrainer: no loss given; using %r for columns %s.", chosen, columns)
@@ -363,65 +361,3 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         if datasets:
             facts["datasets"] = list(dict.fromkeys(datasets))
         return facts
-
-
-def _collator_for(
-    model: SiameseBertModel, args: SiameseTrainingArguments, data_collator: Any, processing_class: Any
-) -> tuple[Any, Any]:
-    """The tokenizer and the collator a trainer of `model` uses: the default `SiamesePairCollator` made, or the
-    given one completed from the model's config (lowercasing, max length, labels) and `args.prompts`."""
-    if processing_class is None:
-        processing_class = getattr(data_collator, "tokenizer", None) or model.tokenizer
-    if model.tokenizer is None and processing_class is not None:
-        # save_pretrained (checkpoints, save_model) puts it with the encoder for sentence-transformers.
-        model.tokenizer = processing_class
-    if data_collator is None:
-        if processing_class is None:
-            raise ValueError("SiameseTrainer needs a tokenizer: pass processing_class= or data_collator=.")
-        data_collator = SiamesePairCollator(processing_class)
-    if args.prompts is not None:
-        if not isinstance(data_collator, SiamesePairCollator):
-            raise ValueError("SiameseTrainer(prompts=...) needs a SiamesePairCollator; give the prompts to yours.")
-        if data_collator.prompts is not None and data_collator.prompts != args.prompts:
-            raise ValueError(
-                f"SiameseTrainer(prompts={args.prompts!r}) conflicts with the collator's prompts "
-                f"{data_collator.prompts!r}; give them in one place."
-            )
-        data_collator.prompts = args.prompts
-    if isinstance(data_collator, SiamesePairCollator):
-        if data_collator.lowercase is None:
-            data_collator.lowercase = model.config.do_lower_case
-        if data_collator.max_length is None:
-            data_collator.max_length = model.config.effective_max_seq_length
-        if data_collator.label2id is None and model.config.classifier_head:
-            data_collator.label2id = dict(model.config.label2id)
-    copy_pad_token(model.config, processing_class)
-    return processing_class, data_collator
-
-
-def _check_data(
-    args: SiameseTrainingArguments, train_dataset: Any, eval_dataset: Any, collator: Any, score_range: Any
-) -> None:
-    """Refuse, before training, a stream without `max_steps`, a streamed evaluation set, and rows the collator
-    cannot read (a stream's first `STREAM_CHECK_ROWS` rows; the rest as batches are built)."""
-    if is_stream(train_dataset) and args.max_steps <= 0:
-        raise ValueError(
-            f"SiameseTrainer: train_dataset is a stream ({type(train_dataset).__name__}, no length), so the "
-            "number of steps is unknown: set TrainingArguments(max_steps=N)."
-        )
-    eval_sets = eval_dataset if isinstance(eval_dataset, dict) else {"eval_dataset": eval_dataset}
-    for name, dataset in eval_sets.items():
-        if not isinstance(dataset, RetrievalDataset) and is_stream(dataset):  # a RetrievalDataset is checked when built
-            raise ValueError(
-                f"SiameseTrainer: {name} is a stream ({type(dataset).__name__}); evaluation reads its set whole "
-                "and more than once: give a map-style dataset, e.g. Dataset.from_list(list(stream.take(n)))."
-            )
-    if not isinstance(collator, SiamesePairCollator):
-        return
-    if is_stream(train_dataset):
-        check_dataset(first_rows(train_dataset, STREAM_CHECK_ROWS), collator, score_range, "train_dataset")
-    elif train_dataset is not None:
-        check_dataset(train_dataset, collator, score_range, name="train_dataset")
-    for name, dataset in eval_sets.items():
-        if dataset is not None and not isinstance(dataset, RetrievalDataset) and not is_evaluator(dataset):
-            check_dataset(dataset, collator, None, name=name)

@@ -22,23 +22,51 @@ from .streaming import NoDuplicatesStreamBatcher, NumberedStream, first_rows, is
 # on unlabelled rows, or a teacher's scores (`mine --teacher`) distilled by margins or listwise. (A CSR model's own,
 # `csr`, the trainer picks for it.)
 SPARSE_ROW_LOSSES: tuple[str, ...] = ("sparse_mnr", "sparse_margin_mse", "sparse_list_distill")
+# The same for a multi-vector model (`MultiVectorModel`), scored by MaxSim; `cached_maxsim_mnr` (maxsim_mnr with a
+# memory setting) trains it too.
+MULTIVECTOR_ROW_LOSSES: tuple[str, ...] = ("maxsim_mnr", "maxsim_margin_mse", "maxsim_list_distill")
+MODEL_KINDS: tuple[str, ...] = ("dense", "sparse", "multi-vector")
+_MODEL_TYPES = {"siamese-sparse": "sparse", "siamese-multivector": "multi-vector"}
 
 
-def default_loss(label: Any, sparse: bool = False) -> str:
+def check_kind(kind: str) -> str:
+    """`kind` if it is one of `MODEL_KINDS`, else a `ValueError` naming it and them."""
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"kind={kind!r}; accepted: {', '.join(MODEL_KINDS)}")
+    return kind
+
+
+def model_kind(model: Any) -> str:
+    """ "sparse" for a `SparseSiameseModel`, "multi-vector" for a `MultiVectorModel` (by their config's model_type, so
+    the remote-code classes of saved ones count too), else "dense"."""
+    return _MODEL_TYPES.get(getattr(getattr(model, "config", None), "model_type", None), "dense")
+
+
+def loss_kind(loss: Any) -> str:
+    """The kind of model a loss trains: "multi-vector" (`loss.multivector`), "sparse" (`loss.sparse`) or "dense"."""
+    if getattr(loss, "multivector", False):
+        return "multi-vector"
+    return "sparse" if getattr(loss, "sparse", False) else "dense"
+
+
+def default_loss(label: Any, sparse: bool = False, kind: str | None = None) -> str:
     """The loss a training set gets when none is named, from its first row's label (the one rule of `SiameseTrainer`
-    and `hf-siamese train`): no label column (`label is None`) -> "mnr" ("sparse_mnr" for a `sparse` model); a list
-    of scores (a teacher's, from `mine --teacher`) -> "margin_mse" ("sparse_margin_mse" for a `sparse` model); a
-    float score -> "cosine"; a class label -> "softmax". A sparse model trains on unlabelled rows or on a teacher's
-    score lists only."""
-    if sparse:
+    and `hf-siamese train`): no label column (`label is None`) -> "mnr" ("sparse_mnr" for a sparse model, "maxsim_mnr"
+    for a multi-vector one); a list of scores (a teacher's, from `mine --teacher`) -> "margin_mse"
+    ("sparse_margin_mse", "maxsim_margin_mse"); a float score -> "cosine"; a class label -> "softmax". `kind` (one of
+    `MODEL_KINDS`) names the model's kind; `sparse=True` is `kind="sparse"`. Sparse and multi-vector models train on
+    unlabelled rows or on a teacher's score lists only."""
+    kind = check_kind(kind or ("sparse" if sparse else "dense"))
+    if kind != "dense":
+        names = SPARSE_ROW_LOSSES if kind == "sparse" else MULTIVECTOR_ROW_LOSSES
         if label is None:
-            return "sparse_mnr"
+            return names[0]
         if isinstance(label, list | tuple):
-            return "sparse_margin_mse"
+            return names[1]
         raise ValueError(
-            f"a sparse model trains on rows of (query, positive[, negatives...]) without labels (sparse_mnr) or with a "
-            f"teacher's score list per row (sparse_margin_mse, sparse_list_distill; 'mine --teacher' writes them); "
-            f"this set has a label column ({label!r:.40} in its first row)"
+            f"a {kind} model trains on rows of (query, positive[, negatives...]) without labels ({names[0]}) or with "
+            f"a teacher's score list per row ({names[1]}, {names[2]}; 'mine --teacher' writes them); this set has a "
+            f"label column ({label!r:.40} in its first row)"
         )
     if label is None:
         return "mnr"
@@ -175,19 +203,30 @@ class SiameseDataMixin:
 
 
 def check_loss_kind(loss: Any, model: Any) -> Any:
-    """`loss` if it trains `model`'s kind: a sparse loss (`loss.sparse`) for a sparse model (one with sparse vectors:
-    `SparseSiameseModel`), a dense one otherwise; else a `ValueError` naming both."""
-    sparse_model = getattr(getattr(model, "config", None), "model_type", None) == "siamese-sparse"
-    sparse_loss = bool(getattr(loss, "sparse", False))
-    if sparse_model and not sparse_loss:
+    """`loss` if it trains `model`'s kind (`model_kind`, `loss_kind`): a sparse loss for a sparse model, a
+    multi-vector loss for a multi-vector model, a dense one otherwise; else a `ValueError` naming both."""
+    model_is, loss_trains = model_kind(model), loss_kind(loss)
+    if model_is == loss_trains:
+        return loss
+    if model_is == "multi-vector":
+        raise ValueError(
+            f"{type(loss).__name__} trains {'sparse vectors' if loss_trains == 'sparse' else 'dense embeddings'}; a "
+            "MultiVectorModel trains with 'maxsim_mnr' (MultiVectorMultipleNegativesRankingLoss: in-batch negatives "
+            "by MaxSim) or 'cached_maxsim_mnr', or 'maxsim_margin_mse' / 'maxsim_list_distill' (a teacher's scores)"
+        )
+    own = {"dense": "mnr", "sparse": "sparse_mnr"}[model_is]
+    if loss_trains == "multi-vector":
+        raise ValueError(
+            f"{type(loss).__name__} trains token vectors scored by MaxSim (a MultiVectorModel); this model is a "
+            f"{type(model).__name__}: use '{own}' for it"
+        )
+    if model_is == "sparse":
         raise ValueError(
             f"{type(loss).__name__} trains dense embeddings; a SparseSiameseModel trains with 'sparse_mnr' "
             "(SparseMultipleNegativesRankingLoss: dot scores and the FLOPS regulariser), 'sparse_margin_mse' or "
             "'sparse_list_distill' (a teacher's scores and the FLOPS regulariser), or 'csr' (a CSR model)"
         )
-    if sparse_loss and not sparse_model:
-        raise ValueError(
-            f"{type(loss).__name__} trains sparse vectors (a SparseSiameseModel); this model is a "
-            f"{type(model).__name__}: use 'mnr' for it"
-        )
-    return loss
+    raise ValueError(
+        f"{type(loss).__name__} trains sparse vectors (a SparseSiameseModel); this model is a "
+        f"{type(model).__name__}: use 'mnr' for it"
+    )

@@ -17,6 +17,7 @@ from ..data.beir import RetrievalDataset
 from ..metrics.evaluator import EmbeddingSimilarityEvaluator, evaluator_primary_key, is_evaluator, prefixed_metrics
 from ..modeling.distributed import encode_in_shards
 from ..retrieval.evaluation import RetrievalEvaluator
+from ..retrieval.maxsim_search import is_multivector_model
 from .collator import SiamesePairCollator
 
 logger = logging.getLogger(__name__)
@@ -174,6 +175,8 @@ class SiameseEvaluationMixin(WholeSetEvaluationMixin):
         """The STS evaluator of scored pairs (two text columns and float gold scores), each text with its column's
         prompt as in training; None for other layouts."""
         if not isinstance(self.data_collator, SiamesePairCollator) or not hasattr(dataset, "column_names"):
+            return None
+        if is_multivector_model(self.accelerator.unwrap_model(self.model)):  # no sentence embedding to correlate
             return None
         layout = self.data_collator.layout(dataset.column_names)
         if layout.label is None or len(layout.texts) != 2:

@@ -103,8 +103,8 @@ def test_get_loss_by_name_and_unknown() -> None:
     assert isinstance(losses.get_loss("Cosine"), losses.CosineSimilarityLoss)
     with pytest.raises(
         ValueError,
-        match=r"'triplet'.*\['angle', 'cached_mnr', 'cosent', 'cosine', .*'mnr', 'scored_mnr', 'softmax', "
-        r"'sparse_list_distill', 'sparse_margin_mse', 'sparse_mnr'\]",
+        match=r"'triplet'.*\['angle', 'cached_maxsim_mnr', 'cached_mnr', 'cosent', 'cosine', .*'mnr', 'scored_mnr', "
+        r"'softmax', 'sparse_list_distill', 'sparse_margin_mse', 'sparse_mnr'\]",
     ):
         losses.get_loss("triplet")
 
