@@ -3,7 +3,7 @@ projected to `embedding_dim` and L2-normalised one by one; a query and a documen
 (multivector_scoring.py).
 
 This file is copied next to the weights when a model is saved (remote code), so it imports only its configuration,
-its scoring and public libraries.
+its scoring, the encoding it shares with the sparse model (text_encoding.py) and public libraries.
 
 Which tokens keep a vector: a document's real tokens except those in the skiplist (punctuation); a query's real
 tokens plus, with query expansion, its expansion tokens: the padding up to `query_expansion_length` is replaced by
@@ -27,6 +27,7 @@ from transformers.utils import ModelOutput
 
 from .configuration_multivector import MULTIVECTOR_TASKS, MultiVectorConfig
 from .multivector_scoring import as_padded, maxsim, maxsim_pairwise, pad_vectors
+from .text_encoding import TextEncoding, checked_texts, evaluating, longest_first
 
 PUNCTUATION = tuple(string.punctuation)  # ColBERT's document skiplist
 
@@ -63,7 +64,7 @@ def _settle_attention(encoder: nn.Module, before: str | None) -> None:
         )
 
 
-class MultiVectorPreTrainedModel(PreTrainedModel):
+class MultiVectorPreTrainedModel(TextEncoding, PreTrainedModel):
     config_class = MultiVectorConfig
     config: MultiVectorConfig
     base_model_prefix = "multivector"
@@ -185,23 +186,6 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
 
     # ------------------------------------------------------------------------------------------------ encoding
 
-    def _resolve_tokenizer(self, tokenizer: Any) -> Any:
-        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
-        if tokenizer is None:
-            name = getattr(self.config, "_name_or_path", None) or self.config.name_or_path
-            if not name:
-                raise ValueError("encode: pass tokenizer=... (this model was not loaded from a folder with one)")
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(name)
-            self.tokenizer = tokenizer
-        return tokenizer
-
-    def _token_limit(self, tokenizer: Any) -> int:
-        limit = self.config.max_seq_length or getattr(tokenizer, "model_max_length", 512)
-        limit = limit if isinstance(limit, int) and limit < 100_000 else 512
-        return min(limit, self.config.effective_max_seq_length)
-
     def _expansion_token_id(self, tokenizer: Any) -> int:
         own = self.config.query_expansion_token_id
         for candidate in (own, getattr(tokenizer, "mask_token_id", None), getattr(tokenizer, "eos_token_id", None)):
@@ -259,46 +243,24 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
         Returns a list of `(n_kept_tokens, dim)` tensors, one per text (one string: its tensor); with `padded=True`
         a tuple `(vectors (n, max_kept, dim), mask (n, max_kept))` instead: the kept vectors left-aligned, zeros
         after them, `mask` True at the real rows."""
-        if task not in MULTIVECTOR_TASKS:
-            raise ValueError(f"encode: task={task!r}; accepted: {', '.join(MULTIVECTOR_TASKS)}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"encode: batch_size={batch_size!r} must be a positive whole number")
-        single = isinstance(texts, str)
-        items = [texts] if single else list(texts)
-        if not all(isinstance(text, str) for text in items):
-            raise ValueError("encode: texts must be strings (one, or a list of them)")
+        single, items = checked_texts(texts, task, MULTIVECTOR_TASKS, batch_size)
         tokenizer = self._resolve_tokenizer(tokenizer)
-        prefix = (self.config.prompts or {}).get(task, "") if prompt is None else prompt
+        prefix = self._task_prompt(task, prompt)
         device = next(self.parameters()).device
-        was_training = self.training
-        self.eval()
         found: list[torch.Tensor | None] = [None] * len(items)
-        # Longest first, so a batch holds texts of about one length (little padding); the input order is kept.
-        order = sorted(range(len(items)), key=lambda i: -len(items[i]))
-        try:
-            for start in range(0, len(items), batch_size):
-                chosen = order[start : start + batch_size]
+        with evaluating(self):
+            for chosen in longest_first(items, batch_size):
                 tokens = self.tokenize([prefix + items[i] for i in chosen], tokenizer, task)
                 tokens = {k: v.to(device) for k, v in tokens.items()}
                 output = self(**tokens, task=task)
                 for row, index in enumerate(chosen):
                     found[index] = output.token_embeddings[row][output.token_mask[row]].float().cpu()
-        finally:
-            self.train(was_training)
         vectors = [v for v in found if v is not None]
         if padded:
             if not vectors:
                 return torch.zeros(0, 0, self.config.embedding_dim), torch.zeros(0, 0, dtype=torch.bool)
             return pad_vectors(vectors)
         return vectors[0] if single else vectors
-
-    def encode_query(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> Any:
-        """`encode(texts, task="query")`."""
-        return self.encode(texts, tokenizer, task="query", **kwargs)
-
-    def encode_document(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> Any:
-        """`encode(texts, task="document")`."""
-        return self.encode(texts, tokenizer, task="document", **kwargs)
 
     def similarity(
         self,

@@ -2,8 +2,9 @@
 one sparse vector per text, as wide as the vocabulary and scored by dot product; and its inference-free form, where
 queries skip the encoder and take one learned weight per vocabulary term they contain.
 
-This file is copied next to the weights when a model is saved (remote code), so it imports only its configuration
-and public libraries.
+This file is copied next to the weights when a model is saved (remote code), so it imports only its own set (the
+configuration, sparse_csr, sparse_head, the encoding it shares with the multi-vector model in text_encoding.py), the
+dense set (for CSR) and public libraries.
 
 The document (and SPLADE query) vector of a text with tokens t_1..t_n, for vocabulary term j:
 
@@ -31,6 +32,7 @@ from .configuration_sparse import SparseSiameseConfig
 from .modeling_siamese import settle_attention
 from .sparse_csr import SparseAutoEncoder, build_dense, csr_vectors, load_dense
 from .sparse_head import pass_through_head
+from .text_encoding import TextEncoding, checked_texts, evaluating, longest_first, token_limit
 
 TASKS = ("query", "document")
 
@@ -80,7 +82,7 @@ def keep_largest(vectors: torch.Tensor, count: int | None) -> torch.Tensor:
     return torch.zeros_like(vectors).scatter(-1, top.indices, top.values)
 
 
-class SparseSiamesePreTrainedModel(PreTrainedModel):
+class SparseSiamesePreTrainedModel(TextEncoding, PreTrainedModel):
     config_class = SparseSiameseConfig
     config: SparseSiameseConfig
     base_model_prefix = "sparse"
@@ -211,23 +213,9 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
 
     # ------------------------------------------------------------------------------------------------ encoding
 
-    def _resolve_tokenizer(self, tokenizer: Any) -> Any:
-        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
-        if tokenizer is None:
-            name = getattr(self.config, "_name_or_path", None) or self.config.name_or_path
-            if not name:
-                raise ValueError("encode: pass tokenizer=... (this model was not loaded from a folder with one)")
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(name)
-            self.tokenizer = tokenizer
-        return tokenizer
-
     def _token_limit(self, tokenizer: Any) -> int:
-        limit = self.config.max_seq_length or getattr(tokenizer, "model_max_length", 512)
-        limit = limit if isinstance(limit, int) and limit < 100_000 else 512
         own = self.dense.config.effective_max_seq_length if self.dense is not None else None
-        return min(limit, own or self.config.effective_max_seq_length)
+        return token_limit(self.config, tokenizer, own)
 
     @torch.no_grad()
     def encode(
@@ -245,30 +233,19 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         (`convert_to_sparse_tensor=False`: dense). `task`: "document" or "query" (an inference-free model's queries
         take its query weight table; the config's prompt for the task is put first unless `prompt` is given).
         `max_active_dims` overrides the config's."""
-        if task not in TASKS:
-            raise ValueError(f"encode: task={task!r}; accepted: {', '.join(TASKS)}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"encode: batch_size={batch_size!r} must be a positive whole number")
-        single = isinstance(texts, str)
-        items = [texts] if single else list(texts)
-        if not all(isinstance(text, str) for text in items):
-            raise ValueError("encode: texts must be strings (one, or a list of them)")
+        single, items = checked_texts(texts, task, TASKS, batch_size)
         tokenizer = self._resolve_tokenizer(tokenizer)
-        prefix = (self.config.prompts or {}).get(task, "") if prompt is None else prompt
+        prefix = self._task_prompt(task, prompt)
         lookup = task == "query" and self.query_weights is not None
         limit = self._token_limit(tokenizer)
         device = next(self.parameters()).device
-        was_training = self.training
-        self.eval()
         rows = []
-        # Longest first, so a batch holds texts of about one length (little padding); the input order is restored.
-        order = sorted(range(len(items)), key=lambda i: -len(items[i]))
-        try:
-            for start in range(0, len(items), batch_size):
-                batch = [prefix + items[i] for i in order[start : start + batch_size]]
+        batches = longest_first(items, batch_size)
+        with evaluating(self):
+            for chosen in batches:
                 tokens = tokenizer(
-                    batch, padding=True, truncation=True, max_length=limit, return_tensors="pt",
-                    add_special_tokens=not lookup,
+                    [prefix + items[i] for i in chosen], padding=True, truncation=True, max_length=limit,
+                    return_tensors="pt", add_special_tokens=not lookup,
                 )  # fmt: skip
                 tokens = {k: v.to(device) for k, v in tokens.items()}
                 if lookup:
@@ -278,22 +255,12 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
                 else:
                     vectors = self(**tokens).sparse_embedding
                 rows.append(keep_largest(vectors.float(), max_active_dims).cpu())
-        finally:
-            self.train(was_training)
         width = self.config.vector_size
         dense = torch.cat(rows) if rows else torch.zeros(0, width)
         if rows:
-            dense = dense[torch.argsort(torch.tensor(order))]
+            dense = dense[torch.argsort(torch.tensor([i for chosen in batches for i in chosen]))]
         result = dense.to_sparse().coalesce() if convert_to_sparse_tensor else dense
         return result[0] if single else result
-
-    def encode_query(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> torch.Tensor:
-        """`encode(texts, task="query")`."""
-        return self.encode(texts, tokenizer, task="query", **kwargs)
-
-    def encode_document(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> torch.Tensor:
-        """`encode(texts, task="document")`."""
-        return self.encode(texts, tokenizer, task="document", **kwargs)
 
     @staticmethod
     def similarity(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,87 @@
+"""What the sparse and multi-vector models' `encode` share: the tokenizer a model encodes with, its token limit, the
+checks of `encode`'s arguments and the longest-first batching, and `encode_query` / `encode_document`.
+
+This file is copied next to the weights with either kind's remote code, so it imports only public libraries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from torch import nn
+
+
+def token_limit(config: Any, tokenizer: Any, ceiling: int | None = None) -> int:
+    """The most tokens a text keeps: the config's `max_seq_length`, else the tokenizer's `model_max_length` (512
+    where that is unset or a placeholder), and never more than `ceiling` (default: the config's encoder limit)."""
+    limit = config.max_seq_length or getattr(tokenizer, "model_max_length", 512)
+    limit = limit if isinstance(limit, int) and limit < 100_000 else 512
+    return min(limit, ceiling or config.effective_max_seq_length)
+
+
+def checked_texts(texts: str | Sequence[str], task: str, tasks: Sequence[str], batch_size: Any) -> tuple[bool, list]:
+    """`encode`'s arguments checked: (whether `texts` is one string, the texts as a list)."""
+    if task not in tasks:
+        raise ValueError(f"encode: task={task!r}; accepted: {', '.join(tasks)}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"encode: batch_size={batch_size!r} must be a positive whole number")
+    single = isinstance(texts, str)
+    items = [texts] if single else list(texts)
+    if not all(isinstance(text, str) for text in items):
+        raise ValueError("encode: texts must be strings (one, or a list of them)")
+    return single, items
+
+
+def longest_first(items: Sequence[str], batch_size: int) -> list[list[int]]:
+    """Batches of indices into `items`, longest text first, so a batch holds texts of about one length (little
+    padding); the caller puts the results back in the input order."""
+    order = sorted(range(len(items)), key=lambda i: -len(items[i]))
+    return [order[start : start + batch_size] for start in range(0, len(items), batch_size)]
+
+
+@contextmanager
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """`model` in eval mode for the block, then back in the mode it had."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+class TextEncoding:
+    """Methods of a model with a `config` (`name_or_path`, `prompts`, `max_seq_length`, `effective_max_seq_length`),
+    a `tokenizer` attribute and an `encode(texts, tokenizer, *, task=...)`."""
+
+    def _resolve_tokenizer(self, tokenizer: Any) -> Any:
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        if tokenizer is None:
+            name = getattr(self.config, "_name_or_path", None) or self.config.name_or_path
+            if not name:
+                raise ValueError("encode: pass tokenizer=... (this model was not loaded from a folder with one)")
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            self.tokenizer = tokenizer
+        return tokenizer
+
+    def _token_limit(self, tokenizer: Any) -> int:
+        return token_limit(self.config, tokenizer)
+
+    def _task_prompt(self, task: str, prompt: str | None) -> str:
+        """`prompt`, else the config's prompt for `task` (none: "")."""
+        return (self.config.prompts or {}).get(task, "") if prompt is None else prompt
+
+    def encode_query(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> Any:
+        """`encode(texts, task="query")`."""
+        return self.encode(texts, tokenizer, task="query", **kwargs)
+
+    def encode_document(self, texts: str | Sequence[str], tokenizer: Any = None, **kwargs: Any) -> Any:
+        """`encode(texts, task="document")`."""
+        return self.encode(texts, tokenizer, task="document", **kwargs)
+
+
+__all__ = ["TextEncoding", "checked_texts", "evaluating", "longest_first", "token_limit"]
