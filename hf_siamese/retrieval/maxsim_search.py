@@ -11,7 +11,6 @@ every exact search of the package (`exact.top_k`): larger score first, equal sco
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 import torch
 
 from ..modeling.multivector_scoring import maxsim, pad_vectors
-from .exact import top_k as best_columns
+from .own_ranking import best_by_chunks, check_search, encoded_batches, encoded_run_texts, has_model_type
 
 MULTIVECTOR_MODEL_TYPE = "siamese-multivector"
 BLOCK_ELEMENTS = 1 << 24  # scores held at a time per query chunk (64 MiB of float32)
@@ -31,9 +30,7 @@ def is_multivector_model(model: Any) -> bool:
     "siamese-multivector" (the remote-code class of a saved one)."""
     from ..modeling.modeling_multivector import MultiVectorModel
 
-    if isinstance(model, MultiVectorModel):
-        return True
-    return getattr(getattr(model, "config", None), "model_type", None) == MULTIVECTOR_MODEL_TYPE
+    return has_model_type(model, MultiVectorModel, MULTIVECTOR_MODEL_TYPE)
 
 
 def encode_multivector(
@@ -49,15 +46,11 @@ def encode_multivector(
 ) -> list[torch.Tensor]:
     """The `(n_kept_tokens, dim)` float32 CPU token vectors of each of `texts` (any iterable: read a batch at a time)
     by `model.encode` with `task` ("query" or "document"); `prompt` None: the model's own for the task."""
-    from tqdm.auto import tqdm
-
-    stream, vectors = iter(texts), []
-    what = "queries" if task == "query" else "corpus"
-    with tqdm(total=total, desc=f"Encoding {what} (multi-vector)", unit="text", disable=not show_progress_bar) as bar:
-        while batch := list(itertools.islice(stream, batch_size)):
-            vectors.extend(model.encode(batch, tokenizer, task=task, batch_size=batch_size, prompt=prompt))
-            bar.update(len(batch))
-    return vectors
+    batches = encoded_batches(
+        model, texts, task=task, kind="multi-vector", tokenizer=tokenizer, batch_size=batch_size, prompt=prompt,
+        show_progress_bar=show_progress_bar, total=total,
+    )  # fmt: skip
+    return [vectors for batch in batches for vectors in batch]
 
 
 def maxsim_search(
@@ -72,10 +65,7 @@ def maxsim_search(
     MeanMaxSim with `length_normalize`) of the per-text `(n_tokens, dim)` token vectors of `queries` and `corpus`,
     best first, equal scores by the lower row. Scored on `device` (default: where the queries are) a chunk of queries
     at a time, at most `BLOCK_ELEMENTS` scores (or one query's) held at once."""
-    if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer) or top_k < 1:
-        raise ValueError(f"top_k={top_k!r}: expected a positive int")
-    if len(corpus) == 0:
-        raise ValueError("the corpus is empty (0 documents); it needs at least one document")
+    check_search(top_k, len(corpus))
     if len(queries) == 0:
         return np.zeros((0, 0), np.float32), np.zeros((0, 0), np.int64)
     widths = {int(v.shape[-1]) for v in queries} | {int(v.shape[-1]) for v in corpus}
@@ -88,18 +78,17 @@ def maxsim_search(
     blocks = [
         pad_vectors(corpus[start : start + DOCUMENTS_PER_BLOCK]) for start in range(0, n_corpus, DOCUMENTS_PER_BLOCK)
     ]
-    scores, rows = np.zeros((n_queries, k), np.float32), np.zeros((n_queries, k), np.int64)
-    step = max(1, BLOCK_ELEMENTS // n_corpus)
-    for start in range(0, n_queries, step):
-        chunk, chunk_mask = pad_vectors(list(queries[start : start + step]))
+
+    def scores_of(start: int, stop: int) -> np.ndarray:
+        chunk, chunk_mask = pad_vectors(list(queries[start:stop]))
         chunk, chunk_mask = chunk.to(device), chunk_mask.to(device)
         parts = [
             maxsim(chunk, chunk_mask, vectors.to(device), mask.to(device), length_normalize=length_normalize).cpu()
             for vectors, mask in blocks
         ]
-        block = torch.cat(parts, dim=1).numpy()
-        scores[start : start + step], rows[start : start + step] = best_columns(block, k)
-    return scores, rows
+        return torch.cat(parts, dim=1).numpy()
+
+    return best_by_chunks(n_queries, n_corpus, k, scores_of, BLOCK_ELEMENTS)
 
 
 def maxsim_run(
@@ -116,12 +105,7 @@ def maxsim_run(
     `depth` deep (rows in the order of `dataset.corpus`), scored as the model scores (MaxSim, or MeanMaxSim where its
     config says so) on its device. The set's own prompts when it has them, else the model's."""
     common = {"tokenizer": tokenizer, "batch_size": batch_size, "show_progress_bar": show_progress_bar}
-    corpus = encode_multivector(
-        model, dataset.corpus.values(), task="document", prompt=dataset.corpus_prompt, total=len(dataset.corpus),
-        **common,
-    )  # fmt: skip
-    texts = [dataset.queries[q] for q in query_ids]
-    queries = encode_multivector(model, texts, task="query", prompt=dataset.query_prompt, total=len(texts), **common)
+    queries, corpus = encoded_run_texts(encode_multivector, model, dataset, query_ids, **common)
     mean = getattr(model.config, "similarity", "maxsim") == "meanmaxsim"
     device = next(model.parameters()).device
     return maxsim_search(queries, corpus, depth, length_normalize=mean, device=device)

@@ -11,14 +11,13 @@ first, equal scores (documents sharing no term with the query all score 0) by th
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from .exact import top_k as best_columns
 from .fingerprint import corpus_fingerprint
+from .own_ranking import best_by_chunks, check_search, encoded_batches, encoded_run_texts, has_model_type
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
 
 SPARSE_MODEL_TYPE = "siamese-sparse"
@@ -30,9 +29,7 @@ def is_sparse_model(model: Any) -> bool:
     "siamese-sparse" (the remote-code class of a saved one)."""
     from ..modeling.modeling_sparse import SparseSiameseModel
 
-    if isinstance(model, SparseSiameseModel):
-        return True
-    return getattr(getattr(model, "config", None), "model_type", None) == SPARSE_MODEL_TYPE
+    return has_model_type(model, SparseSiameseModel, SPARSE_MODEL_TYPE)
 
 
 def to_csr(vectors: Any) -> Any:
@@ -62,16 +59,13 @@ def encode_sparse(
     `task` ("query" or "document"); only one batch is ever held densely. `prompt` None: the model's own for the
     task."""
     import scipy.sparse
-    from tqdm.auto import tqdm
 
     width = int(model.config.vocab_size_of_encoder)
-    stream, blocks = iter(texts), []
-    what = "queries" if task == "query" else "corpus"
-    with tqdm(total=total, desc=f"Encoding {what} (sparse)", unit="text", disable=not show_progress_bar) as bar:
-        while batch := list(itertools.islice(stream, batch_size)):
-            vectors = model.encode(batch, tokenizer, task=task, batch_size=batch_size, prompt=prompt)
-            blocks.append(to_csr(vectors))
-            bar.update(len(batch))
+    batches = encoded_batches(
+        model, texts, task=task, kind="sparse", tokenizer=tokenizer, batch_size=batch_size, prompt=prompt,
+        show_progress_bar=show_progress_bar, total=total,
+    )  # fmt: skip
+    blocks = [to_csr(vectors) for vectors in batches]
     if not blocks:
         return scipy.sparse.csr_matrix((0, width), dtype=np.float32)
     return scipy.sparse.vstack(blocks, format="csr", dtype=np.float32)
@@ -85,10 +79,7 @@ def sparse_search(queries: Any, corpus: Any, top_k: int) -> tuple[np.ndarray, np
     import scipy.sparse
 
     queries, corpus = (m if scipy.sparse.issparse(m) else to_csr(m) for m in (queries, corpus))
-    if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer) or top_k < 1:
-        raise ValueError(f"top_k={top_k!r}: expected a positive int")
-    if corpus.shape[0] == 0:
-        raise ValueError("the corpus is empty (0 documents); it needs at least one document")
+    check_search(top_k, corpus.shape[0])
     if queries.shape[1] != corpus.shape[1]:
         raise ValueError(
             f"the queries' vectors are {queries.shape[1]} wide, the corpus's {corpus.shape[1]}: encode both with the "
@@ -97,12 +88,9 @@ def sparse_search(queries: Any, corpus: Any, top_k: int) -> tuple[np.ndarray, np
     queries = queries.tocsr().astype(np.float32)
     by_term = corpus.T.tocsr().astype(np.float32)  # (vocab, n_corpus): query rows times it give the scores
     n_queries, n_corpus, k = queries.shape[0], corpus.shape[0], min(int(top_k), corpus.shape[0])
-    scores, rows = np.zeros((n_queries, k), np.float32), np.zeros((n_queries, k), np.int64)
-    step = max(1, BLOCK_ELEMENTS // n_corpus)
-    for start in range(0, n_queries, step):
-        block = (queries[start : start + step] @ by_term).toarray()
-        scores[start : start + step], rows[start : start + step] = best_columns(block, k)
-    return scores, rows
+    return best_by_chunks(
+        n_queries, n_corpus, k, lambda start, stop: (queries[start:stop] @ by_term).toarray(), BLOCK_ELEMENTS
+    )
 
 
 def sparse_run(
@@ -118,12 +106,7 @@ def sparse_run(
     """The sparse first stage's `(scores, corpus rows)` of the queries `query_ids` of a `RetrievalDataset`, `depth`
     deep (rows in the order of `dataset.corpus`). The set's own prompts when it has them, else the model's."""
     common = {"tokenizer": tokenizer, "batch_size": batch_size, "show_progress_bar": show_progress_bar}
-    corpus = encode_sparse(
-        model, dataset.corpus.values(), task="document", prompt=dataset.corpus_prompt, total=len(dataset.corpus),
-        **common,
-    )  # fmt: skip
-    texts = [dataset.queries[q] for q in query_ids]
-    queries = encode_sparse(model, texts, task="query", prompt=dataset.query_prompt, total=len(texts), **common)
+    queries, corpus = encoded_run_texts(encode_sparse, model, dataset, query_ids, **common)
     return sparse_search(queries, corpus, depth)
 
 
