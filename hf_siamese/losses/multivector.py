@@ -26,18 +26,11 @@ from torch import nn
 from ..modeling.distributed import gather_with_grad, rank_and_world
 from ..modeling.modeling_siamese import SiameseBertOutput
 from ..modeling.multivector_scoring import maxsim, maxsim_pairwise
-from .base import SiameseLoss
+from .base import SiameseLoss, check_list_labels, check_margin_labels, positive_number
 from .cached import _AutocastState, _RandomState, _ReplayChunks, chunk_plan
 from .distillation import ListDistillationLoss, MarginMSELoss
 
 ROWS = "(query, positive, negative[, negative_2, ...])"
-
-
-def _positive(owner: str, name: str, value: Any) -> float:
-    """`value` as a float if it is a positive finite number (not a bool), else a `ValueError` naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-        raise ValueError(f"{owner}: {name}={value!r} must be a positive finite number.")
-    return float(value)
 
 
 class MultiVectorLoss(SiameseLoss):
@@ -130,7 +123,7 @@ class MultiVectorMultipleNegativesRankingLoss(MultiVectorLoss):
 
     def __init__(self, scale: float = 1.0, gather_across_processes: bool = False) -> None:
         super().__init__()
-        self.scale = _positive(type(self).__name__, "scale", scale)
+        self.scale = positive_number(type(self).__name__, "scale", scale)
         self.gather_across_processes = bool(gather_across_processes)
 
     def forward(self, output: Any, labels: torch.Tensor | None = None) -> torch.Tensor:
@@ -260,7 +253,7 @@ class MultiVectorMarginMSELoss(MultiVectorLoss):
 
     def __init__(self, scale: float = 1.0) -> None:
         super().__init__()
-        self.distillation = MarginMSELoss(similarity="dot", scale=_positive(type(self).__name__, "scale", scale))
+        self.distillation = MarginMSELoss(similarity="dot", scale=positive_number(type(self).__name__, "scale", scale))
 
     @property
     def scale(self) -> float:
@@ -270,15 +263,7 @@ class MultiVectorMarginMSELoss(MultiVectorLoss):
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         scores = self.row_scores(output)
         labels = self._need_labels(labels, type(self).__name__, "teacher margin (or score)")
-        rows, negatives = scores.shape[0], scores.shape[1] - 1
-        accepted = [(rows, negatives), (rows, negatives + 1)] + ([(rows,)] if negatives == 1 else [])
-        if tuple(labels.shape) not in accepted:
-            raise ValueError(
-                f"{type(self).__name__}: {rows} rows with {negatives} negative(s) need labels of shape ({rows}, "
-                f"{negatives}) (the teacher's margins), ({rows}, {negatives + 1}) (its scores, positive first)"
-                + (f" or ({rows},) (one margin each)" if negatives == 1 else "")
-                + f"; got {tuple(labels.shape)}"
-            )
+        check_margin_labels(type(self).__name__, labels, scores.shape[0], scores.shape[1] - 1)
         return self.distillation(scores_as_output(scores), labels)
 
 
@@ -297,8 +282,8 @@ class MultiVectorListDistillationLoss(MultiVectorLoss):
         super().__init__()
         owner = type(self).__name__
         scale, temperature = (
-            _positive(owner, "scale", scale),
-            _positive(owner, "teacher_temperature", teacher_temperature),
+            positive_number(owner, "scale", scale),
+            positive_number(owner, "teacher_temperature", teacher_temperature),
         )
         self.distillation = ListDistillationLoss(scale=scale, teacher_temperature=temperature, similarity="dot")
 
@@ -315,11 +300,7 @@ class MultiVectorListDistillationLoss(MultiVectorLoss):
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         scores = self.row_scores(output)
         labels = self._need_labels(labels, type(self).__name__, "teacher score list")
-        if tuple(labels.shape) != tuple(scores.shape):
-            raise ValueError(
-                f"{type(self).__name__}: {scores.shape[0]} rows with {scores.shape[1]} documents each need labels of "
-                f"shape {tuple(scores.shape)} (the teacher's scores, positive first); got {tuple(labels.shape)}"
-            )
+        check_list_labels(type(self).__name__, labels, tuple(scores.shape))
         return self.distillation(scores_as_output(scores), labels)
 
 

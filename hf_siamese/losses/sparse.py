@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import SiameseLoss
+from .base import SiameseLoss, non_negative_number, positive_number
 
 
 def flops(vectors: torch.Tensor) -> torch.Tensor:
@@ -16,13 +16,6 @@ def flops(vectors: torch.Tensor) -> torch.Tensor:
     weight, sum_j (mean_i w_ij)^2 (Paria et al. 2020), the expected cost of an inverted-index dot product; it pushes
     the weights of common terms to zero."""
     return (vectors.float().mean(dim=0) ** 2).sum()
-
-
-def _non_negative(owner: str, name: str, value: Any) -> float:
-    """`value` as a float if it is a finite number >= 0 (not a bool), else a `ValueError` naming `owner` and `name`."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-        raise ValueError(f"{owner}: {name}={value!r} must be a finite number >= 0.")
-    return float(value)
 
 
 class FlopsRegularizedLoss(SiameseLoss):
@@ -49,8 +42,8 @@ class FlopsRegularizedLoss(SiameseLoss):
     ) -> None:
         super().__init__()
         owner = type(self).__name__
-        self.query_regularizer = _non_negative(owner, "query_regularizer", query_regularizer)
-        self.document_regularizer = _non_negative(owner, "document_regularizer", document_regularizer)
+        self.query_regularizer = non_negative_number(owner, "query_regularizer", query_regularizer)
+        self.document_regularizer = non_negative_number(owner, "document_regularizer", document_regularizer)
         if isinstance(warmup_ratio, bool) or not isinstance(warmup_ratio, int | float) or not 0 <= warmup_ratio <= 1:
             raise ValueError(f"{owner}: warmup_ratio={warmup_ratio!r} must be in [0, 1].")
         self.warmup_ratio = float(warmup_ratio)
@@ -119,7 +112,7 @@ class SparseMultipleNegativesRankingLoss(FlopsRegularizedLoss):
         warmup_ratio: float = 1 / 3,
     ) -> None:
         super().__init__(query_regularizer, document_regularizer, warmup_ratio)
-        if _non_negative(type(self).__name__, "scale", scale) == 0:
+        if non_negative_number(type(self).__name__, "scale", scale) == 0:
             raise ValueError(f"{type(self).__name__}: scale={scale!r} must be positive.")
         self.scale = float(scale)
 
@@ -156,10 +149,8 @@ class CSRLoss(SiameseLoss):
     def __init__(self, beta: float = 0.1, gamma: float = 1.0, scale: float = 1.0, dead_threshold: int = 30) -> None:
         super().__init__()
         for name, value in (("beta", beta), ("gamma", gamma)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-                raise ValueError(f"CSRLoss: {name}={value!r} must be a finite number >= 0.")
-        if isinstance(scale, bool) or not isinstance(scale, int | float) or not 0 < scale < float("inf"):
-            raise ValueError(f"CSRLoss: scale={scale!r} must be a positive finite number.")
+            non_negative_number("CSRLoss", name, value)
+        positive_number("CSRLoss", "scale", scale)
         if isinstance(dead_threshold, bool) or not isinstance(dead_threshold, int) or dead_threshold < 0:
             raise ValueError(f"CSRLoss: dead_threshold={dead_threshold!r} must be a whole number >= 0.")
         self.beta, self.gamma, self.scale, self.dead_threshold = float(beta), float(gamma), float(scale), dead_threshold

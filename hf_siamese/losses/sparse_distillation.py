@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .base import check_list_labels, check_margin_labels, positive_number
 from .distillation import ListDistillationLoss, MarginMSELoss
 from .sparse import FlopsRegularizedLoss
 
@@ -45,8 +46,7 @@ class SparseMarginMSELoss(FlopsRegularizedLoss):
         warmup_ratio: float = 1 / 3,
     ) -> None:
         super().__init__(query_regularizer, document_regularizer, warmup_ratio)
-        if isinstance(scale, bool) or not isinstance(scale, int | float) or not 0 < scale < float("inf"):
-            raise ValueError(f"SparseMarginMSELoss: scale={scale!r} must be a positive finite number.")
+        scale = positive_number("SparseMarginMSELoss", "scale", scale)
         self.distillation = MarginMSELoss(similarity="dot", scale=scale)
 
     @property
@@ -57,16 +57,7 @@ class SparseMarginMSELoss(FlopsRegularizedLoss):
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         vectors, queries, documents = self.split_rows(output, 3, ROWS)
         labels = self._need_labels(labels, "SparseMarginMSELoss", "teacher margin (or score)")
-        negatives = vectors.shape[1] - 2
-        shape, rows = tuple(labels.shape), len(vectors)
-        accepted = [(rows, negatives), (rows, negatives + 1)] + ([(rows,)] if negatives == 1 else [])
-        if shape not in accepted:
-            raise ValueError(
-                f"SparseMarginMSELoss: {rows} rows with {negatives} negative(s) need labels of shape ({rows}, "
-                f"{negatives}) (the teacher's margins), ({rows}, {negatives + 1}) (its scores, positive first)"
-                + (f" or ({rows},) (one margin each)" if negatives == 1 else "")
-                + f"; got {shape}"
-            )
+        check_margin_labels("SparseMarginMSELoss", labels, len(vectors), vectors.shape[1] - 2)
         return self.distillation(output, labels) + self.regularizer(queries, documents)
 
 
@@ -100,10 +91,12 @@ class SparseListDistillationLoss(FlopsRegularizedLoss):
         warmup_ratio: float = 1 / 3,
     ) -> None:
         super().__init__(query_regularizer, document_regularizer, warmup_ratio)
-        for name, value in (("scale", scale), ("teacher_temperature", teacher_temperature)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-                raise ValueError(f"SparseListDistillationLoss: {name}={value!r} must be a positive finite number.")
-        self.distillation = ListDistillationLoss(scale=scale, teacher_temperature=teacher_temperature, similarity="dot")
+        owner = "SparseListDistillationLoss"
+        scale, temperature = (
+            positive_number(owner, "scale", scale),
+            positive_number(owner, "teacher_temperature", teacher_temperature),
+        )
+        self.distillation = ListDistillationLoss(scale=scale, teacher_temperature=temperature, similarity="dot")
 
     @property
     def scale(self) -> float:
@@ -118,12 +111,7 @@ class SparseListDistillationLoss(FlopsRegularizedLoss):
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         vectors, queries, documents = self.split_rows(output, 3, ROWS)
         labels = self._need_labels(labels, "SparseListDistillationLoss", "teacher score list")
-        expected = (len(vectors), vectors.shape[1] - 1)
-        if tuple(labels.shape) != expected:
-            raise ValueError(
-                f"SparseListDistillationLoss: {expected[0]} rows with {expected[1]} documents each need labels of "
-                f"shape {expected} (the teacher's scores, positive first); got {tuple(labels.shape)}"
-            )
+        check_list_labels("SparseListDistillationLoss", labels, (len(vectors), vectors.shape[1] - 1))
         return self.distillation(output, labels) + self.regularizer(queries, documents)
 
 
