@@ -1,7 +1,8 @@
 """Multi-vector (ColBERT-style late interaction) encoder configuration.
 
-This file is copied next to the weights when a model is saved, so it must import only public libraries:
-Hub users load it as remote code with `trust_remote_code=True`, without hf_siamese installed.
+This file is copied next to the weights when a model is saved, so it must import only public libraries and its
+remote-code siblings (text_encoding.py): Hub users load it as remote code with `trust_remote_code=True`, without
+hf_siamese installed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
+
+from .text_encoding import check_encoder_config, max_tokens
 
 MULTIVECTOR_TASKS = ("query", "document")
 MULTIVECTOR_SIMILARITIES = ("maxsim", "meanmaxsim")
@@ -88,11 +91,7 @@ class MultiVectorConfig(PreTrainedConfig):
     similarity: str = "maxsim"
 
     def __post_init__(self, **kwargs: Any) -> None:
-        if isinstance(self.encoder_config, dict) and "model_type" not in self.encoder_config:
-            raise ValueError(
-                "MultiVectorConfig: `encoder_config` is a dict without `model_type`; give the encoder's config "
-                "(e.g. AutoConfig.from_pretrained(...)) or a dict with `model_type` such as 'bert'."
-            )
+        check_encoder_config("MultiVectorConfig", self.encoder_config)
         super().__post_init__(**kwargs)
         self.validate_multivector_fields()
 
@@ -155,10 +154,7 @@ class MultiVectorConfig(PreTrainedConfig):
     def effective_max_seq_length(self) -> int:
         """Texts are cut to at most this many tokens: `max_seq_length`, at most the encoder's positions (less
         RoBERTa's offset), 512 where neither says."""
-        positions = getattr(self.encoder_config, "max_position_embeddings", 512) or 512
-        if getattr(self.encoder_config, "model_type", None) in ("roberta", "xlm-roberta", "camembert"):
-            positions -= 2
-        return int(min(self.max_seq_length or positions, positions))
+        return max_tokens(self.encoder_config, self.max_seq_length)
 
     # What the training collator reads from a model's config (no classifier head; the tokenizer decides case).
     classifier_head = False

@@ -1,8 +1,9 @@
 """Sparse siamese encoder configuration (learned term weights: SPLADE and inference-free SPLADE; CSR, a sparse top-k
 autoencoder over a dense model's sentence embedding).
 
-This file is copied next to the weights when a model is saved, so it must import only public libraries:
-Hub users load it as remote code with `trust_remote_code=True`, without hf_siamese installed.
+This file is copied next to the weights when a model is saved, so it must import only public libraries and its
+remote-code siblings (text_encoding.py): Hub users load it as remote code with `trust_remote_code=True`, without
+hf_siamese installed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 from transformers import AutoConfig, PreTrainedConfig
 from transformers.configuration_utils import SubConfigSpec
+
+from .text_encoding import check_encoder_config, max_tokens
 
 SPARSE_ARCHITECTURES = ("splade", "inference_free", "csr")
 CSR_FIELDS = ("hidden_dim", "k", "k_aux")
@@ -79,11 +82,7 @@ class SparseSiameseConfig(PreTrainedConfig):
         if self.dense_config is not None and not isinstance(self.dense_config, dict):
             to_dict = getattr(self.dense_config, "to_dict", None)  # a SiameseBertConfig
             self.dense_config = to_dict() if callable(to_dict) else self.dense_config
-        if isinstance(self.encoder_config, dict) and "model_type" not in self.encoder_config:
-            raise ValueError(
-                "SparseSiameseConfig: `encoder_config` is a dict without `model_type`; give the encoder's config "
-                "(e.g. AutoConfig.from_pretrained(...)) or a dict with `model_type` such as 'bert'."
-            )
+        check_encoder_config("SparseSiameseConfig", self.encoder_config)
         super().__post_init__(**kwargs)
         self.validate_sparse_fields()
 
@@ -170,10 +169,7 @@ class SparseSiameseConfig(PreTrainedConfig):
     def effective_max_seq_length(self) -> int:
         """Texts are cut to this many tokens: `max_seq_length`, at most the encoder's positions (less RoBERTa's
         offset), 512 where neither says."""
-        positions = getattr(self.encoder_config, "max_position_embeddings", 512) or 512
-        if getattr(self.encoder_config, "model_type", None) in ("roberta", "xlm-roberta", "camembert"):
-            positions -= 2
-        return int(min(self.max_seq_length or positions, positions))
+        return max_tokens(self.encoder_config, self.max_seq_length)
 
     # What the training collator reads from a model's config (a sparse model has no classifier head and keeps case).
     classifier_head = False

@@ -1,5 +1,6 @@
-"""What the sparse and multi-vector models' `encode` share: the tokenizer a model encodes with, its token limit, the
-checks of `encode`'s arguments and the longest-first batching, and `encode_query` / `encode_document`.
+"""What the sparse and multi-vector models' `encode` share: the tokenizer a model encodes with, its token limit (and
+its config's: the encoder's positions), the checks of `encode`'s arguments and the longest-first batching, and
+`encode_query` / `encode_document`; and their configs' check of an `encoder_config` dict.
 
 This file is copied next to the weights with either kind's remote code, so it imports only public libraries.
 """
@@ -11,6 +12,24 @@ from contextlib import contextmanager
 from typing import Any
 
 from torch import nn
+
+
+def check_encoder_config(owner: str, encoder_config: Any) -> None:
+    """Refuse an `encoder_config` dict without `model_type` (AutoConfig could not build it), naming `owner`."""
+    if isinstance(encoder_config, dict) and "model_type" not in encoder_config:
+        raise ValueError(
+            f"{owner}: `encoder_config` is a dict without `model_type`; give the encoder's config "
+            "(e.g. AutoConfig.from_pretrained(...)) or a dict with `model_type` such as 'bert'."
+        )
+
+
+def max_tokens(encoder_config: Any, max_seq_length: int | None) -> int:
+    """Texts are cut to this many tokens: `max_seq_length`, at most the encoder's positions (less RoBERTa's offset),
+    512 where neither says."""
+    positions = getattr(encoder_config, "max_position_embeddings", 512) or 512
+    if getattr(encoder_config, "model_type", None) in ("roberta", "xlm-roberta", "camembert"):
+        positions -= 2
+    return int(min(max_seq_length or positions, positions))
 
 
 def token_limit(config: Any, tokenizer: Any, ceiling: int | None = None) -> int:
@@ -84,4 +103,12 @@ class TextEncoding:
         return self.encode(texts, tokenizer, task="document", **kwargs)
 
 
-__all__ = ["TextEncoding", "checked_texts", "evaluating", "longest_first", "token_limit"]
+__all__ = [
+    "TextEncoding",
+    "check_encoder_config",
+    "checked_texts",
+    "evaluating",
+    "longest_first",
+    "max_tokens",
+    "token_limit",
+]
