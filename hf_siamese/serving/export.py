@@ -31,6 +31,7 @@ from .hooks import (
     check_calibration_size,
     cross_encoder_graph_spec,
     encoder_graph_spec,
+    export_tokenizer,
     write_plain_layout,
 )
 from .names import (
@@ -282,13 +283,7 @@ def _model_and_tokenizer(model: Any, tokenizer: Any) -> tuple[Any, Any]:
     if not hasattr(model, "encoder") or not hasattr(model.config, "pooling"):
         raise TypeError(f"export: model is a {type(model).__name__}; give a SiameseBertModel or a path to one.")
     if tokenizer is None:
-        try:
-            tokenizer = model._resolve_tokenizer(None)
-        except Exception as error:  # noqa: BLE001 - named in the message below
-            raise ValueError(
-                f"export: no tokenizer known for this model ({error}); a folder for serving needs one: pass "
-                "tokenizer=... or set model.tokenizer."
-            ) from error
+        tokenizer = export_tokenizer(model, None)
     return model, tokenizer
 
 

@@ -121,13 +121,41 @@ def write_plain_layout(model: Any, folder: Path, tokenizer: Any) -> None:
         logger.warning("export: no model card written (%s)", error)
 
 
+def sample_inputs(tokenizer: Any, names: list[str]) -> dict[str, Any]:
+    """The inputs `names` of a padded batch of two texts of different lengths: what a graph is traced on."""
+    sample = tokenizer(
+        ["a short text", "a somewhat longer text to give the padding a shape"], padding=True, return_tensors="pt"
+    )
+    return {name: sample[name] for name in names}
+
+
+def cosine_agreement(what: str) -> Callable[[np.ndarray, np.ndarray], tuple[float, str]]:
+    """A `GraphSpec.agreement`: the mean cosine similarity of the int8 graph's rows to the float32 `what`."""
+
+    def agreement(expected: np.ndarray, got: np.ndarray) -> tuple[float, str]:
+        norms = np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1) + 1e-12
+        cosine = float(((expected * got).sum(1) / norms).mean())
+        return cosine, f"mean cosine similarity to the float32 {what} {cosine:.4f}"
+
+    return agreement
+
+
+def export_tokenizer(model: Any, tokenizer: Any, what: str = "model") -> Any:
+    """`tokenizer`, else the model's own (`model._resolve_tokenizer`); none known: refused, naming the model as
+    `what`, since a folder for serving needs one."""
+    try:
+        return model._resolve_tokenizer(tokenizer)
+    except Exception as error:  # noqa: BLE001 - named in the message below
+        raise ValueError(
+            f"export: no tokenizer known for this {what} ({error}); a folder for serving needs one: pass "
+            "tokenizer=... or set model.tokenizer."
+        ) from error
+
+
 def encoder_graph_spec(model: Any, tokenizer: Any) -> GraphSpec:
     """The `GraphSpec` of a `SiameseBertModel`: its encoder, `last_hidden_state` out, embeddings compared."""
     model = float_cpu_copy(model)
     names = graph_inputs(model, tokenizer)
-    sample = tokenizer(
-        ["a short text", "a somewhat longer text to give the padding a shape"], padding=True, return_tensors="pt"
-    )
 
     def compare(folder: Path, backend: str, file_name: str, texts: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         encoder = ExportedEncoder(folder, backend=backend, file_name=file_name)
@@ -143,21 +171,16 @@ def encoder_graph_spec(model: Any, tokenizer: Any) -> GraphSpec:
         padded, _, _ = tokenize_sorted(inputs, tokenizer, model.config.effective_max_seq_length, CALIBRATION_BATCH)
         return [{name: batch[name].numpy() for name in names} for batch in padded]
 
-    def agreement(expected: np.ndarray, got: np.ndarray) -> tuple[float, str]:
-        norms = np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1) + 1e-12
-        cosine = float(((expected * got).sum(1) / norms).mean())
-        return cosine, f"mean cosine similarity to the float32 embeddings {cosine:.4f}"
-
     return GraphSpec(
         model=model.encoder,
         names=names,
         output_name=ENCODER_OUTPUT,
         output_axes={0: "batch_size", 1: "sequence_length"},
-        sample={name: sample[name] for name in names},
+        sample=sample_inputs(tokenizer, names),
         compare=compare,
         check_items=list(CHECK_TEXTS),
         calibration_batches=batches,
-        agreement=agreement,
+        agreement=cosine_agreement("embeddings"),
     )
 
 

@@ -29,8 +29,17 @@ import numpy as np
 import torch
 
 from ..modeling.modeling_sparse import TASKS, keep_largest, max_pooled_weights, term_weights
+from ..modeling.text_encoding import longest_first
 from .graphs import CALIBRATION_BATCH, GraphSpec, float_cpu_copy
-from .hooks import CHECK_TEXTS, ExportHooks, check_calibration, check_calibration_size
+from .hooks import (
+    CHECK_TEXTS,
+    ExportHooks,
+    check_calibration,
+    check_calibration_size,
+    cosine_agreement,
+    export_tokenizer,
+    sample_inputs,
+)
 from .names import CROSS_ENCODER_OUTPUT
 from .runtime import ExportedGraph, ExportedGraphError, check_settings
 
@@ -94,13 +103,7 @@ def sparse_export_hooks(model: Any, tokenizer: Any, calibration_size: object) ->
     check_calibration_size(calibration_size)
     if isinstance(model, (str, os.PathLike)):
         model = load_sparse_source(model)
-    try:
-        tokenizer = model._resolve_tokenizer(tokenizer)
-    except Exception as error:  # noqa: BLE001 - named in the message below
-        raise ValueError(
-            f"export: no tokenizer known for this sparse model ({error}); a folder for serving needs one: pass "
-            "tokenizer=... or set model.tokenizer."
-        ) from error
+    tokenizer = export_tokenizer(model, tokenizer, "sparse model")
     architecture = model.config.architecture
 
     def check_options(format: str, quantize: str) -> None:
@@ -138,9 +141,6 @@ def sparse_graph_spec(model: Any, tokenizer: Any) -> GraphSpec:
     document vectors compared (those of `ExportedSparseEncoder` over the written folder with torch's)."""
     model = float_cpu_copy(model).eval()
     names = encoder_inputs(model.encoder, tokenizer)
-    sample = tokenizer(
-        ["a short text", "a somewhat longer text to give the padding a shape"], padding=True, return_tensors="pt"
-    )
     depth = len(Path(graph_folder_of(model.config.architecture)).parts)
 
     def compare(folder: Path, backend: str, file_name: str, texts: list[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -163,21 +163,16 @@ def sparse_graph_spec(model: Any, tokenizer: Any) -> GraphSpec:
             padded.append({name: np.asarray(tokens[name], dtype=np.int64) for name in names})
         return padded
 
-    def agreement(expected: np.ndarray, got: np.ndarray) -> tuple[float, str]:
-        norms = np.linalg.norm(expected, axis=1) * np.linalg.norm(got, axis=1) + 1e-12
-        cosine = float(((expected * got).sum(1) / norms).mean())
-        return cosine, f"mean cosine similarity to the float32 sparse vectors {cosine:.4f}"
-
     return GraphSpec(
         model=model.encoder,
         names=names,
         output_name=SPARSE_OUTPUT,
         output_axes={0: "batch_size", 1: "sequence_length"},
-        sample={name: sample[name] for name in names},
+        sample=sample_inputs(tokenizer, names),
         compare=compare,
         check_items=list(CHECK_TEXTS),
         calibration_batches=batches,
-        agreement=agreement,
+        agreement=cosine_agreement("sparse vectors"),
         what="sparse vectors",
     )
 
@@ -350,19 +345,18 @@ class ExportedSparseEncoder(ExportedGraph):
                 )
         prefix = self.layout.prompts.get(task, "") if prompt is None else prompt
         lookup = task == "query" and self.layout.query_weights is not None
-        order = sorted(range(len(items)), key=lambda i: -len(items[i]))  # as the torch encode: little padding
+        batches = longest_first(items, batch_size)  # as the torch encode: little padding
         rows = []
-        for start in range(0, len(items), batch_size):
-            batch = [prefix + items[i] for i in order[start : start + batch_size]]
+        for chosen in batches:
             tokens = self.tokenizer(
-                batch, padding=True, truncation=True, max_length=self.token_limit, return_tensors="pt",
-                add_special_tokens=not lookup,
+                [prefix + items[i] for i in chosen], padding=True, truncation=True, max_length=self.token_limit,
+                return_tensors="pt", add_special_tokens=not lookup,
             )  # fmt: skip
             vectors = self._lookup(tokens) if lookup else self._document_vectors(tokens)
             rows.append(keep_largest(vectors, max_active_dims))
         dense = torch.cat(rows) if rows else torch.zeros(0, self.vocab_size)
         if rows:
-            dense = dense[torch.argsort(torch.tensor(order))]
+            dense = dense[torch.argsort(torch.tensor([i for chosen in batches for i in chosen]))]
         result = dense.to_sparse().coalesce() if convert_to_sparse_tensor else dense
         return result[0] if single else result
 
