@@ -52,9 +52,7 @@ def _add_lexical(
         builder.finish()
     finally:
         builder.close()
-    recover_output(target)
-    replace_folder(staging, target)
-    index.write_info(dict(index.info, lexical=LexicalIndex.record_of(target)))  # under add_lexical's lock
+    _swap_in(index, staging, target, "lexical", LexicalIndex.record_of(target))  # under add_lexical's lock
     return VectorIndex.load(index.path)
 
 
@@ -72,12 +70,7 @@ def add_sparse(
     `overwrite=True`, once the new one is complete; returns the index loaded."""
     with exclusive_output(path, "a build of this index"):
         index = VectorIndex.load(path)
-        if index.has_sparse and not overwrite:
-            raise ValueError(
-                f"the index {os.fspath(index.path)!r} has a sparse part already (model "
-                f"{index.info['sparse']['model'].get('name_or_path')!r}); pass overwrite=True (--overwrite) to "
-                "rebuild it"
-            )
+        _refuse_existing_part(index, index.has_sparse, "sparse", "sparse", overwrite)
         model, tokenizer, name = resolve_sparse_model(sparse_model, tokenizer)
         target, staging = index.path / SPARSE_DIR, index.path / f".{SPARSE_DIR}.building"
         try:
@@ -87,9 +80,7 @@ def add_sparse(
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        recover_output(target)
-        replace_folder(staging, target)
-        index.write_info(dict(index.info, sparse=record))
+        _swap_in(index, staging, target, "sparse", record)
     return VectorIndex.load(index.path)
 
 
@@ -111,22 +102,33 @@ def add_multivector(
     check_precision(precision)
     with exclusive_output(path, "a build of this index"):
         index = VectorIndex.load(path)
-        if index.has_multivector and not overwrite:
-            raise ValueError(
-                f"the index {os.fspath(index.path)!r} has a multi-vector part already (model "
-                f"{index.info['multivector']['model'].get('name_or_path')!r}); pass overwrite=True (--overwrite) to "
-                "rebuild it"
-            )
+        _refuse_existing_part(index, index.has_multivector, "multi-vector", "multivector", overwrite)
         model, tokenizer, name = resolve_multivector_model(multivector_model, tokenizer)
         target, staging = index.path / MULTIVECTOR_DIR, index.path / f".{MULTIVECTOR_DIR}.building"
         record = write_multivector_part(
             staging, index.corpus, model, tokenizer, name, precision=precision, corpus_key=index.info.get("corpus"),
             batch_size=batch_size, shard_size=shard_size,
         )  # fmt: skip
-        recover_output(target)
-        replace_folder(staging, target)
-        index.write_info(dict(index.info, multivector=record))
+        _swap_in(index, staging, target, "multivector", record)
     return VectorIndex.load(index.path)
+
+
+def _refuse_existing_part(index: VectorIndex, present: bool, what: str, key: str, overwrite: bool) -> None:
+    """Refuse to rebuild the index's `what` part (index.json's `key`) where it has one, unless `overwrite`, naming
+    the model that built it."""
+    if present and not overwrite:
+        raise ValueError(
+            f"the index {os.fspath(index.path)!r} has a {what} part already (model "
+            f"{index.info[key]['model'].get('name_or_path')!r}); pass overwrite=True (--overwrite) to rebuild it"
+        )
+
+
+def _swap_in(index: VectorIndex, staging: Any, target: Any, key: str, record: Any) -> None:
+    """Put the finished part at `staging` in place of `target` (under the index's lock) and record it in index.json
+    as `key`."""
+    recover_output(target)
+    replace_folder(staging, target)
+    index.write_info(dict(index.info, **{key: record}))
 
 
 def attach_reranker(
