@@ -121,3 +121,31 @@ def hand_similarity(a, b, name: str) -> float:
     if name == "euclidean":
         return -math.sqrt(sum((u - v) ** 2 for u, v in zip(a, b, strict=True)))
     return -sum(abs(u - v) for u, v in zip(a, b, strict=True))
+
+
+def write_tiny_beir(folder: Path, words: list[str]) -> Path:
+    """A BEIR folder at `folder`: 30 documents of 8 words drawn from `words` (seeded), 20 queries (each its document's
+    first three words), qrels `train` (q0..q13) and `test` (q14..q19), each query's own document relevant."""
+    import json
+
+    rng = random.Random(0)
+    docs = [" ".join(rng.choice(words) for _ in range(8)) for _ in range(30)]
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": d}) + "\n" for i, d in enumerate(docs))
+    )
+    queries = "".join(json.dumps({"_id": f"q{i}", "text": " ".join(docs[i].split()[:3])}) + "\n" for i in range(20))
+    (folder / "queries.jsonl").write_text(queries)
+    for split, ids in (("train", range(0, 14)), ("test", range(14, 20))):
+        rows = "".join(f"q{i}\td{i}\t1\n" for i in ids)
+        (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
+    return folder
+
+
+def run_cli(argv: list, capsys) -> tuple[int, str, str]:
+    """`hf-siamese` run in-process on `argv` (paths allowed): (exit code, stdout, stderr)."""
+    from hf_siamese.cli import main
+
+    code = main([str(part) for part in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -246,7 +246,8 @@ def test_loss_strings() -> None:
         (
             "cosent+angel",
             {},
-            r"unknown loss 'angel'; accepted names: angle, cached_maxsim_mnr, cached_mnr, cosent, cosine, .*scored_mnr, softmax",
+            r"unknown loss 'angel'; accepted names: angle, cached_maxsim_mnr, cached_mnr, cosent, cosine, "
+            r".*scored_mnr, softmax",
         ),
         ("cosent+x*angle", {}, "weight 'x' of 'angle' is not a number"),
         ("cosent+0*angle", {}, "the weight of 'angle' is 0.0"),

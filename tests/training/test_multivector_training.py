@@ -5,7 +5,6 @@ the refusals that keep each loss with its kind of model."""
 
 from __future__ import annotations
 
-import json
 import random
 import re
 
@@ -13,7 +12,7 @@ import pytest
 import torch
 from conftest import TINY, WORDS, make_tiny_model
 from datasets import Dataset
-from helpers import make_args, scored_pairs
+from helpers import make_args, run_cli, scored_pairs, write_tiny_beir
 from transformers import BertConfig, BertModel
 
 from hf_siamese import MultiVectorConfig, MultiVectorModel, SiameseTrainer
@@ -190,27 +189,7 @@ def beir_and_encoder(tmp_path, tiny_tokenizer):
     torch.manual_seed(0)
     BertModel(BertConfig(**TINY, max_position_embeddings=64)).save_pretrained(tmp_path / "enc")
     tiny_tokenizer.save_pretrained(tmp_path / "enc")
-    rng = random.Random(0)
-    docs = [" ".join(rng.choice(WORDS[:60]) for _ in range(8)) for _ in range(30)]
-    beir = tmp_path / "beir"
-    (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": f"d{i}", "text": d}) + "\n" for i, d in enumerate(docs))
-    )
-    queries = "".join(json.dumps({"_id": f"q{i}", "text": " ".join(docs[i].split()[:3])}) + "\n" for i in range(20))
-    (beir / "queries.jsonl").write_text(queries)
-    for split, ids in (("train", range(0, 14)), ("test", range(14, 20))):
-        rows = "".join(f"q{i}\td{i}\t1\n" for i in ids)
-        (beir / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
-    return tmp_path / "enc", beir
-
-
-def _cli(argv: list, capsys) -> tuple[int, str, str]:
-    from hf_siamese.cli import main
-
-    code = main([str(part) for part in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return tmp_path / "enc", write_tiny_beir(tmp_path / "beir", WORDS[:60])
 
 
 def test_train_kind_multivector_from_a_beir_folder(beir_and_encoder, tmp_path, capsys) -> None:
@@ -219,7 +198,7 @@ def test_train_kind_multivector_from_a_beir_folder(beir_and_encoder, tmp_path, c
     encoder, beir = beir_and_encoder
     argv = ["train", "--kind", "multi-vector", "--model", encoder, "--train", beir, "--eval", beir]
     argv += ["--eval-split", "test", "--batch-size", "4"]
-    code, out, err = _cli([*argv, "--output-dir", tmp_path / "out"], capsys)
+    code, out, err = run_cli([*argv, "--output-dir", tmp_path / "out"], capsys)
     assert code == 0, err
     assert "(train split) (14 rows), loss MultiVectorMultipleNegativesRankingLoss" in out
     assert "nDCG@10 x100 on" in out and "before training" in out
@@ -232,5 +211,5 @@ def test_train_kind_multivector_from_a_beir_folder(beir_and_encoder, tmp_path, c
         (["--loss", "mnr"], "--loss mnr: mnr train(s) a dense model; a multi-vector model trains on"),
         (["--loss", "colbert"], "invalid choice: 'colbert'"),
     ):
-        code, _, err = _cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
+        code, _, err = run_cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
         assert code != 0 and fragment in err, err

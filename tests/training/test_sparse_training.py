@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import TINY, WORDS, make_tiny_model
 from datasets import Dataset
-from helpers import make_args, scored_pairs
+from helpers import make_args, run_cli, scored_pairs, write_tiny_beir
 from transformers import BertConfig, BertForMaskedLM
 
 from hf_siamese import SiameseTrainer, SparseSiameseConfig, SparseSiameseModel
@@ -93,32 +93,10 @@ def test_bad_loss_settings_are_refused_by_name(setting, value) -> None:
 
 @pytest.fixture
 def beir_and_encoder(tmp_path, tiny_tokenizer):
-    import json
-
     torch.manual_seed(0)
     BertForMaskedLM(BertConfig(**TINY, max_position_embeddings=64)).save_pretrained(tmp_path / "enc")
     tiny_tokenizer.save_pretrained(tmp_path / "enc")
-    rng = random.Random(0)
-    docs = [" ".join(rng.choice(WORDS[:60]) for _ in range(8)) for _ in range(30)]
-    beir = tmp_path / "beir"
-    (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": f"d{i}", "text": d}) + "\n" for i, d in enumerate(docs))
-    )
-    queries = "".join(json.dumps({"_id": f"q{i}", "text": " ".join(docs[i].split()[:3])}) + "\n" for i in range(20))
-    (beir / "queries.jsonl").write_text(queries)
-    for split, ids in (("train", range(0, 14)), ("test", range(14, 20))):
-        rows = "".join(f"q{i}\td{i}\t1\n" for i in ids)
-        (beir / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows)
-    return tmp_path / "enc", beir
-
-
-def _cli(argv: list, capsys) -> tuple[int, str, str]:
-    from hf_siamese.cli import main
-
-    code = main([str(part) for part in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return tmp_path / "enc", write_tiny_beir(tmp_path / "beir", WORDS[:60])
 
 
 def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys) -> None:
@@ -126,7 +104,7 @@ def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys
 
     encoder, beir = beir_and_encoder
     argv = ["train", "--kind", "sparse", "--model", encoder, "--train", beir, "--eval", beir, "--eval-split", "test"]
-    code, out, err = _cli([*argv, "--output-dir", tmp_path / "out", "--batch-size", "4"], capsys)
+    code, out, err = run_cli([*argv, "--output-dir", tmp_path / "out", "--batch-size", "4"], capsys)
     assert code == 0, err
     assert "(train split) (14 rows), loss SparseMultipleNegativesRankingLoss" in out
     assert "nDCG@10 x100 on" in out and "before training" in out
@@ -138,7 +116,7 @@ def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys
         (["--pooling", "cls"], "--pooling set(s) a dense model; --kind sparse trains SPLADE term weights"),
         (["--loss", "mnr"], "--loss mnr: mnr train(s) a dense model; a sparse model trains on"),
     ):
-        code, _, err = _cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
+        code, _, err = run_cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
         assert code == 1 and fragment in err.splitlines()[-1], err
 
 
@@ -258,12 +236,12 @@ def test_train_kind_sparse_on_teacher_scores(beir_and_encoder, tmp_path, capsys)
         (["--loss", "sparse_margin_mse"], "SparseMarginMSELoss"),
         ([], "SparseMarginMSELoss"),  # the default on score lists
     ):
-        code, out, err = _cli([*argv, "--output-dir", tmp_path / f"out{len(extra)}{loss}", *extra], capsys)
+        code, out, err = run_cli([*argv, "--output-dir", tmp_path / f"out{len(extra)}{loss}", *extra], capsys)
         assert code == 0, err
         assert f"(16 rows), loss {loss}" in out
-    code, _, err = _cli([*argv, "--output-dir", tmp_path / "bad", "--loss", "margin_mse"], capsys)
+    code, _, err = run_cli([*argv, "--output-dir", tmp_path / "bad", "--loss", "margin_mse"], capsys)
     assert code == 1 and "--loss margin_mse: margin_mse train(s) a dense model" in err, err
     assert "one of sparse_mnr, sparse_margin_mse, sparse_list_distill" in err
     dense = ["train", "--model", encoder, "--train", tmp_path / "rows.jsonl", "--output-dir", tmp_path / "dense"]
-    code, _, err = _cli([*dense, "--loss", "sparse_margin_mse"], capsys)
+    code, _, err = run_cli([*dense, "--loss", "sparse_margin_mse"], capsys)
     assert code == 1 and "sparse_margin_mse train(s) a sparse model (SparseSiameseModel), not a dense one" in err
