@@ -52,7 +52,9 @@ def _add_lexical(
         builder.finish()
     finally:
         builder.close()
-    _swap_in(index, staging, target, "lexical", LexicalIndex.record_of(target))  # under add_lexical's lock
+    recover_output(target)
+    replace_folder(staging, target)
+    index.write_info(dict(index.info, lexical=LexicalIndex.record_of(target)))  # under add_lexical's lock
     return VectorIndex.load(index.path)
 
 
