@@ -103,12 +103,13 @@ def run_search(args: argparse.Namespace) -> int:
     queries = [query.strip() for query in queries]
     if not queries or not all(queries):
         raise ValueError("give at least one non-empty --query TEXT or a --queries FILE")
-    if is_sparse_model_path(args.model):  # ranked exactly over a --corpus by its term weights; nothing kept
+    own = "sparse" if is_sparse_model_path(args.model) else "multi-vector" if _multivector(args.model) else None
+    if own:  # ranked exactly over a --corpus by its term weights / MaxSim; nothing kept
         refuse_dense_flags(args.model, {
             "--index": args.index, "--pooling": args.pooling, "--normalize": args.normalize is not None,
             **{flag: True for flag in given_flags(args, _EMBEDDED_ONLY)}, "--first-stage": args.first_stage,
             "--fusion": args.fusion, "--dense-weight": args.dense_weight,
-        })  # fmt: skip
+        }, own)  # fmt: skip
     if not args.index:
         given = (("--first-stage", args.first_stage), ("--fusion", args.fusion), ("--dense-weight", args.dense_weight))
         for flag, value in given:
@@ -177,15 +178,19 @@ def _search_corpus(
     args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
 ) -> list[list[dict[str, Any]]]:
     """Load the model, then `search_corpus` (embed into --embeddings-dir or a temporary folder, search, rerank); a
-    sparse model ranks the corpus exactly by its term weights (`search_corpus_sparse`)."""
+    sparse or multi-vector model ranks the corpus exactly by its own scores (`search_corpus_exact`)."""
     from ..retrieval.corpus_search import search_corpus
 
     source = corpus_source(args.corpus, args)
-    if is_sparse_model_path(args.model):
-        from ..retrieval.sparse_search import search_corpus_sparse
+    if is_sparse_model_path(args.model) or _multivector(args.model):
+        from ..retrieval.sparse_search import search_corpus_exact
+        from .multivector_options import load_multivector_option
 
-        model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
-        return search_corpus_sparse(
+        if is_sparse_model_path(args.model):
+            model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
+        else:
+            model, tokenizer = load_multivector_option(args.model, args.device, "--model")
+        return search_corpus_exact(
             model, source, queries, args.top_k, tokenizer=tokenizer, text_column=args.text_column,
             id_column=args.id_column, batch_size=args.batch_size, prompt_name=args.prompt_name, rerank=reranker,
             rerank_top=rerank_top, first_stage_weight=args.first_stage_weight, show_progress_bar=progress_wanted(),
@@ -245,6 +250,13 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dic
     )
     _load_recorded_sparse_model(index, first_stage, fusion, args.device)
     return index.search(model, queries, tokenizer=tokenizer, prompt_name=args.prompt_name, **options)
+
+
+def _multivector(path: str | None) -> bool:
+    """Whether --model names a multi-vector model (its config, or sentence-transformers' MultiVectorEncoder layout)."""
+    from ..retrieval.multivector_rerank import is_multivector_model_path
+
+    return is_multivector_model_path(path)
 
 
 def _load_recorded_sparse_model(index: Any, first_stage: str, fusion: str | None, device: str | None) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 from .corpus import encode_corpus
 from .corpus_matrix import corpus_matrix, matrix_search, texts_of
 from .fingerprint import corpus_fingerprint
+from .maxsim_search import is_multivector_model
 from .rerank import RERANK_TOP, check_rerank, rerank_hits
-from .sparse_search import is_sparse_model, search_corpus_sparse
+from .sparse_search import is_sparse_model, search_corpus_exact
 
 
 @contextmanager
@@ -56,14 +57,14 @@ def search_corpus(
     is given. `rerank` (a cross-encoder) re-scores the first `rerank_top` hits, fused with their scores by
     `first_stage_weight` (default: the reranker's own; `rerank.rerank_hits`). `encode_options` go to
     `encode_corpus` (`shard_size`, `dtype`). A learned-sparse model (`SparseSiameseModel`) ranks exactly by its term
-    weights (`sparse_search.search_corpus_sparse`), with nothing kept: `embeddings_dir`, `approximate` and the
-    `encode_options` are refused for it."""
-    if is_sparse_model(model):
+    weights and a multi-vector model (`MultiVectorModel`) by MaxSim (`sparse_search.search_corpus_exact`), with
+    nothing kept: `embeddings_dir`, `approximate` and the `encode_options` are refused for them."""
+    if is_sparse_model(model) or is_multivector_model(model):
         given = {"embeddings_dir": embeddings_dir, "approximate": approximate or None, **encode_options}
         refused = [name for name, value in given.items() if value is not None]
         if refused:
-            raise ValueError(f"{', '.join(refused)}: a sparse model's corpus is not embedded into shards; give none")
-        return search_corpus_sparse(
+            raise ValueError(f"{', '.join(refused)}: this model's corpus is not embedded into shards; give none")
+        return search_corpus_exact(
             model, source, queries, top_k, tokenizer=tokenizer, text_column=text_column, id_column=id_column,
             batch_size=batch_size, prompt_name=prompt_name, rerank=rerank, rerank_top=rerank_top,
             first_stage_weight=first_stage_weight, show_progress_bar=show_progress_bar,

@@ -135,7 +135,7 @@ def query_prompt(model: Any, prompt_name: str | None) -> str | None:
     return prompts[prompt_name]
 
 
-def search_corpus_sparse(
+def search_corpus_exact(
     model: Any,
     source: Any,
     queries: Sequence[str],
@@ -152,10 +152,15 @@ def search_corpus_sparse(
     show_progress_bar: bool = False,
 ) -> list[list[dict[str, Any]]]:
     """The `top_k` hits of each query in a corpus (anything `open_corpus` reads, read twice: the texts of the hits
-    are read back) ranked exactly by a sparse model, as `search_corpus` gives them (`rank`, `score`, `id`, `text`;
+    are read back) ranked exactly by a model's own scores, a sparse model's dot products of term weights or a
+    multi-vector model's MaxSim of token vectors, as `search_corpus` gives them (`rank`, `score`, `id`, `text`;
     reranked hits add `first_stage_rank` and `first_stage_score`). Ids: `id_column`'s, else the row positions."""
     from ..data.corpus_stream import open_corpus
     from .corpus_matrix import texts_of
+    from .maxsim_search import encode_multivector, is_multivector_model, maxsim_search
+
+    multi = is_multivector_model(model)
+    encode = encode_multivector if multi else encode_sparse
 
     ids: list[Any] = []
 
@@ -164,7 +169,7 @@ def search_corpus_sparse(
             ids.append(doc_id if id_column else row)
             yield text
 
-    corpus = encode_sparse(
+    corpus = encode(
         model, texts(), task="document", tokenizer=tokenizer, batch_size=batch_size,
         show_progress_bar=show_progress_bar, total=len(source) if isinstance(source, list | tuple) else None,
     )  # fmt: skip
@@ -174,12 +179,16 @@ def search_corpus_sparse(
         seen: set[Any] = set()
         duplicate = next(i for i in ids if i in seen or seen.add(i))
         raise ValueError(f"two rows of the corpus have the id {duplicate!r} ({id_column}); every id must be unique")
-    vectors = encode_sparse(
+    vectors = encode(
         model, list(queries), task="query", tokenizer=tokenizer, batch_size=batch_size,
         prompt=query_prompt(model, prompt_name),
     )  # fmt: skip
     depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(ids))
-    scores, rows = sparse_search(vectors, corpus, depth)
+    if multi:
+        mean = getattr(model.config, "similarity", "maxsim") == "meanmaxsim"
+        scores, rows = maxsim_search(vectors, corpus, depth, length_normalize=mean)
+    else:
+        scores, rows = sparse_search(vectors, corpus, depth)
     del corpus
     found = texts_of(source, set(rows.ravel().tolist()), text_column, id_column)
     results = [
@@ -201,7 +210,7 @@ __all__ = [
     "check_sparse_first_stage",
     "encode_sparse",
     "is_sparse_model",
-    "search_corpus_sparse",
+    "search_corpus_exact",
     "sparse_run",
     "sparse_search",
     "to_csr",

@@ -294,3 +294,47 @@ def test_bad_inputs_are_refused_naming_the_value(files: Path, tmp_path: Path, ti
         reranker.predict([("dog", "a dog")])
     with pytest.raises(ValueError, match="search engine's collection .* keeps no token vectors"):
         build_index(make_tiny_model(), ["a"], "milvus-lite:x.db#c", multivector_model=str(files / "mv"))
+
+
+def test_search_corpus_ranks_by_maxsim_of_a_multivector_model(files: Path, tiny_tokenizer, capsys) -> None:
+    """`search --corpus --model MV` (and `search_corpus`) rank every text exactly by MaxSim, as by hand; dense-only
+    flags are refused naming the model kind."""
+    from hf_siamese.retrieval.corpus_search import search_corpus
+
+    model = MultiVectorModel.from_pretrained(files / "mv").eval()
+    texts = (files / "corpus.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    hits = search_corpus(model, texts, QUERIES[:2], 5, tokenizer=tiny_tokenizer)
+    docs = model.encode(texts, tiny_tokenizer, task="document")
+    for query, found in zip(QUERIES[:2], hits, strict=True):
+        q = model.encode([query], tiny_tokenizer, task="query")[0]
+        scores = [
+            float(
+                maxsim(
+                    q[None], torch.ones(1, len(q), dtype=torch.bool), d[None], torch.ones(1, len(d), dtype=torch.bool)
+                )
+            )
+            for d in docs
+        ]
+        best = sorted(range(len(texts)), key=lambda i: (-scores[i], i))[:5]
+        assert [hit["id"] for hit in found] == best
+        assert [hit["score"] for hit in found] == pytest.approx([scores[i] for i in best], rel=1e-5, abs=1e-5)
+    code = main(
+        [
+            "search",
+            "--corpus",
+            str(files / "corpus.txt"),
+            "--model",
+            str(files / "mv"),
+            "--query",
+            QUERIES[0],
+            "--top-k",
+            "5",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and re.findall(r"^\s+\d+\. \S+  \[(\d+)\] ", out, flags=re.MULTILINE) == [
+        str(h["id"]) for h in hits[0]
+    ]
+    flags = ["--corpus", str(files / "corpus.txt"), "--model", str(files / "mv"), "--query", "x", "--pooling", "mean"]
+    assert main(["search", *flags]) == 1
+    assert re.search(r"--pooling applies to a dense model; .* is a multi-vector model", capsys.readouterr().err)

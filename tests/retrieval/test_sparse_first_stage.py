@@ -24,7 +24,7 @@ from hf_siamese.metrics import judged_queries, retrieval_metrics
 from hf_siamese.retrieval import sparse_search as sparse_module
 from hf_siamese.retrieval.corpus_search import search_corpus
 from hf_siamese.retrieval.evaluation import RetrievalEvaluator, evaluate_retrieval
-from hf_siamese.retrieval.sparse_search import search_corpus_sparse, sparse_search
+from hf_siamese.retrieval.sparse_search import search_corpus_exact, sparse_search
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
 
@@ -132,7 +132,7 @@ def test_search_corpus_ranks_by_the_sparse_model(files: Path, tiny_tokenizer) ->
     assert [[hit["id"] for hit in query] for query in hits] == rows.tolist()
     assert [[hit["text"] for hit in query] for query in hits] == [[texts[j] for j in row] for row in rows.tolist()]
     np.testing.assert_allclose([[hit["score"] for hit in query] for query in hits], scores, rtol=1e-5)
-    assert hits == search_corpus_sparse(model, str(corpus), QUERIES, 4, tokenizer=tiny_tokenizer)
+    assert hits == search_corpus_exact(model, str(corpus), QUERIES, 4, tokenizer=tiny_tokenizer)
     reranked = search_corpus(model, str(corpus), QUERIES, 3, tokenizer=tiny_tokenizer, rerank=_ce(files), rerank_top=6)
     assert all(len(query) == 3 and "first_stage_rank" in query[0] for query in reranked)
     with pytest.raises(ValueError, match="embeddings_dir"):
