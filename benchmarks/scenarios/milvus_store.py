@@ -10,7 +10,8 @@ Parts:
 - `latency`: query latency on the same SciFact index, folder vs Milvus Lite, dense and hybrid (RRF): one claim at a
   time (median of 100, query embedding included) and the 300 test claims in one call (ms per claim).
 - `scale`: export N short generated documents (a tiny random encoder, so the export is measured, not the encoder) in
-  a child process per size: documents/s of the folder build and of the Milvus export, the child's peak RSS, and for the
+  a child process per size: documents/s of the folder build and of the Milvus export, the child's peak RSS (and that of
+  the engine's own process, which an export of `milvus_lite_process.PROCESS_FROM` rows or more starts), and for the
   approximate dense index (IVF_FLAT) its recall@10 against exact search, as the export measured it.
 
     python benchmarks/run.py milvus [--parts quality,latency,scale] [--workdir DIR] [--sizes 100000,1000000]
@@ -185,7 +186,8 @@ else:
     export_index(load_index(folder), f"milvus-lite:{workdir}/scale.db#scale_{size}", overwrite=True,
                  dense_index="IVF_FLAT")
 seconds = time.perf_counter() - start
-result = {"seconds": seconds, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+result = {"seconds": seconds, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+          "engine_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 if part == "milvus":
     from hf_siamese.retrieval.milvus import MilvusIndex
     opened = MilvusIndex.open(f"milvus-lite:{workdir}/scale.db#scale_{size}")
@@ -198,9 +200,9 @@ def scale(workdir: Path, sizes: list[int]) -> None:
     tests = REPO / "tests"
     print(
         "| documents | folder build docs/s | folder peak RSS MiB | Milvus export docs/s | export peak RSS MiB | "
-        "IVF_FLAT recall@10 |"
+        "engine process peak RSS MiB | IVF_FLAT recall@10 |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for size in sizes:
         found = {}
         for part in ("folder", "milvus"):
@@ -219,7 +221,7 @@ def scale(workdir: Path, sizes: list[int]) -> None:
         print(
             f"| {size:,} | {size / found['folder']['seconds']:,.0f} | {found['folder']['rss_mib']:,.0f} | "
             f"{size / found['milvus']['seconds']:,.0f} | {found['milvus']['rss_mib']:,.0f} | "
-            f"{recall.get('value', '-')} |",
+            f"{found['milvus']['engine_rss_mib'] or 0:,.0f} | {recall.get('value', '-')} |",
             flush=True,
         )
 

@@ -37,6 +37,7 @@ from .index_parts import resolve_dtype
 from .lexical import LexicalSettings, wants_lexical
 from .milvus import MilvusIndex, MilvusLocation, read_record
 from .milvus_export import LEXICAL_KINDS, analyzer_of, another_export, check_engine_row, dense_index_of, export_index
+from .milvus_lite_process import release_here, served_here
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ def _existing_record(where: MilvusLocation, overwrite: bool) -> dict[str, Any] |
     exist yet is not made here (the export makes it)."""
     if where.lite and not os.path.exists(where.uri):
         return None
+    started = not served_here(where)
     client = where.connect()
     try:
         return read_record(client, where)
@@ -166,6 +168,8 @@ def _existing_record(where: MilvusLocation, overwrite: bool) -> dict[str, Any] |
         return None
     finally:
         client.close()
+        if started:  # not held while the corpus is embedded: the export may open it in its engine's process
+            release_here(where)
 
 
 def _read_rows(corpus: Any, text_column: str, id_column: str | None) -> tuple[int, str, TextDigest]:

@@ -13,6 +13,10 @@ before the collection is created or replaced: nothing already there is lost, not
 
 A folder index with a learned-sparse part exports it too (`sparse=None`, the default; False leaves it out): each
 document's term weights in the `learned_sparse` field, the sparse model recorded (`milvus_sparse.py`).
+
+An export of `milvus_lite_process.PROCESS_FROM` rows or more to Milvus Lite runs the engine in a process of its own
+(Milvus Lite holds an open collection in the memory of the process that serves it): the exporting process stays flat,
+and the index returned connects (loading the collection into the process that searches) on its first use.
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ from .milvus import (
     RECORD_KEY,
     MilvusIndex,
     MilvusLocation,
+    _checked_record,
     check_dense_index,
     query_vectors,
     read_record,
     term_key,
 )
+from .milvus_lite_process import ClientOnUse, EngineProcess, wants_process
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +139,8 @@ def export_index(
     wanted = _record(index, lexical, dense)  # refuses what Milvus cannot hold before anything is written
     wanted["sparse"] = sparse_record
     wanted["build"] = build
-    client = where.connect(create=True)
+    engine = EngineProcess(where) if wants_process(where, len(index)) else None
+    client = engine.client() if engine is not None else where.connect(create=True)
     try:
         start = _prepare(client, where, wanted, overwrite)
         if start is not None:
@@ -143,8 +150,15 @@ def export_index(
             upload.finish()
             if wanted["dense_index"]["type"].startswith("IVF_"):
                 _choose_nprobe(index, client, where, wanted)
+        if engine is not None:
+            info = _checked_record(client, where)  # as `MilvusIndex.open` checks it, in the engine's process
     finally:
-        client.close()  # its own channel: closed, not left pinging an idle engine
+        if engine is not None:
+            engine.stop()  # the database closed, its lock released: the collection is held by no process now
+        else:
+            client.close()  # its own channel: closed, not left pinging an idle engine
+    if engine is not None:
+        return MilvusIndex(where, ClientOnUse(where), info)
     return MilvusIndex.open(location)
 
 

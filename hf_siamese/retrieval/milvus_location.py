@@ -11,6 +11,7 @@ import importlib.metadata
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,7 @@ class MilvusLocation:
         if self.lite:
             self._check_lite_path(create)
             os.makedirs(os.path.dirname(self.uri) or ".", exist_ok=True)
+            _wait_for_lock(self)  # an export's engine process that is ending (`milvus_lite_process.py`)
             # Milvus Lite's in-process gRPC server logs calls it does not implement (AllocTimestamp) as errors
             logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
         try:
@@ -153,6 +155,28 @@ def _own_channel(lite: bool) -> dict[str, Any]:
     return {"dedicated": True, "grpc_options": {"grpc.keepalive_permit_without_calls": 0}}
 
 
+def served_here(where: MilvusLocation) -> bool:
+    """Whether this process serves the Milvus Lite database of `where` in-process (pymilvus started its server)."""
+    if not where.lite:
+        return False
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+    except ImportError:
+        return False
+    return os.path.abspath(where.uri) in getattr(server_manager_instance, "_servers", {})
+
+
+def _wait_for_lock(where: MilvusLocation, seconds: float = CONNECT_TIMEOUT) -> None:
+    """Wait, up to `seconds`, while another process holds the lock of the Milvus Lite database of `where` (an
+    export's engine process closing it); returns at once where this process serves it or none holds it."""
+    lock = os.path.join(where.uri, "LOCK")
+    if not os.path.exists(lock) or served_here(where):
+        return
+    deadline = time.monotonic() + seconds
+    while _held_elsewhere(lock) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def _held_elsewhere(lock: str) -> bool:
     """Whether another process holds Milvus Lite's advisory lock file `lock` (False where it cannot be told)."""
     try:
@@ -212,5 +236,5 @@ def _one_line(error: BaseException) -> str:
 
 __all__ = [
     "CONNECT_TIMEOUT", "INSTALL", "SERVER_DENSE_INDEXES", "MilvusLocation", "check_dense_index", "dense_index_types",
-    "require_milvus",
+    "require_milvus", "served_here",
 ]  # fmt: skip

@@ -175,6 +175,32 @@ def test_ivf_flat_chooses_nprobe_by_measured_recall(folder: Path, tmp_path: Path
     assert dense["type"] == "IVF_FLAT" and dense["recall"]["value"] >= 0.95 and dense["search"]["nprobe"] >= 1
 
 
+def test_an_export_through_the_engines_own_process_writes_the_same_collection(
+    folder: Path, tmp_path: Path, tiny_tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From `PROCESS_FROM` rows the engine runs in a child process during the export: the same rows, record and hits
+    as an export through the in-process engine, the database left to no process, the index opened on first use."""
+    from hf_siamese.retrieval import milvus_lite_process
+
+    index, model = load_index(folder / "idx"), make_tiny_model()
+    options = {"dense_index": "IVF_FLAT", "dense_params": {"nlist": 8}}
+    here = export_index(index, f"milvus-lite:{tmp_path}/here.db#docs", **options)
+    monkeypatch.setattr(milvus_lite_process, "PROCESS_FROM", 0)
+    location = f"milvus-lite:{tmp_path}/apart.db#docs"
+    apart = export_index(index, location, **options)
+    assert not milvus_lite_process.served_here(MilvusLocation.parse(location))  # this process never held it
+    assert apart.info == here.info and len(apart) == 80
+    fields = ["row", "doc_id", "text", "dense", "lexical"]
+    rows = [sorted(e.client.query("docs", filter="row >= 0", output_fields=fields, limit=1000), key=lambda r: r["row"])
+            for e in (here, apart)]  # fmt: skip
+    assert rows[0] == rows[1] and [int(row["row"]) for row in rows[1]] == list(range(80))
+    for first_stage in ("dense", "lexical", "hybrid"):
+        assert _hits(apart, model, tiny_tokenizer, first_stage) == _hits(here, model, tiny_tokenizer, first_stage)
+    apart.close()
+    again = export_index(index, location, **options)  # complete already; now served here, so exported through it
+    assert again.info == here.info
+
+
 @pytest.mark.parametrize(
     ("location", "fragment"),
     [
