@@ -53,6 +53,7 @@ def number_type(
 
 positive_int = number_type(int, "a positive integer", name="positive_int", at_least=1)
 non_negative_int = number_type(int, "an integer >= 0", name="non_negative_int", at_least=0)
+non_negative_int = number_type(int, "an integer >= 0", name="non_negative_int", at_least=0)
 positive_float = number_type(float, "a positive number", name="positive_float", above=0)
 finite_float = number_type(float, "a number", name="finite_float", out_of_range="a finite number")
 unit_float = number_type(float, "a number in [0, 1]", name="unit_float", at_least=0, at_most=1)  # a weight
@@ -301,6 +302,15 @@ def add_first_stage_arguments(parser: argparse.ArgumentParser, default: str) -> 
         "--dense-weight", type=finite_float, metavar="W",
         help="hybrid with --fusion zscore only: the dense list's weight, 0-1 (0: exactly the lexical order, 1: the "
         "dense order; default: 0.5; eval --choose-dense-weight picks it on held-out queries); refused elsewhere",
+    )  # fmt: skip
+
+
+def add_rescore_argument(parser: Any) -> None:
+    """`--rescore R` of `search --index` / `eval --index`: the rescoring depth of an index of compact vectors."""
+    parser.add_argument(
+        "--rescore", type=non_negative_int, metavar="R",
+        help="an index of compact vectors (index --precision float16|int8|binary): the candidates its codes give, R x "
+        "max(top-k, 100), rescored with its float32 vectors (0: the compact scores alone; default: the index's own)",
     )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from .arguments import (
     add_model_arguments,
     add_quantize_argument,
     add_rerank_arguments,
+    add_rescore_argument,
     positive_int,
 )
 from .common import (
@@ -69,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a folder, or milvus://... / milvus-lite:...), as users search it; --model defaults to the index's",
     )  # fmt: skip
     add_first_stage_arguments(parser, "dense (a BEIR folder; hybrid builds BM25 over its corpus in a moment)")
+    add_rescore_argument(parser)
     add_lexical_arguments(parser)
     parser.add_argument(
         "--choose-dense-weight", action="store_true",
@@ -161,6 +163,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split; with
     --rerank, each metric@k of the first stage and of the two stages side by side."""
     from ..data.beir import read_beir
+    from ..retrieval.compact import describe_precision
     from ..retrieval.evaluation import RetrievalEvaluator
     from ..retrieval.hybrid import check_first_stage
     from ..retrieval.multivector_rerank import is_multivector_model_path
@@ -193,7 +196,9 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     if args.index is not None:
         from ..retrieval.vector_index import load_index
 
-        index = load_index(args.index)  # a folder or an engine's collection of this set's corpus
+        index = load_index(args.index, args.rescore)  # a folder or an engine's collection of this set's corpus
+    if args.rescore is not None and index is None:
+        raise ValueError("--rescore applies to an --index of compact vectors (index --precision); give --index")
     if args.no_rerank and (index is None or args.rerank is not None):
         raise ValueError(
             "--no-rerank measures the first stage alone of an --index that keeps a reranker: give --index, no --rerank"
@@ -238,12 +243,12 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     if index is not None:  # the index keeps what was measured with it, in its record and card
         from ..retrieval.pipeline import record_measurement
 
-        search = _stage_name(first_stage, lists, fusion, dense_weight)
+        search = _stage_name(first_stage, lists, fusion, dense_weight) + describe_precision(index)
         if reranker is not None:
             search += f", top {metrics['rerank_top']} reranked"
         record_measurement(index, Path(args.data).name, split, search, metrics)
     print(f"Retrieval evaluation of {model_name}, first stage: {shown}")
-    through = "" if index is None else f", through {args.index}"
+    through = "" if index is None else f", through {args.index}{describe_precision(index)}"
     print(f"on {args.data} ({split} split{through}): {metrics['num_queries']} queries, {len(data.corpus)} documents")
     ks = list(data.k_values)
     columns = [(shown, "")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..retrieval.compact import PRECISIONS, describe_precision
 from .arguments import (
     CORPUS_HELP,
     DeprecatedOption,
@@ -16,6 +17,7 @@ from .arguments import (
     add_model_arguments,
     add_rerank_arguments,
     add_shard_arguments,
+    non_negative_int,
 )
 from .common import corpus_source, load_inference_model
 from .multivector_options import (
@@ -70,6 +72,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "kept; no CORPUS or -o; --overwrite replaces an existing one)",
     )  # fmt: skip
     add_multivector_arguments(parser)
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, default=None,
+        help="how the vectors are searched: float32 (default), float16, int8 (ranges calibrated on the corpus) or "
+        "binary (sign bits, popcount Hamming): compact codes searched exactly, their best candidates rescored with "
+        "the float32 vectors kept on disk; with --set-precision: the new precision",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rescore", type=non_negative_int, metavar="R",
+        help="with --precision: the candidates rescored, R x max(top-k, 100) (0: none; default: float16 0, int8 1, "
+        "binary 4, chosen on SciFact's train claims); search/eval --rescore override it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--set-precision", metavar="DIR",
+        help="search the index DIR at --precision P (codes written from its stored vectors; nothing re-encoded; "
+        "float32 removes them); no CORPUS or -o",
+    )  # fmt: skip
     pipeline = parser.add_argument_group(
         "the pipeline kept in the index: search --index and eval --index then rerank with it, with no further flags"
     )
@@ -188,6 +206,10 @@ def run_index(args: argparse.Namespace) -> int:
             "the index: give them with --rerank CE_DIR"
         )
     pipeline = {key: value for key, value in pipeline.items() if value is not None}
+    if args.set_precision:
+        return _set_precision(args)
+    if args.rescore is not None and args.precision in (None, "float32"):
+        raise ValueError(f"--rescore {args.rescore} applies to compact vectors: give --precision float16|int8|binary")
     if args.add_multi_vector:
         return run_add_multivector(args)
     if args.add_sparse:
@@ -228,10 +250,12 @@ def run_index(args: argparse.Namespace) -> int:
         prompt_name=args.prompt_name, approximate=args.approximate, calibration_queries=queries,
         embeddings_dir=args.embeddings_dir, show_progress_bar=progress_wanted(), overwrite=args.overwrite,
         lexical=args.lexical, lexical_settings=settings, **_sparse_model(args), **multivector_build_options(args),
+        precision=args.precision or "float32", rescore=args.rescore,
     )  # fmt: skip
     lexical = "with its lexical part (BM25)" if index.has_lexical else "vectors only, no lexical part"
     lexical += ", with its sparse part" if index.has_sparse else ""
     lexical += f", with {describe_multivector_part(index.info['multivector'])}" if index.has_multivector else ""
+    lexical += describe_precision(index)
     print(
         f"indexed {len(index)} documents of {args.corpus} ({index.dim}-dim, {index.similarity} similarity, "
         f"{index.backend} search; {lexical}) into {args.output}"
@@ -239,6 +263,23 @@ def run_index(args: argparse.Namespace) -> int:
     if args.rerank is not None:
         index = attach_reranker(args.output, args.rerank, **pipeline)
         print(f"{args.output} searches: {describe_pipeline(index.pipeline)}")
+    return 0
+
+
+def _set_precision(args: argparse.Namespace) -> int:
+    """--set-precision DIR --precision P [--rescore R]: the index's compact vectors written (or removed) anew."""
+    from ..retrieval.index_additions import set_precision
+
+    given = [flag for flag, value in (("CORPUS", args.corpus), ("-o", args.output), ("--add-lexical", args.add_lexical),
+                                      ("--add-sparse", args.add_sparse), ("--attach", args.attach),
+                                      ("--add-multi-vector", args.add_multi_vector)) if value]  # fmt: skip
+    if given or not args.precision:
+        raise ValueError(
+            "--set-precision DIR sets the precision of an existing index: give "
+            + (f"no {', '.join(given)}" if given else "--precision float32|float16|int8|binary")
+        )
+    index = set_precision(args.set_precision, args.precision, rescore=args.rescore)
+    print(f"{args.set_precision} now searches {describe_precision(index)[2:] or 'its float32 vectors'}")
     return 0
 
 

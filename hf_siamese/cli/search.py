@@ -18,6 +18,7 @@ from .arguments import (
     add_first_stage_arguments,
     add_model_arguments,
     add_rerank_arguments,
+    add_rescore_argument,
     add_shard_arguments,
     corpus_flags,
     given_flags,
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "hybrid where the index has its lexical part (bm25s missing: refused, naming the install), else dense "
         "(--corpus: dense)",
     )
+    add_rescore_argument(parser)
     add_rerank_arguments(parser)
 
 
@@ -115,6 +117,8 @@ def run_search(args: argparse.Namespace) -> int:
         for flag, value in given:
             if value is not None:
                 raise ValueError(f"{flag} applies to --index (an index holds the lexical part); --corpus is dense")
+        if args.rescore is not None:
+            raise ValueError("--rescore applies to an --index of compact vectors; --corpus searches float32 vectors")
     if args.no_rerank and not args.index:
         raise ValueError("--no-rerank applies to an --index that keeps a reranker; --corpus reranks only with --rerank")
     if args.index:
@@ -212,7 +216,7 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dic
     from ..retrieval.pipeline import describe_pipeline
     from ..retrieval.vector_index import load_index
 
-    index = load_index(args.index)
+    index = load_index(args.index, args.rescore)
     if args.no_rerank and args.rerank is not None:
         raise ValueError("--no-rerank searches the first stage alone: give no --rerank")
     reranker, rerank_top = rerank_options(args, recorded=index.pipeline is not None and not args.no_rerank)

@@ -1,6 +1,7 @@
 """What is added to an index once it is built, without re-encoding the vectors: its lexical (BM25) part
 (`add_lexical`, from the stored texts), its learned-sparse part (`add_sparse`, the stored texts encoded by a sparse
-model), its multi-vector part (`add_multivector`: the stored texts' token vectors, for a MaxSim rerank) and the
+model), its multi-vector part (`add_multivector`: the stored texts' token vectors, for a MaxSim rerank), its compact
+vectors (`set_precision`: float16 / int8 / binary codes of the stored vectors) and the
 pipeline it searches with (`attach_reranker`: a reranker and the settings of both stages, `pipeline.py`)."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import shutil
 from typing import Any
 
 from ..storage import exclusive_output, recover_output, replace_folder
+from .compact import COMPACT_DIR, check_compact_similarity, check_rescore, write_compact_part
+from .compact import check_precision as check_compact_precision
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings
 from .multivector_part import MULTIVECTOR_DIR, check_precision, resolve_multivector_model, write_multivector_part
 from .pipeline import load_reranker, pipeline_record
@@ -115,6 +118,35 @@ def add_multivector(
     return VectorIndex.load(index.path)
 
 
+def set_precision(path: str | os.PathLike, precision: str, *, rescore: int | None = None) -> VectorIndex:
+    """Search the index folder at `path` at `precision` (`compact.py`: "float16", "int8", "binary" codes written from
+    its stored float32 vectors, which rescore the candidates; "float32" removes them), with `rescore` (None: the
+    precision's default); nothing is re-encoded. Returns the index loaded."""
+    check_compact_precision(precision)
+    rescore = None if rescore is None else check_rescore(rescore)
+    with exclusive_output(path, "a build of this index"):
+        index = VectorIndex.load(path)
+        if index.ann is not None or index.info.get("backend") == "approximate":
+            raise ValueError(
+                f"the index {os.fspath(index.path)!r} searches through an approximate index of its float32 vectors; "
+                "compact vectors are searched exactly: rebuild it with --precision (and without --approximate)"
+            )
+        check_compact_similarity(precision, index.similarity)
+        target, staging = index.path / COMPACT_DIR, index.path / f".{COMPACT_DIR}.building"
+        shutil.rmtree(staging, ignore_errors=True)
+        if precision == "float32":
+            index.write_info(dict(index.info, compact=None))
+            shutil.rmtree(target, ignore_errors=True)
+            return VectorIndex.load(index.path)
+        try:
+            record = write_compact_part(staging, index.embeddings, precision, index.similarity, rescore)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _swap_in(index, staging, target, "compact", record)
+    return VectorIndex.load(index.path)
+
+
 def _refuse_existing_part(index: VectorIndex, present: bool, what: str, key: str, overwrite: bool) -> None:
     """Refuse to rebuild the index's `what` part (index.json's `key`) where it has one, unless `overwrite`, naming
     the model that built it."""
@@ -157,4 +189,4 @@ def attach_reranker(
     return load_index(location)
 
 
-__all__ = ["add_lexical", "add_multivector", "add_sparse", "attach_reranker"]
+__all__ = ["add_lexical", "add_multivector", "add_sparse", "attach_reranker", "set_precision"]

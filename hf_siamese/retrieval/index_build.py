@@ -14,6 +14,8 @@ An index folder holds:
                    An index of the earlier layout (shards and vectors.npy) opens as before
     embeddings/ann the approximate index (`ann_build.build_ann_index`), from `ann.EXACT_BELOW` documents on when faiss
                    is installed and the similarity is one faiss serves
+    compact/       the vectors at a lower precision (`compact.py`: float16, int8 or binary codes), with `precision=`:
+                   searched first, the best candidates rescored with embeddings/vectors.npy
     multivector/   the documents' token vectors by a multi-vector model (`multivector_part.py`), with
                    `multivector_model=` (or added later: `add_multivector`), for a MaxSim rerank
     sparse/        the learned-sparse part (`sparse_part.py`: CSR arrays of a sparse model's term weights), with
@@ -44,6 +46,8 @@ import numpy as np
 import torch
 
 from ..storage import exclusive_output, recover_output, replace_folder
+from .compact import COMPACT_DIR, check_compact_similarity, check_rescore, write_compact_part
+from .compact import check_precision as check_compact_precision
 from .corpus import encode_corpus
 from .corpus_matrix import corpus_matrix, keep_one_copy, neighbour_search
 from .fingerprint import corpus_fingerprint, model_fingerprint, recorded_name
@@ -148,6 +152,8 @@ def build_index(
     multivector_model: Any = None,
     multivector_tokenizer: Any = None,
     multivector_precision: str = "float16",
+    precision: str = "float32",
+    rescore: int | None = None,
 ) -> SearchIndex:
     """Embed `corpus` once with `model` and save a searchable index in `output_dir`; returns it loaded.
 
@@ -190,8 +196,22 @@ def build_index(
             at `multivector_precision` ("float16" or "int8"), the index's multi-vector part (`multivector_part.py`),
             which a MaxSim rerank reads (`rerank=MultiVectorReranker`); its path and fingerprint are recorded. A folder
             index's only; a stopped build resumes it too.
+        precision: how the vectors are searched (`compact.py`): "float32" (default), or "float16", "int8" (ranges
+            calibrated on the corpus) or "binary" (sign bits, Hamming distance), kept beside the float32 vectors,
+            which rescore the best candidates; exact search over the compact vectors (no approximate index); a folder
+            index's only, for the cosine and dot similarities. `rescore`: the candidates rescored, as a multiple of
+            max(top_k, 100) (None: the precision's default, `compact.RESCORE`; 0: none), changed at search time with
+            `index.rescore`.
     """
     check_precision(multivector_precision)
+    check_compact_precision(precision)
+    if rescore is not None:
+        check_rescore(rescore)
+    if precision != "float32" and is_engine_location(output_dir):
+        raise ValueError(
+            f"precision={precision!r} (--precision): compact vectors are a folder index's; the search engine's "
+            f"collection {output_dir!r} stores float32 vectors"
+        )
     if multivector_model is None and multivector_tokenizer is not None:
         raise ValueError("multivector_tokenizer applies with multivector_model; give both or neither")
     if is_engine_location(output_dir) and multivector_model is not None:
@@ -229,6 +249,7 @@ def build_index(
             show_progress_bar=show_progress_bar, overwrite=overwrite, lexical=lexical,
             lexical_settings=lexical_settings, sparse=sparse_model, sparse_tokenizer=sparse_tokenizer,
             multivector=(multivector_model, multivector_tokenizer, multivector_precision),
+            compact=(precision, rescore),
         )  # fmt: skip
 
 
@@ -238,6 +259,7 @@ def _build_index(
     approximate: bool | None, calibration_queries: Any, embeddings_dir: Any, show_progress_bar: bool,
     overwrite: bool, lexical: bool | None, lexical_settings: LexicalSettings | None, sparse: Any = None,
     sparse_tokenizer: Any = None, multivector: tuple[Any, Any, str] = (None, None, "float16"),
+    compact: tuple[str, int | None] = ("float32", None),
 ) -> VectorIndex:  # fmt: skip
     """`build_index` under the output's lock."""
     recover_output(output)  # first: a half-swapped old index is an existing index
@@ -251,6 +273,14 @@ def _build_index(
         )
     if approximate and not faiss_available():
         raise ImportError("approximate=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
+    if compact[0] != "float32":
+        if approximate:
+            raise ValueError(
+                f"approximate=True (--approximate) with precision={compact[0]!r}: compact vectors are searched "
+                "exactly (binary by popcount: faster than the float32 approximate index's lists); give one of them"
+            )
+        check_compact_similarity(compact[0], similarity)
+        approximate = False
     if approximate is None and not (similarity in FAISS_METRICS and faiss_available()):
         approximate = False
     with_lexical = wants_lexical(lexical, lexical_settings)
@@ -313,6 +343,9 @@ def _build_index(
         del stored
     else:
         shutil.rmtree(staging / MULTIVECTOR_DIR, ignore_errors=True)
+    shutil.rmtree(staging / COMPACT_DIR, ignore_errors=True)  # left by a stopped build: made anew or not at all
+    if compact[0] != "float32":
+        compact_record = write_compact_part(staging / COMPACT_DIR, vectors, compact[0], similarity, compact[1])
     search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
     if calibration is not None and search is None:
         logger.info("%s: exact search (%d documents): the calibration queries are not needed", output, len(vectors))
@@ -333,6 +366,8 @@ def _build_index(
         info["sparse"] = sparse_record
     if token_model is not None:
         info["multivector"] = multivector_record
+    if compact[0] != "float32":
+        info["compact"] = compact_record
     del vectors, search
     (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     replace_folder(staging, output)
@@ -371,6 +406,7 @@ def index_record(
         "backend": backend,
         "ann": None,
         "lexical": None,
+        "compact": None,
     }
 
 

@@ -67,7 +67,18 @@ def release_here(where: MilvusLocation) -> None:
 
 def wants_process(where: MilvusLocation, rows: int) -> bool:
     """Whether an export of `rows` rows to `where` runs the engine in a child process (see the module docstring)."""
-    return where.lite and rows >= PROCESS_FROM and not served_here(where)
+    return where.lite and rows >= PROCESS_FROM and not served_here(where) and _serves_apart()
+
+
+def _serves_apart() -> bool:
+    """Whether the installed Milvus Lite can serve a database from another process (its pure-Python server, 3.x);
+    an older one keeps the engine in-process."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("milvus_lite.adapter.grpc.server") is not None
+    except ImportError:  # no milvus_lite.adapter package
+        return False
 
 
 class EngineProcess:

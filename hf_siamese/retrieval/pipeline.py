@@ -188,6 +188,7 @@ def folder_card(path: Path, info: dict[str, Any]) -> str:
         f"- model: `{info['model'].get('name_or_path')}` (fingerprint {str(info['model'].get('fingerprint'))[:12]})",
         f"- lexical part: {'BM25 ' + json.dumps(lexical['settings']) if lexical else 'none'}",
         *_multivector_line(info.get("multivector")),
+        *_compact_line(info.get("compact")),
         f"- search: {describe_pipeline(info.get('pipeline'))}",
         "",
     ]
@@ -208,6 +209,16 @@ def folder_card(path: Path, info: dict[str, Any]) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def _compact_line(record: dict[str, Any] | None) -> list[str]:
+    """The card's line of the compact vectors (`compact.py`), where there are some."""
+    if not record:
+        return ["- precision: float32 (the vectors as the model returns them)"]
+    return [
+        f"- precision: {record['precision']} ({record['bytes_per_document']} bytes a document, float32 "
+        f"{4 * record['dim']}), the best {record['rescore']} x max(top-k, 100) rescored with the float32 vectors"
+    ]
 
 
 def _multivector_line(record: dict[str, Any] | None) -> list[str]:

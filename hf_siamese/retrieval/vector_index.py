@@ -14,6 +14,7 @@ from typing import Any
 import datasets
 import numpy as np
 
+from .compact import COMPACT_DIR, CompactPart, check_rescore
 from .corpus_matrix import corpus_matrix
 from .exact import exact_search, unit_length_rows
 from .hybrid import SPARSE_PART
@@ -61,6 +62,26 @@ class VectorIndex(SearchIndex):
         self._unit: bool | None = None  # whether its rows have unit length (cosine through faiss' flat kernel)
         self._lexical: LexicalIndex | None = None
         self._sparse: SparsePart | None = None
+        self.compact = CompactPart.load(path / COMPACT_DIR) if info.get("compact") else None
+        self.precision = "float32" if self.compact is None else self.compact.precision
+        self._rescore: int | None = None
+
+    @property
+    def rescore(self) -> int | None:
+        """How many candidates the compact vectors give for rescoring with the float32 ones, as a multiple of
+        max(top_k, 100) (0: none; `compact.py`); the recorded setting until set. None for a float32 index."""
+        if self.compact is None:
+            return None
+        return self.compact.rescore if self._rescore is None else self._rescore
+
+    @rescore.setter
+    def rescore(self, value: int | None) -> None:
+        if value is not None and self.compact is None:
+            raise ValueError(
+                f"rescore={value!r}: the index {os.fspath(self.path)!r} searches its float32 vectors; rescoring "
+                "applies to an index built with precision float16, int8 or binary (--precision)"
+            )
+        self._rescore = None if value is None else check_rescore(value)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> VectorIndex:
@@ -114,7 +135,7 @@ class VectorIndex(SearchIndex):
     def __repr__(self) -> str:
         return (
             f"VectorIndex({os.fspath(self.path)!r}, count={len(self)}, dim={self.dim}, "
-            f"similarity={self.similarity!r}, backend={self.backend!r})"
+            f"similarity={self.similarity!r}, backend={self.backend!r}, precision={self.precision!r})"
         )
 
     @property
@@ -160,6 +181,8 @@ class VectorIndex(SearchIndex):
 
     def dense_rows(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, row indices), each (n, k), best first; ties -> lower row first (as exact search)."""
+        if self.compact is not None:
+            return self.compact.search(queries, k, self.embeddings, self.rescore)
         if self.ann is not None:
             return self.ann.search(queries, k)
         if self._unit is None:  # once per opened index: one pass over the vectors
@@ -187,14 +210,22 @@ class VectorIndex(SearchIndex):
         return {i: (doc_id, text) for i, doc_id, text in zip(rows, found["id"], found["text"], strict=True)}
 
 
-def load_index(location: str | os.PathLike) -> SearchIndex:
+def load_index(location: str | os.PathLike, rescore: int | None = None) -> SearchIndex:
     """Open an index: a folder written by `build_index` (a `VectorIndex`), or an engine's collection
-    (`milvus://HOST:PORT/COLLECTION`, `milvus-lite:FILE.db#COLLECTION`: a `MilvusIndex`); both search alike."""
+    (`milvus://HOST:PORT/COLLECTION`, `milvus-lite:FILE.db#COLLECTION`: a `MilvusIndex`); both search alike.
+    `rescore`: a folder of compact vectors searched at that rescoring depth (`VectorIndex.rescore`)."""
     if is_engine_location(location):
         from .milvus import MilvusIndex
 
+        if rescore is not None:
+            raise ValueError(
+                f"rescore={rescore!r} (--rescore): the search engine's collection {location!r} holds float32 vectors; "
+                "rescoring applies to a folder index built with precision float16, int8 or binary"
+            )
         return MilvusIndex.open(str(location))
-    return VectorIndex.load(location)
+    index = VectorIndex.load(location)
+    index.rescore = rescore
+    return index
 
 
 __all__ = ["EMBEDDINGS_DIR", "FORMAT_NAME", "FORMAT_VERSION", "INDEX_FILE", "TEXTS_FILE", "VectorIndex", "load_index"]
