@@ -80,6 +80,7 @@ def _training_arguments(args: argparse.Namespace, output_dir: str, periodic_eval
         # DDP need not search for unused ones, and does not warn about the search on every process.
         ddp_find_unused_parameters=False,
         report_to="none",
+        quantization_aware=args.quantization_aware,
     )
 
 

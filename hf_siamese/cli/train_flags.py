@@ -108,6 +108,11 @@ def _add_objective_group(parser: argparse.ArgumentParser) -> None:
         help="scored_mnr: pairs scoring at least T are the positives (e.g. 4 on a 0-5 scale)",
     )
     group.add_argument(
+        "--quantization-aware", choices=("int8", "binary"),
+        help="train through the int8 or binary quantizer (the loss on the float embeddings plus the loss on their "
+        "codes, straight-through), so that 'index --precision int8|binary' ranks as the float index; dense only",
+    )  # fmt: skip
+    group.add_argument(
         "--gather-across-processes",
         action="store_true",
         help="mnr: score against the in-batch negatives of all processes (accelerate launch / torchrun)",

@@ -21,6 +21,7 @@ model itself (`CachedMultipleNegativesRankingLoss` embeds in chunks, twice) over
 | `ListDistillationLoss` | anchor, positive, negative(s) | teacher's 1 + k scores | KL to the teacher's softmax |
 | `DenoisingAutoEncoderLoss(model, tok)` | sentence / text | none | no labels: TSDAE (a decoder rebuilds the text) |
 | `MatryoshkaLoss(base, dims)` | the base loss's | the base loss's | embeddings that still work cut to fewer dims |
+| `QuantizationAwareLoss(base, precision)` | the base loss's | the base loss's | int8 / binary codes ranking as floats |
 | `CombinedLoss({loss: weight})` | its losses' (which must agree) | the same | several objectives on one forward pass |
 | `SparseMultipleNegativesRankingLoss` | query, positive[, negatives] | none | a sparse model: dot + FLOPS |
 | `SparseMarginMSELoss` | query, positive, negative(s) | teacher margins / scores | sparse: MarginMSE + FLOPS |
@@ -56,6 +57,7 @@ from .multivector import (
     MultiVectorMultipleNegativesRankingLoss,
 )
 from .pairs import CoSENTLoss, CosineSimilarityLoss, SoftmaxLoss, cosent_ranking
+from .quantization_aware import QuantizationAwareLoss
 from .ranking import MultipleNegativesRankingLoss
 from .scored_ranking import ScoredPairsRankingLoss
 from .sparse import CSRLoss, FlopsRegularizedLoss, SparseMultipleNegativesRankingLoss
@@ -115,6 +117,7 @@ __all__ = [
     "ListDistillationLoss",
     "MarginMSELoss",
     "MatryoshkaLoss",
+    "QuantizationAwareLoss",
     "CombinedLoss",
     "SparseMultipleNegativesRankingLoss",
     "SparseMarginMSELoss",

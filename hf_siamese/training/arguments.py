@@ -112,9 +112,18 @@ class SiameseTrainingArguments(HfSiameseTrainingArguments):
             softmax loss (grouped NLI batches cost 0.27 STSb test there). True: always; False: never.
             `train_sampling_strategy="group_by_length"` means True, `"sequential"` False.
 
+        quantization_aware: "int8" or "binary": train through the quantizer of that precision
+            (`losses.QuantizationAwareLoss` wraps the loss: the float embeddings' loss plus the codes' loss, straight
+            through), so that an index of that precision (`index --precision`) ranks as the float one. A dense
+            model's only. None (default): the float embeddings alone.
+
     `head_learning_rate` and `pretokenize`: see `HfSiameseTrainingArguments`.
     """
 
+    quantization_aware: str | None = field(
+        default=None,
+        metadata={"help": "train through the int8 or binary quantizer (default: none)", "choices": ["int8", "binary"]},
+    )
     no_duplicates_sampler: bool | None = field(
         default=None, metadata={"help": "no text twice in a batch (default: on for ranking losses)"}
     )
@@ -140,6 +149,10 @@ class SiameseTrainingArguments(HfSiameseTrainingArguments):
         if self.no_duplicates_sampler is not None and not isinstance(self.no_duplicates_sampler, bool):
             raise ValueError(
                 f"{name}: no_duplicates_sampler={self.no_duplicates_sampler!r}; accepted: True, False, None."
+            )
+        if self.quantization_aware not in (None, "int8", "binary"):
+            raise ValueError(
+                f"{name}: quantization_aware={self.quantization_aware!r}; accepted: 'int8', 'binary', None."
             )
         size = self.stream_buffer_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):

@@ -15,6 +15,7 @@ from ..data.columns import detect_layout
 from ..losses import (
     MultipleNegativesRankingLoss,
     MultiVectorMultipleNegativesRankingLoss,
+    QuantizationAwareLoss,
     SiameseLoss,
     SoftmaxLoss,
     SparseMultipleNegativesRankingLoss,
@@ -103,9 +104,14 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
                 "loss='softmax' needs a model with a classifier head: SiameseBertModel.from_encoder(..., "
                 "label2id={'entailment': 0, 'neutral': 1, 'contradiction': 2})."
             )
+        if args.quantization_aware is not None:
+            self.loss = QuantizationAwareLoss(self.loss, args.quantization_aware)
+        ranking = self.loss
+        while hasattr(ranking, "base_loss"):  # a wrapper (Matryoshka, quantization-aware): the loss it wraps decides
+            ranking = ranking.base_loss
         self.no_duplicates_sampler = (
-            isinstance(self.loss, MultipleNegativesRankingLoss | SparseMultipleNegativesRankingLoss)
-            or isinstance(self.loss, MultiVectorMultipleNegativesRankingLoss)
+            isinstance(ranking, MultipleNegativesRankingLoss | SparseMultipleNegativesRankingLoss)
+            or isinstance(ranking, MultiVectorMultipleNegativesRankingLoss)
             if args.no_duplicates_sampler is None
             else args.no_duplicates_sampler
         )
