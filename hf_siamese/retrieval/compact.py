@@ -81,6 +81,9 @@ def bytes_per_document(precision: str, dim: int) -> int:
 def describe_precision(index: Any) -> str:
     """ ", binary vectors (48 bytes a document), rescore 4" for an index of compact vectors; "" for float32 ones."""
     part = getattr(index, "compact", None)
+    engine_index = (index.info.get("dense_index") or {}).get("type", "") if part is None else ""
+    if engine_index.endswith(("_SQ8", "_SQ")):  # a Milvus collection's scalar-quantized index
+        return f", int8 vectors (the engine's {engine_index} index, {index.dim} bytes a document)"
     if part is None:
         return ""
     return f", {part.precision} vectors ({part.record['bytes_per_document']} bytes a document), rescore {index.rescore}"

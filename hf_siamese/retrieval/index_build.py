@@ -198,19 +198,20 @@ def build_index(
             index's only; a stopped build resumes it too.
         precision: how the vectors are searched (`compact.py`): "float32" (default), or "float16", "int8" (ranges
             calibrated on the corpus) or "binary" (sign bits, Hamming distance), kept beside the float32 vectors,
-            which rescore the best candidates; exact search over the compact vectors (no approximate index); a folder
-            index's only, for the cosine and dot similarities. `rescore`: the candidates rescored, as a multiple of
-            max(top_k, 100) (None: the precision's default, `compact.RESCORE`; 0: none), changed at search time with
-            `index.rescore`.
+            which rescore the best candidates; exact search over the compact vectors (no approximate index); for the
+            cosine and dot similarities. A Milvus collection takes "int8": the engine's scalar-quantized index
+            (IVF_SQ8 or HNSW_SQ, `milvus_build.engine_dense_index`). `rescore`: the candidates rescored, as a
+            multiple of max(top_k, 100) (None: the precision's default, `compact.RESCORE`; 0: none), changed at
+            search time with `index.rescore`.
     """
     check_precision(multivector_precision)
     check_compact_precision(precision)
     if rescore is not None:
         check_rescore(rescore)
-    if precision != "float32" and is_engine_location(output_dir):
+    if rescore is not None and is_engine_location(output_dir):
         raise ValueError(
-            f"precision={precision!r} (--precision): compact vectors are a folder index's; the search engine's "
-            f"collection {output_dir!r} stores float32 vectors"
+            f"rescore={rescore!r} (--rescore): the search engine's collection {output_dir!r} searches its own index; "
+            "rescoring applies to a folder index's compact vectors"
         )
     if multivector_model is None and multivector_tokenizer is not None:
         raise ValueError("multivector_tokenizer applies with multivector_model; give both or neither")
@@ -234,7 +235,7 @@ def build_index(
             batch_size=batch_size, shard_size=shard_size, dtype=dtype, prompt_name=prompt_name, prompt=prompt,
             approximate=approximate, embeddings_dir=embeddings_dir, show_progress_bar=show_progress_bar,
             overwrite=overwrite, lexical=lexical, lexical_settings=lexical_settings, sparse_model=sparse_model,
-            sparse_tokenizer=sparse_tokenizer, **(engine_options or {}),
+            sparse_tokenizer=sparse_tokenizer, precision=precision, **(engine_options or {}),
         )  # fmt: skip
     if sparse_model is None and sparse_tokenizer is not None:
         raise ValueError("sparse_tokenizer applies with sparse_model (the sparse part's model); give both or neither")

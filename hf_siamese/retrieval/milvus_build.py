@@ -69,6 +69,7 @@ def build_engine_index(
     work_dir: str | os.PathLike | None = None,
     sparse_model: Any = None,
     sparse_tokenizer: Any = None,
+    precision: str = "float32",
     **build_kwargs: Any,
 ) -> MilvusIndex:
     """Embed `corpus` (a source `open_corpus` reads: `build_index` resolves a BEIR folder or `ids` first) with `model`
@@ -78,7 +79,8 @@ def build_engine_index(
     refused with `lexical=False`). `approximate` picks the dense index as the folder's rule does (None: by size; True:
     IVF_FLAT; False: FLAT) unless `dense_index` names one (one the engine builds). See the module docstring for what
     is checked before any embedding. `sparse_model` (with `sparse_tokenizer`): a sparse model or its folder / Hub id,
-    whose term weights the collection then holds in its `learned_sparse` field (the first stage "sparse")."""
+    whose term weights the collection then holds in its `learned_sparse` field (the first stage "sparse"). `precision`:
+    "float32", or "int8" (`engine_dense_index`: the engine's scalar-quantized index of the vectors)."""
     where = MilvusLocation.parse(location)
     if build_kwargs.get("ids") is not None:
         raise ValueError("build_engine_index reads ids from the corpus: give ids= to build_index, which resolves them")
@@ -89,6 +91,7 @@ def build_engine_index(
     settings = lexical_settings or LexicalSettings()
     if with_lexical and engine_lexical == "milvus":
         analyzer_of(settings)  # what Milvus's analyzer cannot do: refused before any work
+    dense_index = engine_dense_index(precision, dense_index, approximate)
     if dense_index is None and approximate is not None:
         dense_index = "IVF_FLAT" if approximate else "FLAT"
     if dense_index is not None:
@@ -150,6 +153,34 @@ def _sparse_of(sparse_model: Any, tokenizer: Any, model: Any) -> tuple[dict[str,
 
     loaded, tokenizer, _ = resolve_sparse_model(sparse_model, tokenizer, device=str(model.device))
     return {"sparse_model": loaded, "sparse_tokenizer": tokenizer}, sparse_fingerprint(loaded)
+
+
+ENGINE_INT8_INDEXES = ("IVF_SQ8", "HNSW_SQ")
+
+
+def engine_dense_index(precision: str, dense_index: str | None, approximate: bool | None) -> str | None:
+    """The dense index of a collection searched at `precision`: float32 keeps `dense_index`; int8 is the engine's
+    scalar-quantized index (`ENGINE_INT8_INDEXES`; IVF_SQ8 by default: one byte a dimension, its nprobe chosen by
+    measured recall); other precisions are refused (Milvus Lite has no binary or float16 vector field)."""
+    if precision == "float32":
+        return dense_index
+    if precision != "int8":
+        raise ValueError(
+            f"precision={precision!r} (--precision): a Milvus collection holds float32 vectors, searched at int8 "
+            f"through the engine's scalar-quantized indexes ({', '.join(ENGINE_INT8_INDEXES)}); Milvus Lite has no "
+            f"binary or float16 vector field: build a folder index for {precision}"
+        )
+    if approximate is False:
+        raise ValueError(
+            "approximate=False (--no-approximate) with precision='int8': the engine's int8 search is its "
+            f"scalar-quantized approximate index ({', '.join(ENGINE_INT8_INDEXES)})"
+        )
+    if dense_index is not None and dense_index.upper() not in ENGINE_INT8_INDEXES:
+        raise ValueError(
+            f"dense_index={dense_index!r} (--dense-index) with precision='int8': accepted "
+            f"{', '.join(ENGINE_INT8_INDEXES)} (the engine's int8 indexes), or no --precision"
+        )
+    return (dense_index or ENGINE_INT8_INDEXES[0]).upper()
 
 
 def _existing_record(where: MilvusLocation, overwrite: bool) -> dict[str, Any] | None:

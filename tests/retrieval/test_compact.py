@@ -157,8 +157,6 @@ def test_bad_inputs_are_refused_naming_the_value(built: Path, corpus: list[str],
         build_index(model, corpus, tmp_path / "a", tokenizer=tiny_tokenizer, precision="binary", rescore=-1)
     with pytest.raises(ValueError, match="approximate=True"):
         build_index(model, corpus, tmp_path / "a", tokenizer=tiny_tokenizer, precision="binary", approximate=True)
-    with pytest.raises(ValueError, match="collection"):
-        build_index(model, corpus, "milvus-lite:x.db#c", tokenizer=tiny_tokenizer, precision="int8")
     euclidean = make_tiny_model()
     euclidean.config.similarity = "euclidean"
     with pytest.raises(ValueError, match="'euclidean': keep precision='float32'"):
@@ -202,3 +200,32 @@ def test_the_cli_builds_converts_and_searches(built: Path, tmp_path: Path, capsy
         assert message in capsys.readouterr().err
     assert main(["search", "--index", str(out), "--query", "x", "--rescore", "-1"]) != 0
     assert "expected an integer >= 0, got '-1'" in capsys.readouterr().err
+
+
+def test_milvus_takes_int8_as_its_scalar_quantized_index_and_refuses_binary(
+    built: Path, corpus: list[str], tiny_tokenizer, tmp_path: Path
+) -> None:
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    from hf_siamese.retrieval.compact import describe_precision
+
+    model = make_tiny_model()
+    location = f"milvus-lite:{tmp_path}/m.db#docs"
+    engine = build_index(
+        model, corpus, location, tokenizer=tiny_tokenizer, show_progress_bar=False, lexical=False, precision="int8",
+        engine_options={"dense_params": {"nlist": 4}},
+    )  # fmt: skip
+    assert engine.info["dense_index"]["type"] == "IVF_SQ8" and engine.info["dense_index"]["recall"]["value"] >= 0.9
+    assert describe_precision(engine) == ", int8 vectors (the engine's IVF_SQ8 index, 32 bytes a document)"
+    queries = model.encode(QUERIES, tokenizer=tiny_tokenizer, convert_to_numpy=True)
+    _, rows = engine.dense_rows(queries, 5)
+    _, exact = load_index(built / "float32").dense_rows(queries, 5)
+    assert (rows[:, 0] == exact[:, 0]).mean() >= 2 / 3  # int8 and approximate: the best hit mostly the same
+    for precision, options, message in (
+        ("binary", None, "Milvus Lite has no binary or float16 vector field"),
+        ("int8", {"dense_index": "FLAT"}, "dense_index='FLAT' .* accepted IVF_SQ8, HNSW_SQ"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            build_index(model, corpus, location, tokenizer=tiny_tokenizer, precision=precision, engine_options=options)
+    with pytest.raises(ValueError, match="rescore=2 .*searches its own index"):
+        build_index(model, corpus, location, tokenizer=tiny_tokenizer, precision="int8", rescore=2)

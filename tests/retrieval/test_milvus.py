@@ -183,9 +183,12 @@ def test_an_export_through_the_engines_own_process_writes_the_same_collection(
     from hf_siamese.retrieval import milvus_lite_process
 
     index, model = load_index(folder / "idx"), make_tiny_model()
-    options = {"dense_index": "IVF_FLAT", "dense_params": {"nlist": 8}}
+    options = {"dense_index": "FLAT"}  # exact: the same hits whatever segments the engine made
     here = export_index(index, f"milvus-lite:{tmp_path}/here.db#docs", **options)
     monkeypatch.setattr(milvus_lite_process, "PROCESS_FROM", 0)
+    ivf = export_index(index, f"milvus-lite:{tmp_path}/ivf.db#docs", dense_index="IVF_FLAT", dense_params={"nlist": 8})
+    assert ivf.info["dense_index"]["recall"]["value"] >= 0.95  # nprobe chosen by recall in the engine's process too
+    ivf.close()
     location = f"milvus-lite:{tmp_path}/apart.db#docs"
     apart = export_index(index, location, **options)
     assert not milvus_lite_process.served_here(MilvusLocation.parse(location))  # this process never held it
