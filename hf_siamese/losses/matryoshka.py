@@ -11,10 +11,10 @@ from torch import nn
 
 from ..modeling.modeling_siamese import SiameseBertOutput
 from .base import SiameseLoss
-from .pairs import SoftmaxLoss
+from .wrapping import WrappingLoss
 
 
-class MatryoshkaLoss(SiameseLoss):
+class MatryoshkaLoss(WrappingLoss):
     """`sum_d weight_d * base_loss(embeddings cut to their first d dims)` over `dims`.
 
     Each cut embedding is L2-normalized again when the model normalizes, and the pair similarity is recomputed on it
@@ -31,25 +31,15 @@ class MatryoshkaLoss(SiameseLoss):
         weights: one positive weight per dim; defaults to 1 each.
     """
 
+    nested = "one MatryoshkaLoss already sums over all the dims."
+
     def __init__(
         self,
         base_loss: SiameseLoss | str,
         dims: Sequence[int] = (384, 256, 128, 64),
         weights: Sequence[float] | None = None,
     ) -> None:
-        super().__init__()
-        from . import get_loss
-
-        self.base_loss = get_loss(base_loss)
-        if isinstance(self.base_loss, SoftmaxLoss | MatryoshkaLoss):
-            raise ValueError(
-                f"MatryoshkaLoss cannot wrap {type(self.base_loss).__name__}: "
-                + (
-                    "its classifier head reads the full embedding."
-                    if isinstance(self.base_loss, SoftmaxLoss)
-                    else "one MatryoshkaLoss already sums over all the dims."
-                )
-            )
+        super().__init__(base_loss)
         dims = list(dims)
         if (
             not dims
@@ -63,9 +53,6 @@ class MatryoshkaLoss(SiameseLoss):
                 f"MatryoshkaLoss: weights={weights!r} must be {len(dims)} positive numbers, one per dim in {dims}."
             )
         self.dims, self.weights = dims, weights
-        self.label_kind = self.base_loss.label_kind
-        self.num_texts = self.base_loss.num_texts
-        self.score_range = self.base_loss.score_range
 
     def forward(self, output: Any, labels: torch.Tensor | None, model: nn.Module | None = None) -> torch.Tensor:
         """The weighted sum over dims for an output computed already. Without `model`, cut embeddings are not
@@ -74,20 +61,6 @@ class MatryoshkaLoss(SiameseLoss):
             weight * self.base_loss(truncated_output(output, dim, model), labels)
             for dim, weight in zip(self._checked_dims(output.sentence_embedding), self.weights, strict=True)
         )
-
-    def compute(
-        self, model: nn.Module, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None
-    ) -> tuple[torch.Tensor, Any]:
-        unwrapped = getattr(model, "module", model)  # DDP keeps the model in .module
-        if getattr(self.base_loss, "caches_embeddings", False):
-
-            def summed(embeddings: torch.Tensor) -> torch.Tensor:
-                output = SiameseBertOutput(sentence_embedding=embeddings)
-                return self(output, labels, unwrapped)
-
-            return self.base_loss.compute(model, inputs, labels, embedding_loss=summed)
-        output = model(**inputs)
-        return self(output, labels, unwrapped), output
 
     def _checked_dims(self, embeddings: torch.Tensor) -> list[int]:
         size = embeddings.shape[-1]

@@ -12,7 +12,7 @@ from torch import nn
 
 from ..modeling.modeling_siamese import SiameseBertOutput
 from .base import SiameseLoss, non_negative_number
-from .pairs import SoftmaxLoss
+from .wrapping import WrappingLoss
 
 QUANTIZATION_AWARE = ("int8", "binary")
 
@@ -50,7 +50,7 @@ def quantized_output(output: Any, precision: str, model: nn.Module | None = None
     return SiameseBertOutput(sentence_embedding=embeddings, similarity=similarity)
 
 
-class QuantizationAwareLoss(SiameseLoss):
+class QuantizationAwareLoss(WrappingLoss):
     """`float_weight x base_loss(embeddings) + base_loss(their int8 or binary codes)`, the codes straight-through
     (`quantize_straight_through`): the model learns embeddings whose codes keep the ranking. Composes with Matryoshka
     either way round (`MatryoshkaLoss(QuantizationAwareLoss(base))` quantizes each cut).
@@ -61,24 +61,14 @@ class QuantizationAwareLoss(SiameseLoss):
         float_weight: the weight of the float embeddings' loss (>= 0; 0 trains the codes alone).
     """
 
-    def __init__(self, base_loss: SiameseLoss | str, precision: str = "binary", float_weight: float = 1.0) -> None:
-        super().__init__()
-        from . import get_loss
+    nested = "one QuantizationAwareLoss quantizes already."
 
+    def __init__(self, base_loss: SiameseLoss | str, precision: str = "binary", float_weight: float = 1.0) -> None:
         if precision not in QUANTIZATION_AWARE:
             raise ValueError(
                 f"QuantizationAwareLoss: precision={precision!r}; accepted: {', '.join(QUANTIZATION_AWARE)}"
             )
-        self.base_loss = get_loss(base_loss)
-        if isinstance(self.base_loss, SoftmaxLoss | QuantizationAwareLoss):
-            raise ValueError(
-                f"QuantizationAwareLoss cannot wrap {type(self.base_loss).__name__}: "
-                + (
-                    "its classifier head reads the float embedding."
-                    if isinstance(self.base_loss, SoftmaxLoss)
-                    else "one QuantizationAwareLoss quantizes already."
-                )
-            )
+        super().__init__(base_loss)
         if getattr(self.base_loss, "sparse", False) or getattr(self.base_loss, "multivector", False):
             raise ValueError(
                 "QuantizationAwareLoss wraps a dense loss (a bi-encoder's embeddings); "
@@ -86,9 +76,6 @@ class QuantizationAwareLoss(SiameseLoss):
             )
         self.precision = precision
         self.float_weight = non_negative_number("QuantizationAwareLoss", "float_weight", float_weight)
-        self.label_kind = self.base_loss.label_kind
-        self.num_texts = self.base_loss.num_texts
-        self.score_range = self.base_loss.score_range
 
     def forward(self, output: Any, labels: torch.Tensor | None, model: nn.Module | None = None) -> torch.Tensor:
         """The weighted sum for an output computed already (without `model`, pairs are compared by cosine)."""
@@ -96,19 +83,6 @@ class QuantizationAwareLoss(SiameseLoss):
         if not self.float_weight:
             return quantized
         return self.float_weight * self.base_loss(output, labels) + quantized
-
-    def compute(
-        self, model: nn.Module, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None
-    ) -> tuple[torch.Tensor, Any]:
-        unwrapped = getattr(model, "module", model)  # DDP keeps the model in .module
-        if getattr(self.base_loss, "caches_embeddings", False):
-
-            def summed(embeddings: torch.Tensor) -> torch.Tensor:
-                return self(SiameseBertOutput(sentence_embedding=embeddings), labels, unwrapped)
-
-            return self.base_loss.compute(model, inputs, labels, embedding_loss=summed)
-        output = model(**inputs)
-        return self(output, labels, unwrapped), output
 
 
 __all__ = ["QUANTIZATION_AWARE", "QuantizationAwareLoss", "quantize_straight_through", "quantized_output"]
