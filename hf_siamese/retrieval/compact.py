@@ -89,6 +89,16 @@ def describe_precision(index: Any) -> str:
     return f", {part.precision} vectors ({part.record['bytes_per_document']} bytes a document), rescore {index.rescore}"
 
 
+def random_access(vectors: np.ndarray) -> None:
+    """Tell the kernel that the rows of the memory-mapped `vectors` are read at random (rescoring reads a few hundred
+    scattered rows a query): no read-ahead around each row, so only the rows read become resident."""
+    import mmap
+
+    mapped = getattr(vectors, "_mmap", None)
+    if mapped is not None and hasattr(mmap, "MADV_RANDOM"):
+        mapped.madvise(mmap.MADV_RANDOM)
+
+
 def _sample(vectors: np.ndarray, rows: int) -> np.ndarray:
     """Up to `rows` evenly spaced rows of `vectors` (a memmap: only those rows are read), as float32."""
     picked = np.unique(np.linspace(0, len(vectors) - 1, min(rows, len(vectors))).astype(np.int64))
@@ -274,6 +284,7 @@ __all__ = [
     "describe_precision",
     "check_precision",
     "check_rescore",
+    "random_access",
     "rescore_rows",
     "write_compact_part",
 ]
