@@ -89,14 +89,24 @@ def describe_precision(index: Any) -> str:
     return f", {part.precision} vectors ({part.record['bytes_per_document']} bytes a document), rescore {index.rescore}"
 
 
-def random_access(vectors: np.ndarray) -> None:
-    """Tell the kernel that the rows of the memory-mapped `vectors` are read at random (rescoring reads a few hundred
-    scattered rows a query): no read-ahead around each row, so only the rows read become resident."""
-    import mmap
-
-    mapped = getattr(vectors, "_mmap", None)
-    if mapped is not None and hasattr(mmap, "MADV_RANDOM"):
-        mapped.madvise(mmap.MADV_RANDOM)
+def read_rows(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The float32 rows `rows` (sorted) of `vectors`. A memory-mapped C-ordered float32 file is read with one
+    `os.pread` a row, not through its mapping: a page fault would map the cached pages around each row too (the
+    kernel's fault-around), and a few hundred scattered rows a query would soon hold the whole file in this process's
+    memory; read like this they stay in the page cache, shared, never this process's."""
+    name = getattr(vectors, "filename", None)
+    if not (isinstance(vectors, np.memmap) and name and vectors.dtype == np.float32 and vectors.flags.c_contiguous):
+        return np.asarray(vectors[rows], dtype=np.float32)
+    width = vectors.shape[1] * 4
+    out = np.empty((len(rows), vectors.shape[1]), np.float32)
+    target = out.view(np.uint8).reshape(len(rows), width)
+    descriptor = os.open(name, os.O_RDONLY)
+    try:
+        for position, row in enumerate(rows.tolist()):
+            target[position] = np.frombuffer(os.pread(descriptor, width, vectors.offset + row * width), np.uint8)
+    finally:
+        os.close(descriptor)
+    return out
 
 
 def _sample(vectors: np.ndarray, rows: int) -> np.ndarray:
@@ -220,13 +230,13 @@ def rescore_rows(
     queries: np.ndarray, rows: np.ndarray, vectors: np.ndarray, similarity: str, k: int, query_chunk: int = 64
 ) -> tuple[np.ndarray, np.ndarray]:
     """The `k` best of each query's candidate `rows` (n, depth) by the float32 `vectors` (a memmap: only the
-    candidates' rows are read, in row order), best first, equal scores by the lower row. `queries` are unit rows for
+    candidates' rows are read, `read_rows`), best first, equal scores by the lower row. `queries` are unit rows for
     cosine."""
     scores = np.empty(rows.shape, np.float32)
     for start in range(0, len(rows), query_chunk):
         part = rows[start : start + query_chunk]
         wanted = np.unique(part[part >= 0])
-        found = np.asarray(vectors[wanted], dtype=np.float32)
+        found = read_rows(vectors, wanted)
         found = unit_rows(found) if similarity == "cosine" else found
         every = queries[start : start + query_chunk] @ found.T  # (chunk, wanted): small, one matrix product
         scores[start : start + query_chunk] = np.take_along_axis(every, np.searchsorted(wanted, part), axis=1)
@@ -284,7 +294,7 @@ __all__ = [
     "describe_precision",
     "check_precision",
     "check_rescore",
-    "random_access",
+    "read_rows",
     "rescore_rows",
     "write_compact_part",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 import datasets
 import numpy as np
 
-from .compact import COMPACT_DIR, CompactPart, check_rescore, random_access
+from .compact import COMPACT_DIR, CompactPart, check_rescore
 from .corpus_matrix import corpus_matrix
 from .exact import exact_search, unit_length_rows
 from .hybrid import SPARSE_PART
@@ -64,8 +64,6 @@ class VectorIndex(SearchIndex):
         self._sparse: SparsePart | None = None
         self.compact = CompactPart.load(path / COMPACT_DIR) if info.get("compact") else None
         self.precision = "float32" if self.compact is None else self.compact.precision
-        if self.compact is not None:  # the float32 vectors are read only for the candidates' rows
-            random_access(vectors)
         self._rescore: int | None = None
 
     @property

@@ -229,3 +229,12 @@ def test_milvus_takes_int8_as_its_scalar_quantized_index_and_refuses_binary(
             build_index(model, corpus, location, tokenizer=tiny_tokenizer, precision=precision, engine_options=options)
     with pytest.raises(ValueError, match="rescore=2 .*searches its own index"):
         build_index(model, corpus, location, tokenizer=tiny_tokenizer, precision="int8", rescore=2)
+
+
+def test_rows_read_from_a_memory_mapped_file_are_the_rows(tmp_path: Path) -> None:
+    vectors = _vectors(50, dim=12)
+    np.save(tmp_path / "vectors.npy", vectors)
+    mapped = np.load(tmp_path / "vectors.npy", mmap_mode="r")
+    rows = np.array([0, 7, 8, 49])
+    assert np.array_equal(compact.read_rows(mapped, rows), vectors[rows])
+    assert np.array_equal(compact.read_rows(vectors, rows), vectors[rows])  # an array in memory: indexed
