@@ -20,6 +20,23 @@ def _model(**settings) -> SparseSiameseModel:
     return SparseSiameseModel(SparseSiameseConfig(encoder_config=encoder.config, **settings), encoder=encoder).eval()
 
 
+def test_grouped_rows_encode_each_column_at_its_own_width(tiny_tokenizer) -> None:
+    """A training batch (rows, texts, longest of all): the short queries cut to their own width give the vectors
+    each text gets alone, with the collator's host lengths or without them."""
+    model = _model()
+    queries = ["dog", "a man"]
+    documents = ["a man plays a guitar in the park today", "the dog runs"]
+    tokens = tiny_tokenizer(queries + documents, padding=True, return_tensors="pt")
+    grouped = {k: v.view(2, 2, -1).transpose(0, 1).contiguous() for k, v in tokens.items()}
+    lengths = grouped["attention_mask"].sum(-1).tolist()
+    alone = model.encode(queries + documents, tiny_tokenizer).to_dense()
+    with torch.no_grad():
+        for extra in ({}, {"text_lengths": lengths}):
+            vectors = model(**grouped, **extra).sparse_embedding
+            torch.testing.assert_close(vectors[:, 0], alone[:2], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(vectors[:, 1], alone[2:], rtol=1e-5, atol=1e-5)
+
+
 def test_splade_vectors_are_the_pooled_log1p_relu_of_the_logits(tiny_tokenizer) -> None:
     texts = ["a man plays a guitar", "dog"]
     for pooling in ("max", "sum"):
