@@ -175,14 +175,35 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
     ) -> MultiVectorOutput:
         batch, texts, length = input_ids.shape
         column = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        query = self(**{k: v[:, 0] if v is not None else None for k, v in column.items()}, task="query", **kwargs)
+        query = self._cut(**{k: v[:, 0] if v is not None else None for k, v in column.items()}, task="query", **kwargs)
         vectors, masks = [query.token_embeddings[:, None]], [query.token_mask[:, None]]
         if texts > 1:
             rest = {k: v[:, 1:].reshape(-1, length) if v is not None else None for k, v in column.items()}
-            documents = self(**rest, task="document", **kwargs)
+            documents = self._cut(**rest, task="document", **kwargs)
             vectors.append(documents.token_embeddings.view(batch, texts - 1, length, -1))
             masks.append(documents.token_mask.view(batch, texts - 1, length))
         return MultiVectorOutput(token_embeddings=torch.cat(vectors, dim=1), token_mask=torch.cat(masks, dim=1))
+
+    def _cut(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None, task: str,
+        **kwargs: Any,
+    ) -> MultiVectorOutput:  # fmt: skip
+        """`forward` of `(batch, length)` texts run at their own width (the collator pads a batch's queries to its
+        documents' length: a 32-token query ran at 256), the outputs padded back to `length` (masked out)."""
+        length = input_ids.shape[1]
+        pad_id = getattr(self.encoder.config, "pad_token_id", None) or 0
+        used = (attention_mask.bool() | (input_ids != pad_id)).any(dim=0).nonzero()  # expansion tokens count too
+        width = int(used[-1]) + 1 if len(used) else 1
+        cut = {"input_ids": input_ids[:, :width], "attention_mask": attention_mask[:, :width]}
+        if token_type_ids is not None:
+            cut["token_type_ids"] = token_type_ids[:, :width]
+        output = self(**cut, task=task, **kwargs)
+        if width == length:
+            return output
+        return MultiVectorOutput(
+            token_embeddings=F.pad(output.token_embeddings, (0, 0, 0, length - width)),
+            token_mask=F.pad(output.token_mask, (0, length - width), value=False),
+        )
 
     # ------------------------------------------------------------------------------------------------ encoding
 
