@@ -7,7 +7,7 @@ Precisions (`PRECISIONS`; bytes a document of `dim` dimensions in `bytes_per_doc
     float16  half the bytes; scored in float32 a chunk at a time
     int8     one byte a dimension: each dimension's range calibrated on the corpus (its 0.01% and 99.99% quantiles
              over up to 100,000 evenly spaced rows), 255 levels across it; scored as the float query against the
-             dequantized rows (`q . (center + code x step)`, computed as `(q x step) . code + q . center`)
+             dequantized rows (`q . (center + code x step)`; faiss' scalar-quantizer kernel where faiss is installed)
     binary   one bit a dimension (the sign: a value above 0), rows padded to whole 64-bit words; the query's bits are
              taken the same way and scored by Hamming distance through the CPU's popcount (faiss' kernel when faiss
              is installed, numpy's `bitwise_count` otherwise), as `1 - 2 x distance / dim` (the cosine of the two +-1
@@ -87,6 +87,19 @@ def describe_precision(index: Any) -> str:
     if part is None:
         return ""
     return f", {part.precision} vectors ({part.record['bytes_per_document']} bytes a document), rescore {index.rescore}"
+
+
+def _read_block(codes: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Rows `start:stop` of `codes`: read from its file when it is a memory-mapped one (not mapped: see `read_rows`),
+    else sliced."""
+    name = getattr(codes, "filename", None)
+    if not (isinstance(codes, np.memmap) and name and codes.flags.c_contiguous):
+        return np.asarray(codes[start:stop])
+    width = codes.shape[1] * codes.dtype.itemsize
+    with open(name, "rb") as file:
+        file.seek(codes.offset + start * width)
+        data = file.read((stop - start) * width)
+    return np.frombuffer(data, dtype=codes.dtype).reshape(stop - start, codes.shape[1])
 
 
 def read_rows(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -179,6 +192,7 @@ class CompactPart:
         self.folder, self.record, self.codes, self.quantizer = folder, record, codes, quantizer
         self.precision, self.similarity = record["precision"], record["similarity"]
         self.rescore = int(record["rescore"])
+        self._scalar_index: Any = None  # int8 through faiss: its scalar quantizer holding our codes, made on first use
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> CompactPart:
@@ -199,15 +213,35 @@ class CompactPart:
 
     def _candidates(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows) of the `depth` best rows of each query by the codes alone, best first."""
-        faiss = _faiss() if self.precision == "binary" else None
-        if faiss is not None:
+        faiss = _faiss() if self.precision in ("binary", "int8") else None
+        if faiss is not None and self.precision == "binary":
             distances, rows = faiss.knn_hamming(self.quantizer.encode(queries), np.ascontiguousarray(self.codes), depth)
             return best_first((1.0 - 2.0 * distances / self.quantizer.dim).astype(np.float32), rows.astype(np.int64))
+        if faiss is not None:
+            scores, rows = self._int8_index(faiss).search(queries, depth)
+            return best_first(scores, rows.astype(np.int64))
         best = np.empty((len(queries), 0), np.float32), np.empty((len(queries), 0), np.int64)
         for start in range(0, len(self.codes), _CHUNK):
             block = self.quantizer.scores(queries, np.asarray(self.codes[start : start + _CHUNK]))
             best = merge_top_k(*best, block, start, min(depth, start + block.shape[1]))
         return best_first(*best)
+
+    def _int8_index(self, faiss: Any) -> Any:
+        """faiss' flat scalar-quantizer index holding the int8 codes (its SIMD kernel scores the float query against
+        the dequantized rows, as `Quantizer.scores` does): code c of center m, step s is faiss' uint8 c + 127 of
+        minimum m - 127.5 s and range 255 s. The codes are read from the file a chunk at a time, not through the
+        mapping, so they are held once."""
+        if self._scalar_index is None:
+            dim, steps, centers = self.quantizer.dim, self.quantizer.steps, self.quantizer.centers
+            index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+            trained = np.concatenate([centers - 127.5 * steps, 255.0 * steps]).astype(np.float32)
+            faiss.copy_array_to_vector(trained, index.sq.trained)
+            index.is_trained = True
+            for start in range(0, len(self.codes), _CHUNK):
+                block = _read_block(self.codes, start, min(start + _CHUNK, len(self.codes)))
+                index.add_sa_codes((block.astype(np.int16) + 127).astype(np.uint8))
+            self._scalar_index = index
+        return self._scalar_index
 
     def search(
         self, queries: np.ndarray, k: int, vectors: np.ndarray, rescore: int | None = None

@@ -238,3 +238,14 @@ def test_rows_read_from_a_memory_mapped_file_are_the_rows(tmp_path: Path) -> Non
     rows = np.array([0, 7, 8, 49])
     assert np.array_equal(compact.read_rows(mapped, rows), vectors[rows])
     assert np.array_equal(compact.read_rows(vectors, rows), vectors[rows])  # an array in memory: indexed
+
+
+def test_int8_scores_are_the_same_through_faiss_and_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("faiss")
+    vectors, queries = _vectors(700), _vectors(6, seed=4)
+    write_compact_part(tmp_path, vectors, "int8", "cosine", 0)
+    through_faiss = CompactPart.load(tmp_path).search(queries, 15, vectors)
+    monkeypatch.setattr(compact, "_faiss", lambda: None)
+    by_numpy = CompactPart.load(tmp_path).search(queries, 15, vectors)
+    assert np.allclose(through_faiss[0], by_numpy[0], atol=1e-5)
+    assert (through_faiss[1] == by_numpy[1]).mean() > 0.95  # the same rows but where two scores tie within rounding
