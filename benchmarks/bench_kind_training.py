@@ -35,8 +35,6 @@ import os
 import random
 import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from importlib.metadata import version
@@ -47,6 +45,7 @@ from typing import Any
 from bench_multivector import build_model as build_multivector  # the same ColBERT-style model as the encode benchmark
 from bench_sparse import WORDS
 from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
+from library_runs import add_child_arguments, library_rows, run_if_child, run_libraries
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact"
@@ -185,24 +184,6 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------- parent
 
 
-def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    out = Path(spec["output"]).with_suffix(".json")
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--result-file", str(out)]
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "true"),
-        "WANDB_DISABLED": "true",
-    }
-    try:
-        done = subprocess.run(command, env=env, timeout=timeout, capture_output=True, text=True)
-    except subprocess.TimeoutExpired:
-        return {**spec, "error": f"timeout {timeout:.0f} s"}
-    if done.returncode:
-        return {**spec, "error": (done.stderr or done.stdout)[-1500:]}
-    return {**spec, **json.loads(out.read_text())}
-
-
 def print_table(results: list[dict[str, Any]], kind: str) -> None:
     print(
         "\n| library | rows/s (each process) | train s | steps / rows trained | loss: mean / last | peak RSS MiB "
@@ -210,12 +191,7 @@ def print_table(results: list[dict[str, Any]], kind: str) -> None:
     )
     print("|---|---|---|---|---|---|---|")
     means: dict[str, float] = {}
-    for library in dict.fromkeys(r["library"] for r in results):
-        rows = [r for r in results if r["library"] == library]
-        good = [r for r in rows if "error" not in r]
-        if not good:
-            print(f"| {library} | error: {rows[0]['error'][-300:]!r} | | | | | |")
-            continue
+    for library, good in library_rows(results, 7):
         speeds = [r["rows_per_s"] for r in good]
         means[library] = sum(speeds) / len(speeds)
         losses = " ; ".join(f"{r['mean_loss']:.4f} / {r['last_loss']:.4f}" for r in good)
@@ -226,8 +202,6 @@ def print_table(results: list[dict[str, Any]], kind: str) -> None:
             f"| {library} | {' / '.join(f'{s:.2f}' for s in speeds)} | {times} | {steps} | {losses} | {rss} "
             f"| {max(r['setup_s'] for r in good):.1f} |"
         )
-        for r in (r for r in rows if "error" in r):
-            print(f"| {library} | error in one process: {r['error'][-300:]!r} | | | | | |")
     if "ours" in means and "st" in means:
         print(f"| **ratio ours / st** ({kind}, target >= 2x) | **{means['ours'] / means['st']:.2f}x** | | | | | |")
 
@@ -242,11 +216,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--orders", default="ours,st,st,ours", help="the processes, in order: ours and st")
     parser.add_argument("--timeout", type=float, default=1800)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    add_child_arguments(parser)
     args = parser.parse_args()
-    if args.child:
-        Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+    if run_if_child(args, child):
         return
     if args.kind is None:
         parser.error("the following arguments are required: --kind")
@@ -270,18 +242,14 @@ def main() -> None:
     )
     print(f"rows: {source}", flush=True)
     work, load_before = Path(tempfile.mkdtemp(prefix="bench_kind_training_")), os.getloadavg()[0]
-    results = []
     try:
         (build_sparse if args.kind == "sparse" else build_multivector)(work / "model")
         (work / "rows.json").write_text(json.dumps(rows), encoding="utf-8")
         base = dict(kind=args.kind, model=str(work / "model"), rows=str(work / "rows.json"), threads=args.threads)
         base.update(batch_size=args.batch_size, lr=args.lr)
-        for i, library in enumerate(name for name in args.orders.split(",") if name):
-            spec = {**base, "library": library, "output": str(work / f"{i}_{library}")}
-            result = run_child(spec, args.timeout)
-            results.append(result)
-            shown = {k: v for k, v in result.items() if k not in base and k != "output"}
-            print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in shown.items()}), flush=True)
+        files = lambda i, library: {"output": str(work / f"{i}_{library}")}  # noqa: E731
+        env = {"WANDB_DISABLED": "true"}
+        results = run_libraries(__file__, base, args.orders, files, timeout=args.timeout, env=env, digits=4)
         loads = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (1 min)"
         print(f"\n## bench_kind_training ({args.kind}): {cpu_flags()}; torch {torch.__version__}; {loads}")
         print_table(results, args.kind)

@@ -26,8 +26,6 @@ import json
 import os
 import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from importlib.metadata import version
@@ -36,6 +34,7 @@ from typing import Any
 
 from bench_sparse import read_texts  # the same texts as the sparse benchmark: SciFact, else synthetic sentences
 from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
+from library_runs import add_child_arguments, library_rows, run_if_child, run_libraries
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact" / "corpus.jsonl"
@@ -122,23 +121,6 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------- parent
 
 
-def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    out = Path(spec["vectors"]).with_suffix(".json")
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--result-file", str(out)]
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "true"),
-    }
-    try:
-        done = subprocess.run(command, env=env, timeout=timeout, capture_output=True, text=True)
-    except subprocess.TimeoutExpired:
-        return {**spec, "error": f"timeout {timeout:.0f} s"}
-    if done.returncode:
-        return {**spec, "error": (done.stderr or done.stdout)[-1500:]}
-    return {**spec, **json.loads(out.read_text())}
-
-
 def compare(results: list[dict[str, Any]]) -> str:
     """Shapes and max abs diff of the first texts' token vectors between the first good process of each library."""
     import torch
@@ -170,12 +152,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
     )
     print("|---|---|---|---|---|---|")
     means: dict[str, dict[str, float]] = {}
-    for library in dict.fromkeys(r["library"] for r in results):
-        rows = [r for r in results if r["library"] == library]
-        good = [r for r in rows if "error" not in r]
-        if not good:
-            print(f"| {library} | error: {rows[0]['error'][-300:]!r} | | | | |")
-            continue
+    for library, good in library_rows(results, 6):
         docs, queries = ([r[f"{task}_per_s"] for r in good] for task in ("document", "query"))
         means[library] = {"docs": sum(docs) / len(docs), "queries": sum(queries) / len(queries)}
         tokens = f"{good[0]['document_tokens']:.1f} / {good[0]['query_tokens']:.1f}"
@@ -185,8 +162,6 @@ def print_table(results: list[dict[str, Any]]) -> None:
             f"| {library} | {' / '.join(f'{s:.1f}' for s in docs)} | {' / '.join(f'{s:.0f}' for s in queries)} "
             f"| {tokens} | {rss} | {load:.1f} |"
         )
-        for r in (r for r in rows if "error" in r):
-            print(f"| {library} | error in one process: {r['error'][-300:]!r} | | | | |")
     if "ours" in means and "st" in means:
         ratio = {k: means["ours"][k] / means["st"][k] for k in ("docs", "queries")}
         print(
@@ -204,11 +179,9 @@ def main() -> None:
     parser.add_argument("--orders", default="ours,st,st,ours", help="the processes, in order: ours and st")
     parser.add_argument("--check", type=int, default=8, help="texts of each task compared across the libraries")
     parser.add_argument("--timeout", type=float, default=900)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    add_child_arguments(parser)
     args = parser.parse_args()
-    if args.child:
-        Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+    if run_if_child(args, child):
         return
     import torch
 
@@ -222,18 +195,13 @@ def main() -> None:
     )
     print(f"texts: {source}", flush=True)
     work, load_before = Path(tempfile.mkdtemp(prefix="bench_multivector_")), os.getloadavg()[0]
-    results = []
     try:
         build_model(work / "model")
         (work / "texts.json").write_text(json.dumps({"documents": documents, "queries": queries}), encoding="utf-8")
         base = dict(model=str(work / "model"), texts=str(work / "texts.json"), threads=args.threads)
         base.update(batch_size=args.batch_size, check=args.check)
-        for i, library in enumerate(name for name in args.orders.split(",") if name):
-            spec = {**base, "library": library, "vectors": str(work / f"{i}_{library}.pt")}
-            result = run_child(spec, args.timeout)
-            results.append(result)
-            shown = {k: v for k, v in result.items() if k not in base and k != "vectors"}
-            print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in shown.items()}), flush=True)
+        files = lambda i, library: {"vectors": str(work / f"{i}_{library}.pt")}  # noqa: E731
+        results = run_libraries(__file__, base, args.orders, files, timeout=args.timeout)
         loads = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (1 min)"
         print(f"\n## bench_multivector: {cpu_flags()}; torch {torch.__version__}; {loads}")
         print(compare(results))

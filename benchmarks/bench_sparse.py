@@ -25,8 +25,6 @@ import os
 import random
 import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from importlib.metadata import version
@@ -35,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
+from library_runs import add_child_arguments, library_rows, run_if_child, run_libraries
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact" / "corpus.jsonl"
@@ -137,23 +136,6 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------- parent
 
 
-def run_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    out = Path(spec["vectors"]).with_suffix(".json")
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--result-file", str(out)]
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "true"),
-    }
-    try:
-        done = subprocess.run(command, env=env, timeout=timeout, capture_output=True, text=True)
-    except subprocess.TimeoutExpired:
-        return {**spec, "error": f"timeout {timeout:.0f} s"}
-    if done.returncode:
-        return {**spec, "error": (done.stderr or done.stdout)[-1500:]}
-    return {**spec, **json.loads(out.read_text())}
-
-
 def padding_note(model: Path, documents: list[str], batch: int) -> str:
     """Share of padding tokens in the documents' batches: in the given order (hf-siamese batches the texts as given)
     and sorted by length (sentence-transformers sorts a call's texts by length before batching)."""
@@ -203,12 +185,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
     )
     print("|---|---|---|---|---|---|")
     means: dict[str, dict[str, float]] = {}
-    for library in dict.fromkeys(r["library"] for r in results):
-        rows = [r for r in results if r["library"] == library]
-        good = [r for r in rows if "error" not in r]
-        if not good:
-            print(f"| {library} | error: {rows[0]['error'][-300:]!r} | | | | |")
-            continue
+    for library, good in library_rows(results, 6):
         docs, queries = ([r[f"{task}_per_s"] for r in good] for task in ("document", "query"))
         means[library] = {"docs": sum(docs) / len(docs), "queries": sum(queries) / len(queries)}
         nnz = f"{good[0]['document_nnz']:.0f} / {good[0]['query_nnz']:.0f}"
@@ -218,8 +195,6 @@ def print_table(results: list[dict[str, Any]]) -> None:
             f"| {library} | {' / '.join(f'{s:.1f}' for s in docs)} | {' / '.join(f'{s:.0f}' for s in queries)} "
             f"| {nnz} | {rss} | {load:.1f} |"
         )
-        for r in (r for r in rows if "error" in r):
-            print(f"| {library} | error in one process: {r['error'][-300:]!r} | | | | |")
     if "ours" in means and "st" in means:
         ratio = {k: means["ours"][k] / means["st"][k] for k in ("docs", "queries")}
         print(f"| **ratio ours / st** | **{ratio['docs']:.2f}x** | **{ratio['queries']:.2f}x** | | | |")
@@ -236,11 +211,9 @@ def main() -> None:
     parser.add_argument("--inference-free", action="store_true", help="a Router: static query weights, no encoder")
     parser.add_argument("--check", type=int, default=8, help="vectors of each task compared across the libraries")
     parser.add_argument("--timeout", type=float, default=900)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    add_child_arguments(parser)
     args = parser.parse_args()
-    if args.child:
-        Path(args.result_file).write_text(json.dumps(child(json.loads(args.child))))
+    if run_if_child(args, child):
         return
     import torch
 
@@ -254,18 +227,13 @@ def main() -> None:
     )
     print(f"texts: {source}", flush=True)
     work, load_before = Path(tempfile.mkdtemp(prefix="bench_sparse_")), os.getloadavg()[0]
-    results = []
     try:
         build_model(work / "model", args.inference_free)
         (work / "texts.json").write_text(json.dumps({"documents": documents, "queries": queries}), encoding="utf-8")
         base = dict(model=str(work / "model"), texts=str(work / "texts.json"), threads=args.threads)
         base.update(batch_size=args.batch_size, check=args.check)
-        for i, library in enumerate(name for name in args.orders.split(",") if name):
-            spec = {**base, "library": library, "vectors": str(work / f"{i}_{library}.pt")}
-            result = run_child(spec, args.timeout)
-            results.append(result)
-            shown = {k: v for k, v in result.items() if k not in base and k != "vectors"}
-            print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in shown.items()}), flush=True)
+        files = lambda i, library: {"vectors": str(work / f"{i}_{library}.pt")}  # noqa: E731
+        results = run_libraries(__file__, base, args.orders, files, timeout=args.timeout)
         loads = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (1 min)"
         print(f"\n## bench_sparse ({kind}): {cpu_flags()}; torch {torch.__version__}; {loads}")
         print(padding_note(work / "model", documents, args.batch_size))

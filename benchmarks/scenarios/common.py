@@ -297,24 +297,37 @@ def run_if_child(args: argparse.Namespace, child: Callable[[dict[str, Any]], dic
     return True
 
 
-def run_child(script: str | Path, spec: dict[str, Any]) -> dict[str, Any]:
+def run_child(
+    script: str | Path,
+    spec: dict[str, Any],
+    *,
+    timeout: float | None = None,
+    quiet: bool = False,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Run `python script --child SPEC_JSON --result-file FILE` in a fresh process (its own peak RSS, no warm caches)
-    and return `{**spec, **result}` (or `{**spec, "error": ...}` when the child fails). The script's `--child` mode
-    writes its result as JSON to FILE."""
+    and return `{**spec, **result}` (or `{**spec, "error": ...}` when the child fails or runs past `timeout`
+    seconds). The script's `--child` mode writes its result as JSON to FILE. `quiet`: the child's output is kept, not
+    shown, and the end of it goes into the error; `env`: variables set for the child besides HF_HUB_OFFLINE."""
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as handle:
         result_file = handle.name
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
     command = [sys.executable, str(Path(script).resolve()), "--child", json.dumps(spec), "--result-file", result_file]
-    print(f"\n===== {spec}", flush=True)
-    completed = subprocess.run(command, env=env)
+    if not quiet:
+        print(f"\n===== {spec}", flush=True)
     try:
+        completed = subprocess.run(command, env=environment, timeout=timeout, capture_output=quiet, text=True)
         if completed.returncode != 0:
-            return {**spec, "error": f"exit {completed.returncode}"}
+            said = (completed.stderr or completed.stdout or "")[-1500:] if quiet else ""
+            return {**spec, "error": f"exit {completed.returncode}" + (f": {said}" if said else "")}
         with open(result_file, encoding="utf-8") as handle:
             result = {**spec, **json.load(handle)}
+    except subprocess.TimeoutExpired:
+        return {**spec, "error": f"timeout {timeout:.0f} s"}
     finally:
         os.unlink(result_file)
-    print(f"===== done: {json.dumps(result)}", flush=True)
+    if not quiet:
+        print(f"===== done: {json.dumps(result)}", flush=True)
     return result
 
 
