@@ -34,7 +34,7 @@ from typing import Any
 
 from bench_sparse import read_texts  # the same texts as the sparse benchmark: SciFact, else synthetic sentences
 from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
-from library_runs import add_child_arguments, library_rows, run_if_child, run_libraries
+from library_runs import add_encode_arguments, print_encode_table, run_if_child, run_libraries
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact" / "corpus.jsonl"
@@ -145,41 +145,9 @@ def compare(results: list[dict[str, Any]]) -> str:
     return f"same token vectors (first {count} texts of each task), max abs diff ours vs st: {', '.join(parts)}"
 
 
-def print_table(results: list[dict[str, Any]]) -> None:
-    print(
-        "\n| library | docs/s (each process) | queries/s (each process) | token vectors a doc / query "
-        "| peak RSS MiB | load s |"
-    )
-    print("|---|---|---|---|---|---|")
-    means: dict[str, dict[str, float]] = {}
-    for library, good in library_rows(results, 6):
-        docs, queries = ([r[f"{task}_per_s"] for r in good] for task in ("document", "query"))
-        means[library] = {"docs": sum(docs) / len(docs), "queries": sum(queries) / len(queries)}
-        tokens = f"{good[0]['document_tokens']:.1f} / {good[0]['query_tokens']:.1f}"
-        rss = " / ".join(f"{r['peak_rss_mib']:.0f}" for r in good)
-        load = max(r["load_s"] for r in good)
-        print(
-            f"| {library} | {' / '.join(f'{s:.1f}' for s in docs)} | {' / '.join(f'{s:.0f}' for s in queries)} "
-            f"| {tokens} | {rss} | {load:.1f} |"
-        )
-    if "ours" in means and "st" in means:
-        ratio = {k: means["ours"][k] / means["st"][k] for k in ("docs", "queries")}
-        print(
-            f"| **ratio ours / st** (target >= 1.5x) | **{ratio['docs']:.2f}x** | **{ratio['queries']:.2f}x** | | | |"
-        )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="SciFact corpus.jsonl (queries.jsonl beside)")
-    parser.add_argument("--docs", type=int, default=512)
-    parser.add_argument("--queries", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--orders", default="ours,st,st,ours", help="the processes, in order: ours and st")
-    parser.add_argument("--check", type=int, default=8, help="texts of each task compared across the libraries")
-    parser.add_argument("--timeout", type=float, default=900)
-    add_child_arguments(parser)
+    add_encode_arguments(parser, DEFAULT_DATA)
     args = parser.parse_args()
     if run_if_child(args, child):
         return
@@ -205,7 +173,7 @@ def main() -> None:
         loads = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (1 min)"
         print(f"\n## bench_multivector: {cpu_flags()}; torch {torch.__version__}; {loads}")
         print(compare(results))
-        print_table(results)
+        print_encode_table(results, ("token vectors a doc / query", "tokens", ".1f"), "target >= 1.5x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

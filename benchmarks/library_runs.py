@@ -4,6 +4,7 @@ of its own (`scenarios/common.run_child`, quiet, with a timeout), and each libra
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -54,4 +55,44 @@ def library_rows(results: list[dict[str, Any]], columns: int) -> Iterator[tuple[
             print(f"| {library} | error: {failed['error'][-300:]!r} |" + " |" * (columns - 2))
 
 
-__all__ = ["CHILD_ENV", "add_child_arguments", "library_rows", "run_if_child", "run_libraries"]
+def add_encode_arguments(parser: argparse.ArgumentParser, data: Path) -> None:
+    """The options of an encode benchmark (`bench_sparse.py`, `bench_multivector.py`): the texts, the batch, the
+    threads, the processes' order, the vectors compared, the timeout, and the hidden child options."""
+    parser.add_argument("--data", type=Path, default=data, help="SciFact corpus.jsonl (queries.jsonl beside)")
+    parser.add_argument("--docs", type=int, default=512)
+    parser.add_argument("--queries", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--orders", default="ours,st,st,ours", help="the processes, in order: ours and st")
+    parser.add_argument("--check", type=int, default=8, help="vectors of each task compared across the libraries")
+    parser.add_argument("--timeout", type=float, default=900)
+    add_child_arguments(parser)
+
+
+def print_encode_table(results: list[dict[str, Any]], size: tuple[str, str, str], target: str = "") -> None:
+    """The encode table: documents/s and queries/s of each process, the vectors' size (`size`: its column's title,
+    the result key's suffix, e.g. "tokens" for `document_tokens`, and its format), peak RSS, load time, and the
+    ratio of the libraries' means (`target`: what the ratio is held to, shown beside it)."""
+    title, key, form = size
+    print(f"\n| library | docs/s (each process) | queries/s (each process) | {title} | peak RSS MiB | load s |")
+    print("|---|---|---|---|---|---|")
+    means: dict[str, dict[str, float]] = {}
+    for library, good in library_rows(results, 6):
+        docs, queries = ([r[f"{task}_per_s"] for r in good] for task in ("document", "query"))
+        means[library] = {"docs": sum(docs) / len(docs), "queries": sum(queries) / len(queries)}
+        sizes = f"{good[0][f'document_{key}']:{form}} / {good[0][f'query_{key}']:{form}}"
+        rss = " / ".join(f"{r['peak_rss_mib']:.0f}" for r in good)
+        print(
+            f"| {library} | {' / '.join(f'{s:.1f}' for s in docs)} | {' / '.join(f'{s:.0f}' for s in queries)} "
+            f"| {sizes} | {rss} | {max(r['load_s'] for r in good):.1f} |"
+        )
+    if "ours" in means and "st" in means:
+        ratio = {k: means["ours"][k] / means["st"][k] for k in ("docs", "queries")}
+        shown = f" ({target})" if target else ""
+        print(f"| **ratio ours / st**{shown} | **{ratio['docs']:.2f}x** | **{ratio['queries']:.2f}x** | | | |")
+
+
+__all__ = [
+    "CHILD_ENV", "add_child_arguments", "add_encode_arguments", "library_rows", "print_encode_table", "run_if_child",
+    "run_libraries",
+]  # fmt: skip
