@@ -10,14 +10,13 @@ The first 300 abstracts of the corpus, the first 5 test claims; a temporary fold
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import torch
 from sentence_transformers import MultiVectorEncoder
+from sparse_st_top5 import compare_top5  # the same top-5 comparison through `hf-siamese search --corpus`
 
 from hf_siamese import read_beir
 from hf_siamese.formats.multivector_layout import load_multivector_model, write_multivector_encoder
@@ -48,17 +47,7 @@ def main() -> None:
     )
     print(f"max abs diff of the token vectors, sentence-transformers vs ours: {diff:.2e}")
     their_top = theirs.similarity(their_queries, their_docs).topk(5, dim=1).indices.tolist()
-    same = 0
-    for query, top in zip(queries, their_top, strict=True):
-        command = [sys.executable, "-m", "hf_siamese.cli", "search", "--corpus", "corpus.txt", "--model", folder]
-        out = subprocess.run(
-            [*command, "--query", query, "--top-k", "5"], capture_output=True, text=True,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=True,
-        ).stdout  # fmt: skip
-        ours = [int(match) for match in re.findall(r"^\s+\d+\. \S+\s+\[(\d+)\]", out, flags=re.M)]
-        same += ours == top
-        print(f"{query[:50]!r}: ours {ours}, sentence-transformers {top}")
-    print(f"queries with the same top-5 (search --corpus vs sentence-transformers): {same} of {len(queries)}")
+    compare_top5(queries, their_top, folder)
 
 
 if __name__ == "__main__":

@@ -56,9 +56,15 @@ def main() -> None:
     query_diff = float((their_queries - model.encode_query(queries, tokenizer).to_dense()).abs().max())
     print(f"max abs diff, sentence-transformers vs ours: documents {doc_diff:.2e}, queries {query_diff:.2e}")
     their_top = (their_queries @ their_docs.T).topk(5, dim=1).indices.tolist()
+    compare_top5(queries, their_top, "ours")
+
+
+def compare_top5(queries: list[str], their_top: list[list[int]], model: str) -> None:
+    """Print, for each query, the top-5 lines of corpus.txt (in the working folder) by `hf-siamese search --corpus
+    corpus.txt --model MODEL` beside `their_top` (sentence-transformers'), and how many queries have the same."""
     same = 0
     for query, top in zip(queries, their_top, strict=True):
-        command = [sys.executable, "-m", "hf_siamese.cli", "search", "--corpus", "corpus.txt", "--model", "ours"]
+        command = [sys.executable, "-m", "hf_siamese.cli", "search", "--corpus", "corpus.txt", "--model", model]
         out = subprocess.run(
             [*command, "--query", query, "--top-k", "5"], capture_output=True, text=True,
             env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=True,
