@@ -27,6 +27,7 @@ On disk, beside the float32 vectors (embeddings/vectors.npy):
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -36,6 +37,7 @@ import numpy as np
 
 from ..storage import write_atomic
 from .exact import TIE_MARGIN, best_first, merge_top_k, unit_rows
+from .index_parts import faiss_available
 
 PRECISIONS = ("float32", "float16", "int8", "binary")
 RESCORE = {"float16": 0, "int8": 1, "binary": 4}
@@ -177,14 +179,6 @@ class Quantizer:
         return 1.0 - 2.0 * out / self.dim
 
 
-def _faiss() -> Any:
-    try:
-        import faiss
-    except ImportError:
-        return None
-    return faiss
-
-
 class CompactPart:
     """The compact vectors of an index (`write_compact_part` made them), searched with rescoring by `search`."""
 
@@ -213,7 +207,7 @@ class CompactPart:
 
     def _candidates(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows) of the `depth` best rows of each query by the codes alone, best first."""
-        faiss = _faiss() if self.precision in ("binary", "int8") else None
+        faiss = importlib.import_module("faiss") if self.precision != "float16" and faiss_available() else None
         if faiss is not None and self.precision == "binary":
             distances, rows = faiss.knn_hamming(self.quantizer.encode(queries), np.ascontiguousarray(self.codes), depth)
             return best_first((1.0 - 2.0 * distances / self.quantizer.dim).astype(np.float32), rows.astype(np.int64))

@@ -11,7 +11,7 @@ import shutil
 from typing import Any
 
 from ..storage import exclusive_output, recover_output, replace_folder
-from .compact import COMPACT_DIR, check_compact_similarity, check_rescore, write_compact_part
+from .compact import COMPACT_DIR, check_rescore, write_compact_part
 from .compact import check_precision as check_compact_precision
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings
 from .multivector_part import MULTIVECTOR_DIR, check_precision, resolve_multivector_model, write_multivector_part
@@ -131,7 +131,6 @@ def set_precision(path: str | os.PathLike, precision: str, *, rescore: int | Non
                 f"the index {os.fspath(index.path)!r} searches through an approximate index of its float32 vectors; "
                 "compact vectors are searched exactly: rebuild it with --precision (and without --approximate)"
             )
-        check_compact_similarity(precision, index.similarity)
         target, staging = index.path / COMPACT_DIR, index.path / f".{COMPACT_DIR}.building"
         shutil.rmtree(staging, ignore_errors=True)
         if precision == "float32":

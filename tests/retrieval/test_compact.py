@@ -70,7 +70,7 @@ def test_binary_scores_are_one_minus_twice_the_hamming_share_with_or_without_fai
 ) -> None:
     vectors, queries = _vectors(500), _vectors(7, seed=1)
     if not use_faiss:
-        monkeypatch.setattr(compact, "_faiss", lambda: None)
+        monkeypatch.setattr(compact, "faiss_available", lambda: False)
     write_compact_part(tmp_path, vectors, "binary", "cosine", 0)
     scores, rows = CompactPart.load(tmp_path).search(queries, 20, vectors)
     hamming = ((queries[:, None, :] > 0) != (vectors[None, :, :] > 0)).sum(axis=2)
@@ -245,7 +245,7 @@ def test_int8_scores_are_the_same_through_faiss_and_numpy(tmp_path: Path, monkey
     vectors, queries = _vectors(700), _vectors(6, seed=4)
     write_compact_part(tmp_path, vectors, "int8", "cosine", 0)
     through_faiss = CompactPart.load(tmp_path).search(queries, 15, vectors)
-    monkeypatch.setattr(compact, "_faiss", lambda: None)
+    monkeypatch.setattr(compact, "faiss_available", lambda: False)
     by_numpy = CompactPart.load(tmp_path).search(queries, 15, vectors)
     assert np.allclose(through_faiss[0], by_numpy[0], atol=1e-5)
     assert (through_faiss[1] == by_numpy[1]).mean() > 0.95  # the same rows but where two scores tie within rounding
