@@ -27,7 +27,7 @@ from transformers.utils import ModelOutput
 
 from .configuration_multivector import MULTIVECTOR_TASKS, MultiVectorConfig
 from .multivector_scoring import as_padded, maxsim, maxsim_pairwise, pad_vectors
-from .text_encoding import TextEncoding, checked_texts, evaluating, longest_first
+from .text_encoding import TextEncoding, checked_texts, evaluating, longest_first, used_width
 
 PUNCTUATION = tuple(string.punctuation)  # ColBERT's document skiplist
 
@@ -191,9 +191,7 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
         """`forward` of `(batch, length)` texts run at their own width (the collator pads a batch's queries to its
         documents' length: a 32-token query ran at 256), the outputs padded back to `length` (masked out)."""
         length = input_ids.shape[1]
-        pad_id = getattr(self.encoder.config, "pad_token_id", None) or 0
-        used = (attention_mask.bool() | (input_ids != pad_id)).any(dim=0).nonzero()  # expansion tokens count too
-        width = int(used[-1]) + 1 if len(used) else 1
+        width = used_width(input_ids, attention_mask, getattr(self.encoder.config, "pad_token_id", None))
         cut = {"input_ids": input_ids[:, :width], "attention_mask": attention_mask[:, :width]}
         if token_type_ids is not None:
             cut["token_type_ids"] = token_type_ids[:, :width]

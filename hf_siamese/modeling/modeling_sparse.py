@@ -32,7 +32,7 @@ from .configuration_sparse import SparseSiameseConfig
 from .modeling_siamese import settle_attention
 from .sparse_csr import SparseAutoEncoder, build_dense, csr_vectors, load_dense
 from .sparse_head import pass_through_head
-from .text_encoding import TextEncoding, checked_texts, evaluating, longest_first, token_limit
+from .text_encoding import TextEncoding, checked_texts, evaluating, longest_first, token_limit, used_width
 
 TASKS = ("query", "document")
 
@@ -198,11 +198,9 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         for start, stop in ((0, 1), (1, texts)) if not first else ((1, texts),):
             if start >= stop:
                 continue
-            if text_lengths is not None:
-                width = max(max(row[start:stop]) for row in text_lengths)
-            else:
-                width = int(attention_mask[:, start:stop].sum(dim=-1).max())
-            width = max(width, 1)
+            lengths = None if text_lengths is None else [n for row in text_lengths for n in row[start:stop]]
+            pad_id = getattr(self.encoder.config, "pad_token_id", None)
+            width = used_width(input_ids[:, start:stop], attention_mask[:, start:stop], pad_id, lengths)
             cut = [t[:, start:stop, :width].reshape(-1, width) if t is not None else None
                    for t in (input_ids, attention_mask, token_type_ids)]  # fmt: skip
             encoded = self(*cut, **kwargs).sparse_embedding

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from torch import nn
 
 
@@ -51,6 +52,22 @@ def checked_texts(texts: str | Sequence[str], task: str, tasks: Sequence[str], b
     if not all(isinstance(text, str) for text in items):
         raise ValueError("encode: texts must be strings (one, or a list of them)")
     return single, items
+
+
+def used_width(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    pad_token_id: int | None,
+    lengths: Sequence[int] | None = None,
+) -> int:
+    """How many leading positions of right-padded `(..., seq_len)` texts any text uses (at least 1): the largest of
+    `lengths` (real tokens counted on the host, by the collator: nothing read back from the device), else the last
+    position attended or holding a token other than padding (a query's expansion tokens, attended or not)."""
+    if lengths is not None:
+        return max(1, max(lengths, default=1))
+    used = (attention_mask.bool() | (input_ids != (pad_token_id or 0))).reshape(-1, input_ids.shape[-1]).any(dim=0)
+    positions = used.nonzero()
+    return int(positions[-1]) + 1 if len(positions) else 1
 
 
 def longest_first(items: Sequence[str], batch_size: int) -> list[list[int]]:
