@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..losses.quantization_aware import QUANTIZATION_AWARE
 from ..training.objective import ROW_LOSSES
 from ..training.recipe import RECIPES
 from ..training.trainer_data import MODEL_KINDS
@@ -108,7 +109,7 @@ def _add_objective_group(parser: argparse.ArgumentParser) -> None:
         help="scored_mnr: pairs scoring at least T are the positives (e.g. 4 on a 0-5 scale)",
     )
     group.add_argument(
-        "--quantization-aware", choices=("int8", "binary"),
+        "--quantization-aware", choices=QUANTIZATION_AWARE,
         help="train through the int8 or binary quantizer (the loss on the float embeddings plus the loss on their "
         "codes, straight-through), so that 'index --precision int8|binary' ranks as the float index; dense only",
     )  # fmt: skip

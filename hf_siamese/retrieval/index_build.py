@@ -278,7 +278,7 @@ def _build_index(
         if approximate:
             raise ValueError(
                 f"approximate=True (--approximate) with precision={compact[0]!r}: compact vectors are searched "
-                "exactly (binary by popcount: faster than the float32 approximate index's lists); give one of them"
+                "exactly (no approximate index over the codes yet); give one of them"
             )
         check_compact_similarity(compact[0], similarity)
         approximate = False

@@ -63,8 +63,12 @@ class VectorIndex(SearchIndex):
         self._lexical: LexicalIndex | None = None
         self._sparse: SparsePart | None = None
         self.compact = CompactPart.load(path / COMPACT_DIR) if info.get("compact") else None
-        self.precision = "float32" if self.compact is None else self.compact.precision
         self._rescore: int | None = None
+
+    @property
+    def precision(self) -> str:
+        """How the vectors are searched: "float32", or the compact part's precision (`compact.py`)."""
+        return "float32" if self.compact is None else self.compact.precision
 
     @property
     def rescore(self) -> int | None:

@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 from transformers import TrainingArguments
 
+from ..losses.quantization_aware import QUANTIZATION_AWARE
+
 _GROUP_BY_LENGTH = {"auto": "auto", "true": True, "false": False}
 
 
@@ -122,7 +124,7 @@ class SiameseTrainingArguments(HfSiameseTrainingArguments):
 
     quantization_aware: str | None = field(
         default=None,
-        metadata={"help": "train through the int8 or binary quantizer (default: none)", "choices": ["int8", "binary"]},
+        metadata={"help": "train through the int8 or binary quantizer (default: none)", "choices": QUANTIZATION_AWARE},
     )
     no_duplicates_sampler: bool | None = field(
         default=None, metadata={"help": "no text twice in a batch (default: on for ranking losses)"}
@@ -150,7 +152,7 @@ class SiameseTrainingArguments(HfSiameseTrainingArguments):
             raise ValueError(
                 f"{name}: no_duplicates_sampler={self.no_duplicates_sampler!r}; accepted: True, False, None."
             )
-        if self.quantization_aware not in (None, "int8", "binary"):
+        if self.quantization_aware is not None and self.quantization_aware not in QUANTIZATION_AWARE:
             raise ValueError(
                 f"{name}: quantization_aware={self.quantization_aware!r}; accepted: 'int8', 'binary', None."
             )
