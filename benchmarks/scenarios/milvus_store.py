@@ -44,9 +44,8 @@ def cpu_header() -> str:
 def stores(workdir: Path) -> dict[str, object]:
     """The folder index of SciFact's corpus and its two Milvus Lite exports (built once, kept in workdir)."""
     from hf_siamese.cli.common import load_inference_model
-    from hf_siamese.retrieval.index_build import build_index
-    from hf_siamese.retrieval.milvus_export import export_index
-    from hf_siamese.retrieval.vector_index import load_index
+    from hf_siamese.retrieval.stores import build_index, load_index
+    from hf_siamese.retrieval.stores.milvus.export import export_index
 
     folder = workdir / "scifact-index"
     if not (folder / "index.json").is_file():
@@ -72,7 +71,7 @@ def stores(workdir: Path) -> dict[str, object]:
 def quality(workdir: Path) -> None:
     from hf_siamese.cli.common import load_inference_model
     from hf_siamese.metrics import retrieval_metrics
-    from hf_siamese.retrieval.hybrid import choose_dense_weight, fuse
+    from hf_siamese.retrieval.fusion.hybrid import choose_dense_weight, fuse
 
     model, tokenizer = load_inference_model(None, None, None, None)
     test, train = read_scifact(split="test"), read_scifact(split="train")
@@ -110,7 +109,7 @@ def engine_rrf_agreement(index, model, tokenizer, data) -> None:
     test claim: how many claims get the same top 10, and the same top 10 as a set (ties ordered otherwise)."""
     from pymilvus import AnnSearchRequest, RRFRanker
 
-    from hf_siamese.retrieval.milvus import query_vectors
+    from hf_siamese.retrieval.stores.milvus.index import query_vectors
 
     claims = [data.queries[q] for q in data.qrels]
     vectors = model.encode(claims, tokenizer=tokenizer, convert_to_numpy=True)
@@ -166,9 +165,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 sys.path.insert(0, sys.argv[4])
 from conftest import VOCAB, WORDS, make_tiny_model
 from transformers import BertTokenizer
-from hf_siamese.retrieval.milvus_export import export_index
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.stores.milvus.export import export_index
+from hf_siamese.retrieval.stores import build_index
+from hf_siamese.retrieval.stores import load_index
 size, workdir, part = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 words = WORDS[:40]  # the tiny tokenizer's own words: every text is distinct (40 ** 6 of them)
 corpus, folder = f"{workdir}/scale-{size}.txt", f"{workdir}/scale-{size}"
@@ -189,7 +188,7 @@ seconds = time.perf_counter() - start
 result = {"seconds": seconds, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
           "engine_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 if part == "milvus":
-    from hf_siamese.retrieval.milvus import MilvusIndex
+    from hf_siamese.retrieval.stores.milvus.index import MilvusIndex
     opened = MilvusIndex.open(f"milvus-lite:{workdir}/scale.db#scale_{size}")
     result["recall"] = opened.info["dense_index"].get("recall")
 print(json.dumps(result))

@@ -32,7 +32,7 @@ def first_stage(workdir: Path, name: str, model_path: str) -> dict:
 
     from hf_siamese.cli.common import load_inference_model
     from hf_siamese.retrieval import exact_search
-    from hf_siamese.retrieval.evaluation import embed_retrieval_set
+    from hf_siamese.retrieval.evaluation.evaluator import embed_retrieval_set
 
     model, tokenizer = load_inference_model(model_path, None, None, None)
     train, test = load_splits()
@@ -164,7 +164,7 @@ def fused_ndcg(scores: dict, candidates: dict, qrels: dict, weight: float) -> fl
     the reranker `scores[(claim, doc)]` with the first stage at first-stage weight `weight` (0: the reranker alone)."""
     import numpy as np
 
-    from hf_siamese.retrieval.rerank import fuse_scores
+    from hf_siamese.retrieval.fusion.rerank import fuse_scores
 
     ranked = {}
     for q, hits in candidates.items():

@@ -66,7 +66,7 @@ def million(size: int, threshold: float, top_k: int, noise: float) -> None:
 
     from ann import vectors as clustered
 
-    from hf_siamese.retrieval.corpus_matrix import neighbour_search
+    from hf_siamese.retrieval.index.matrix import neighbour_search
     from hf_siamese.retrieval.similar import neighbour_pairs
 
     with tempfile.TemporaryDirectory() as work:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..retrieval.hybrid import INDEX_FIRST_STAGES
+from ..retrieval.fusion.hybrid import INDEX_FIRST_STAGES
 from .common import DTYPES, POOLING_NAMES, PROG
 
 

@@ -235,8 +235,8 @@ def choose_and_report_fusion(
     on (`corpus`: its name, the split, its documents by id; searches of another corpus then take the setting-free
     order); say what each order gives. `train-reranker` and `eval --choose-fusion` call it."""
     from ..cross_encoder import choose_fusion
-    from ..retrieval.fingerprint import corpus_fingerprint
-    from ..retrieval.rerank import reranker_has_no_share
+    from ..retrieval.fusion.rerank import reranker_has_no_share
+    from ..retrieval.index.fingerprint import corpus_fingerprint
 
     chosen = choose_fusion(model, eval_set, batch_size=max(32, batch_size))
     weight, stages = chosen["first_stage_weight"], chosen["stage_weights"]

@@ -1,12 +1,12 @@
 """`hf-siamese distill`: a student learns a teacher's embeddings (`EmbeddingMSELoss`): a smaller student made of some
 of the teacher's layers (`student_from_teacher`), or another model (`--student`, e.g. a multilingual encoder learning
 an English teacher from parallel sentences: Reimers & Gurevych 2020). The teacher's embeddings are computed once
-(`teacher_embeddings`, PCA-projected when the student is narrower)."""
+(`teacher_embeddings`, PCA-projected when the student is narrower). The command reads the texts and loads the models;
+the training, its resume and the swap into OUT are the library's (`hf_siamese.recipes.distill.distill`)."""
 
 from __future__ import annotations
 
 import argparse
-import shutil
 from typing import Any
 
 from ..data.training_sets import load_data
@@ -93,71 +93,33 @@ def _rows(args: argparse.Namespace) -> Any:
     return Dataset.from_dict({"sentence": texts})
 
 
+def _bi_encoder(path: str, option: str) -> Any:
+    """The bi-encoder `option` names, loaded with its tokenizer; a bad one in one line naming the flag."""
+    try:
+        model, tokenizer = load_inference_model(path, None, None, None)
+    except ValueError as error:
+        raise ValueError(f"{option} {path}: {_one_line(error)}") from None
+    model.tokenizer = tokenizer
+    return model
+
+
 def run_distill(args: argparse.Namespace) -> int:
-    """Build the student, label the texts with the teacher's embeddings, train, save."""
-    from ..recipes.stages import check_settings, last_checkpoint
-    from ..storage import recover_output, replace_folder
-    from ..training.arguments import SiameseTrainingArguments
-    from ..training.students import student_from_teacher, teacher_embeddings
-    from ..training.trainer import SiameseTrainer
+    """Read the texts, load the teacher (and --student), distill (`hf_siamese.recipes.distill.distill`)."""
+    from ..recipes.distill import distill
 
     output = model_output_folder(args.output, args.overwrite, "a student")
     rows = _rows(args)
     teacher_path = args.teacher or default_model_path()
-    try:
-        teacher, teacher_tokenizer = load_inference_model(teacher_path, None, None, None)
-    except ValueError as error:
-        raise ValueError(f"--teacher {teacher_path}: {_one_line(error)}") from None
-    teacher.tokenizer = teacher_tokenizer
-    if args.student is not None:
-        try:
-            student, tokenizer = load_inference_model(args.student, None, None, None)
-        except ValueError as error:
-            raise ValueError(f"--student {args.student}: {_one_line(error)}") from None
-        student.tokenizer = tokenizer
-    else:
-        count = int(teacher.config.encoder_config.num_hidden_layers)
-        keep = _layers(args.layers) if args.layers else (args.keep or max(1, count // 2))
-        student, tokenizer = student_from_teacher(teacher, keep), teacher_tokenizer
-    width, teacher_width = student.config.embedding_size, teacher.config.embedding_size
-    if width != teacher_width and args.projection == "learned":
-        from ..training.students import add_projection
-
-        student = add_projection(student, teacher_width)
-        print(f"added a learned projection to the student: {width} -> {teacher_width}")
-        width = teacher_width
-    # A fixed work folder beside the output: the teacher's embeddings and the checkpoints of a stopped run are found
-    # there by the same command again, and removed once the student is saved.
-    work = output.parent / f".{output.name}.distill"
-    settings = {
-        "teacher": teacher_path, "student": args.student, "layers": args.layers, "keep": args.keep,
-        "projection": args.projection, "rows": len(rows), "epochs": args.epochs, "batch_size": args.batch_size,
-        "lr": args.lr, "seed": args.seed,
-    }  # fmt: skip
-    check_settings(work, settings)  # a stopped run with other settings is refused, not mixed in
+    teacher = _bi_encoder(teacher_path, "--teacher")
+    student = _bi_encoder(args.student, "--student") if args.student is not None else None
+    # The run's settings name the models and layers as given, so the same command resumes a stopped run.
+    given = {"teacher": teacher_path, "student": args.student, "layers": args.layers, "keep": args.keep}
     with quiet_progress_bars():
-        rows = teacher_embeddings(
-            rows, teacher, dim=width if width != teacher_width else None, show_progress_bar=True,
-            cache_dir=work / "targets",
+        distill(
+            rows, output, teacher=teacher, student=student,
+            layers=_layers(args.layers) if args.layers else args.keep, projection=args.projection,
+            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed, save_steps=args.save_steps,
+            overwrite=args.overwrite, run_options=given, report=print,
         )  # fmt: skip
-    layers = student.config.encoder_config.num_hidden_layers
-    print(f"student: {layers} layers, width {width}; teacher width {teacher_width}; {len(rows)} training rows")
-    training = SiameseTrainingArguments(
-        output_dir=str(work / "checkpoints"), num_train_epochs=args.epochs, per_device_train_batch_size=args.batch_size,
-        learning_rate=args.lr, warmup_steps=0.1, seed=args.seed, save_strategy="steps", save_steps=args.save_steps,
-        save_total_limit=1, report_to=[], logging_steps=50, disable_tqdm=False,
-    )  # fmt: skip
-    trainer = SiameseTrainer(
-        model=student, args=training, train_dataset=rows, processing_class=tokenizer, loss="embedding_mse"
-    )
-    last = last_checkpoint(work / "checkpoints")
-    if last:
-        print(f"resuming from {last}")
-    trainer.train(resume_from_checkpoint=last)
-    staging = work / "student"  # saved whole, then swapped in: never mixed into an older model's files
-    trainer.save_model(str(staging))
-    recover_output(output)
-    replace_folder(staging, output)
-    shutil.rmtree(work, ignore_errors=True)
     print(f"saved the student -> {output}")
     return 0

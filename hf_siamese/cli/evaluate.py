@@ -20,14 +20,8 @@ from .arguments import (
     add_rescore_argument,
     positive_int,
 )
-from .common import (
-    default_model_path,
-    load_cross_encoder,
-    load_inference_model,
-    parse_columns,
-    parse_score_range,
-)
-from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags, use_recorded_sparse_model
+from .common import default_model_path, load_cross_encoder, load_inference_model, parse_columns, parse_score_range
+from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
 
 
 def register(commands: Any) -> None:
@@ -92,7 +86,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from ..data.beir import is_beir_folder
     from ..data.readers import load_demo_dataset, read_text_lines
     from ..metrics import EmbeddingSimilarityEvaluator, paired_similarities
-    from .index import lexical_settings
+    from .search_options import lexical_settings
 
     if args.data is not None and is_beir_folder(args.data):
         return run_retrieval_eval(args)
@@ -163,13 +157,12 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split; with
     --rerank, each metric@k of the first stage and of the two stages side by side."""
     from ..data.beir import read_beir
-    from ..retrieval.compact import describe_precision
-    from ..retrieval.evaluation import RetrievalEvaluator
-    from ..retrieval.hybrid import check_first_stage
-    from ..retrieval.multivector_rerank import is_multivector_model_path
-    from .index import lexical_settings
+    from ..retrieval.evaluation.evaluator import RetrievalEvaluator
+    from ..retrieval.fusion.hybrid import check_first_stage
+    from ..retrieval.fusion.multivector_rerank import is_multivector_model_path
+    from ..retrieval.index.compact import describe_precision
     from .multivector_options import load_multivector_option
-    from .search import rerank_options
+    from .search_options import index_query_model, lexical_settings, rerank_options
 
     for option in ("columns", "score_range", "sentences", "plot"):
         if getattr(args, option, None):
@@ -194,7 +187,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     index, weight, stages = None, args.first_stage_weight, None
     stage, fusion, dense_weight = args.first_stage, args.fusion, args.dense_weight
     if args.index is not None:
-        from ..retrieval.vector_index import load_index
+        from ..retrieval.stores import load_index
 
         index = load_index(args.index, args.rescore)  # a folder or an engine's collection of this set's corpus
     if args.rescore is not None and index is None:
@@ -206,13 +199,9 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     recorded = index.pipeline if index is not None and not args.no_rerank else None
     reranker, rerank_top = rerank_options(args, recorded=recorded is not None)
     if reranker is None and recorded is not None:  # the pipeline the index keeps, measured as it searches
-        from ..retrieval.pipeline import recorded_weights
-
-        reranker, stage, fusion, dense_weight = index.pipeline_settings(None, stage, fusion, dense_weight)
-        first_stage = index.check_first_stage(stage, fusion, dense_weight)
-        rerank_top = recorded["rerank_top"] if rerank_top is None else rerank_top
-        if weight is None:  # a --first-stage-weight given asks for the two-score order, as in search
-            weight, stages = recorded_weights(recorded, first_stage)
+        plan = index.plan(None, stage, fusion, dense_weight, rerank_top, weight)  # the library's one setup
+        reranker, stage, fusion, dense_weight = plan.reranker, plan.first_stage, plan.fusion, plan.dense_weight
+        rerank_top, weight, stages = plan.rerank_top, plan.first_stage_weight, plan.stage_weights
     has_sparse = index is not None and index.has_sparse  # the first stage "sparse": an index's learned-sparse part
     first_stage = check_first_stage(stage or "dense", fusion, dense_weight, settings, sparse_part=has_sparse)
     lists: tuple[str, ...] = (first_stage,)
@@ -223,10 +212,12 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
     elif own:
         model, tokenizer = load_multivector_option(args.model, args.device, "--model")
+    elif index is not None:  # the index's model, at its max length, and its recorded sparse model: as in search
+        flags = {"--model": args.model, "--pooling": args.pooling, "--normalize": args.normalize}
+        flags |= {"--max-seq-length": args.max_seq_length, "--quantize": args.quantize}
+        model, tokenizer = index_query_model(args, index, first_stage, lists, flags)
     else:
-        model, tokenizer = _retrieval_model(args, first_stage, reranker, index)
-    if "sparse" in lists:  # the index's recorded sparse model encodes the queries, as in 'search --index'
-        use_recorded_sparse_model(index, args.device)
+        model, tokenizer = _retrieval_model(args, first_stage)
     evaluator = RetrievalEvaluator(
         data, tokenizer=tokenizer, batch_size=args.batch_size, percent=True, show_progress_bar=True,
         rerank=reranker, rerank_top=rerank_top, first_stage=first_stage, fusion=fusion, dense_weight=dense_weight,
@@ -241,7 +232,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         model_name = sparse_name if first_stage == "sparse" else f"{model_name} + {sparse_name}"
     shown = own or _stage_name(first_stage, lists)
     if index is not None:  # the index keeps what was measured with it, in its record and card
-        from ..retrieval.pipeline import record_measurement
+        from ..retrieval.index.pipeline import record_measurement
 
         search = _stage_name(first_stage, lists, fusion, dense_weight) + describe_precision(index)
         if reranker is not None:
@@ -283,28 +274,22 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _retrieval_model(args: argparse.Namespace, first_stage: str, reranker: Any, index: Any = None) -> tuple[Any, Any]:
-    """(model, tokenizer) of a retrieval evaluation; (None, None) for the lexical first stage, which embeds nothing
-    (a --model given to it is refused: it would not be used). Through an --index, the model defaults to the index's
-    own, at its recorded max length."""
-    if first_stage in ("lexical", "sparse"):
+def _retrieval_model(args: argparse.Namespace, first_stage: str) -> tuple[Any, Any]:
+    """(model, tokenizer) of a retrieval evaluation over the set itself; (None, None) for the lexical first stage,
+    which embeds nothing (a model flag given to it is refused: it would not be used). Through an --index:
+    `index_query_model`."""
+    if first_stage == "lexical":
         given = {"--model": args.model, "--pooling": args.pooling, "--normalize": args.normalize}
         given |= {"--max-seq-length": args.max_seq_length, "--quantize": args.quantize}
         flags = [flag for flag, value in given.items() if value is not None]
         if flags:
-            alone = {"lexical": "ranks by BM25 alone, with no model", "sparse": "searches the index's sparse part, "
-                     "by its recorded sparse model"}  # fmt: skip
             raise ValueError(
                 f"{', '.join(flags)} {'sets' if len(flags) == 1 else 'set'} the model that embeds the texts; "
-                f"--first-stage {first_stage} {alone[first_stage]}"
+                "--first-stage lexical ranks by BM25 alone, with no model"
             )
         return None, None
-    model_path, max_seq_length = args.model, args.max_seq_length
-    if index is not None:
-        model_path = model_path or index.model_name
-        max_seq_length = max_seq_length or index.settings["max_seq_length"]
     return load_inference_model(
-        model_path, args.pooling, args.normalize, max_seq_length, quantize=args.quantize, device=args.device
+        args.model, args.pooling, args.normalize, args.max_seq_length, quantize=args.quantize, device=args.device
     )
 
 
@@ -322,7 +307,7 @@ def _stage_name(
 def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
     """--choose-dense-weight: nDCG@10 of z-score hybrid fusion at each dense weight on held-out queries (--split,
     default dev: never test unless asked for), and the best."""
-    from ..retrieval.evaluation import choose_hybrid_weight
+    from ..retrieval.evaluation.evaluator import choose_hybrid_weight
 
     given = {"--rerank": args.rerank, "--dense-weight": args.dense_weight, "--index": args.index}
     given["--first-stage " + str(args.first_stage)] = args.first_stage not in (None, "hybrid")
@@ -334,7 +319,7 @@ def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
             f"hybrid --fusion zscore): give no {', '.join(refused)}"
         )
     data, split = _held_out_split(args, "--choose-dense-weight")
-    model, tokenizer = _retrieval_model(args, "hybrid", None)
+    model, tokenizer = _retrieval_model(args, "hybrid")
     best, measured = choose_hybrid_weight(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, lexical_settings=settings,
         show_progress_bar=True,
@@ -373,8 +358,8 @@ def _choose_fusion(args: argparse.Namespace, settings: Any) -> int:
     weight, three-score weights over hybrid candidates), set with the corpus they were chosen on and written into
     the reranker's config.json."""
     from ..cross_encoder.evaluation import RerankingDataset
-    from ..retrieval.hybrid import check_first_stage, default_first_stage
-    from ..retrieval.rerank import RERANK_TOP
+    from ..retrieval.fusion.hybrid import check_first_stage, default_first_stage
+    from ..retrieval.fusion.rerank import RERANK_TOP
     from ..storage.files import write_text_atomic
     from .common import choose_and_report_fusion
 
@@ -389,7 +374,7 @@ def _choose_fusion(args: argparse.Namespace, settings: Any) -> int:
     data, split = _held_out_split(args, "--choose-fusion")
     first_stage = check_first_stage(args.first_stage or default_first_stage(), args.fusion, args.dense_weight, settings)
     reranker = load_cross_encoder(args.rerank, args.device)
-    model, tokenizer = _retrieval_model(args, first_stage, reranker)
+    model, tokenizer = _retrieval_model(args, first_stage)
     candidates = RerankingDataset.from_first_stage(
         data, model, args.rerank_top or RERANK_TOP, tokenizer=tokenizer, batch_size=args.batch_size,
         show_progress_bar=True, first_stage=first_stage, fusion=args.fusion, dense_weight=args.dense_weight,

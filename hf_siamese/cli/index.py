@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..retrieval.compact import PRECISIONS, describe_precision
+from ..retrieval.index.compact import PRECISIONS, describe_precision
 from .arguments import (
     CORPUS_HELP,
     DeprecatedOption,
@@ -27,6 +27,7 @@ from .multivector_options import (
     run_add_multivector,
 )
 from .progress import progress_wanted
+from .search_options import lexical_settings
 
 
 def register(commands: Any) -> None:
@@ -159,16 +160,6 @@ def read_calibration_queries(path: str) -> list[str]:
     return [text for _, text in open_corpus(path)]
 
 
-def lexical_settings(args: argparse.Namespace) -> Any:
-    """The `LexicalSettings` of --language, --no-stemmer, --no-stopwords, --k1, --b over the defaults, or None where
-    none of them is given (so that the library refuses them where no BM25 runs, and takes its defaults otherwise)."""
-    from ..retrieval.lexical import LexicalSettings
-
-    given = {name: getattr(args, name) for name in ("language", "stemmer", "stopwords", "k1", "b")}
-    given = {name: value for name, value in given.items() if value is not None}
-    return LexicalSettings(**given) if given else None
-
-
 def engine_options(args: argparse.Namespace) -> dict[str, Any] | None:
     """`build_index`'s `engine_options` of --engine-lexical, --dense-index, --dense-index-params, --work-dir (None
     where none is given; given with a folder output, the library refuses them)."""
@@ -191,9 +182,9 @@ def engine_options(args: argparse.Namespace) -> dict[str, Any] | None:
 def run_index(args: argparse.Namespace) -> int:
     """Embed the corpus with the model and write the index folder (with its lexical part), or add the lexical part
     to an index (--add-lexical)."""
-    from ..retrieval.index_additions import add_lexical, attach_reranker
-    from ..retrieval.index_build import build_index
-    from ..retrieval.pipeline import describe_pipeline
+    from ..retrieval.index.additions import add_lexical, attach_reranker
+    from ..retrieval.index.pipeline import describe_pipeline
+    from ..retrieval.stores import build_index
 
     settings = lexical_settings(args)
     pipeline = {
@@ -268,7 +259,7 @@ def run_index(args: argparse.Namespace) -> int:
 
 def _set_precision(args: argparse.Namespace) -> int:
     """--set-precision DIR --precision P [--rescore R]: the index's compact vectors written (or removed) anew."""
-    from ..retrieval.index_additions import set_precision
+    from ..retrieval.index.additions import set_precision
 
     given = [flag for flag, value in (("CORPUS", args.corpus), ("-o", args.output), ("--add-lexical", args.add_lexical),
                                       ("--add-sparse", args.add_sparse), ("--attach", args.attach),
@@ -285,7 +276,7 @@ def _set_precision(args: argparse.Namespace) -> int:
 
 def _add_sparse(args: argparse.Namespace) -> int:
     """--add-sparse DIR --sparse-model SPARSE_DIR: the sparse part added to an existing index."""
-    from ..retrieval.index_additions import add_sparse
+    from ..retrieval.index.additions import add_sparse
 
     given = [flag for flag, value in (("CORPUS", args.corpus), ("-o", args.output), ("--add-lexical", args.add_lexical),
                                       ("--attach", args.attach), ("--rerank", args.rerank),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.training_sets import load_data
-from ..retrieval.hybrid import INDEX_FIRST_STAGES
+from ..retrieval.fusion.hybrid import INDEX_FIRST_STAGES
 from ..storage import row_file_kind, write_rows
 from .arguments import (
     APPROXIMATE_HELP,
@@ -24,12 +24,7 @@ from .arguments import (
     given_flags,
     positive_int,
 )
-from .common import (
-    corpus_source,
-    load_cross_encoder,
-    load_inference_model,
-    parse_columns,
-)
+from .common import corpus_source, load_cross_encoder, load_inference_model, parse_columns
 from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
 
 # The Hub split and config flags of --corpus (mine's own split flags are those of SOURCE), and the options of a
@@ -112,8 +107,8 @@ def run_mine(args: argparse.Namespace) -> int:
     """Mine `--num-negatives` negatives per row, ranked as --negatives-from says (the model, BM25 or both), and write
     `anchor, positive, negative_1, ...`."""
     from ..data.beir import is_beir_folder, read_beir
-    from ..retrieval.mining import check_mining_stage, mine_hard_negatives
-    from .index import lexical_settings
+    from ..retrieval.mining.negatives import check_mining_stage, mine_hard_negatives
+    from .search_options import lexical_settings
 
     output = Path(args.output)
     if output.is_dir():

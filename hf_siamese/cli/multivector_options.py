@@ -49,12 +49,12 @@ def load_multivector_option(path: str, device: str | None = None, option: str = 
 def load_reranker_option(path: str, device: str | None = None) -> Any:
     """The reranker of `--rerank PATH`: a `MultiVectorReranker` where PATH holds a multi-vector model (MaxSim of an
     index's stored token vectors), else a cross-encoder (`common.load_cross_encoder`)."""
-    from ..retrieval.multivector_rerank import MultiVectorReranker, is_multivector_model_path
+    from ..retrieval.fusion.multivector_rerank import MultiVectorReranker, is_multivector_model_path
 
     if not is_multivector_model_path(path):
         return load_cross_encoder(path, device)
     model, tokenizer = load_multivector_option(path, device, "--rerank")
-    from ..retrieval.fingerprint import recorded_name
+    from ..retrieval.index.fingerprint import recorded_name
 
     return MultiVectorReranker(model, tokenizer, recorded_name(path))
 
@@ -71,7 +71,7 @@ def refuse_multivector_rerank(reranker: Any, path: str | None, where: str) -> No
 
 def run_add_multivector(args: argparse.Namespace) -> int:
     """`index --add-multi-vector DIR --multi-vector-model MV`: the multi-vector part added to an existing index."""
-    from ..retrieval.index_additions import add_multivector
+    from ..retrieval.index.additions import add_multivector
 
     given = [flag for flag, value in (("CORPUS", args.corpus), ("-o", args.output), ("--add-lexical", args.add_lexical),
              ("--add-sparse", args.add_sparse), ("--attach", args.attach), ("--rerank", args.rerank))

@@ -1,12 +1,11 @@
 """`hf-siamese rerank`: rank each query's candidate documents (a JSONL file of `{"query": str, "documents": [str, ...],
 "ids": [...], "scores": [...]}` rows, "ids" and the first stage's "scores" optional) with a cross-encoder, every
 query's pairs in one `predict` call
-(`hf_siamese.retrieval.rerank.rerank_hits`); prints the hits as `search` does, or writes them to a JSONL file."""
+(`hf_siamese.retrieval.fusion.rerank.rerank_hits`); prints the hits as `search` does, or writes them to a JSONL file."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 from .arguments import add_command, add_first_stage_weight, positive_int
 from .common import load_cross_encoder
 from .progress import progress_wanted
-from .search import print_hits
+from .search_options import print_hits
 
 ROW_HELP = '{"query": str, "documents": [str, ...]} (optionally "ids" and "scores": [one per document])'
 
@@ -98,7 +97,7 @@ def read_candidates(path: str) -> list[tuple[str, list[dict[str, Any]]]]:
 def run_rerank(args: argparse.Namespace) -> int:
     """Rank every row's documents by the cross-encoder's score; print them, or write `{"query", "hits": [{"rank",
     "score", "id", "text", "first_stage_rank"}]}` per row to --output."""
-    from ..retrieval.rerank import rerank_hits
+    from ..retrieval.fusion.rerank import rerank_hits
 
     output = Path(args.output) if args.output else None
     if output is not None and output.suffix.lower() != ".jsonl":
@@ -122,11 +121,10 @@ def run_rerank(args: argparse.Namespace) -> int:
     if output is None:
         print_hits(queries, results)
         return 0
-    from ..storage import write_text_atomic
+    from ..storage import write_rows
 
-    pairs_of = zip(queries, results, strict=True)
-    lines = [json.dumps({"query": q, "hits": hits}, ensure_ascii=False) + "\n" for q, hits in pairs_of]
-    write_text_atomic(output, "".join(lines))  # a failed write never leaves a half-written output
+    ranked = [{"query": query, "hits": hits} for query, hits in zip(queries, results, strict=True)]
+    write_rows(output, ranked, columns=["query", "hits"])  # whole or not at all
     pairs = sum(len(hits) for _, hits in rows)
     print(f"reranked {len(rows)} queries ({pairs} pairs) with {args.model} -> {output}")
     return 0

@@ -24,9 +24,10 @@ from .arguments import (
     given_flags,
 )
 from .common import corpus_source, load_inference_model
-from .multivector_options import load_reranker_option, refuse_multivector_rerank
+from .multivector_options import refuse_multivector_rerank
 from .progress import progress_wanted
-from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags, use_recorded_sparse_model
+from .search_options import index_query_model, print_hits, rerank_options
+from .sparse_options import is_sparse_model_path, load_sparse_model, refuse_dense_flags
 
 # What only a --corpus search reads (its columns, its Hub split, its embeddings folder): flag -> dest.
 # What only a corpus embedded into vectors reads (refused with a sparse model): flag -> dest.
@@ -134,50 +135,6 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def rerank_options(args: argparse.Namespace, recorded: bool = False) -> tuple[Any, int | None]:
-    """(the --rerank cross-encoder or multi-vector reranker, or None; --rerank-top): loaded before any embedding, so a
-    wrong folder fails fast. `recorded`: the --index keeps a reranker, which --rerank-top and --first-stage-weight
-    then set (--rerank-top None: the recorded depth). The cross-encoder is left as saved: --first-stage-weight goes
-    to the search itself, where it asks for the two-score order (`rerank.rerank_hits`), as in `eval` and the Python
-    API."""
-    from ..retrieval.rerank import RERANK_TOP
-
-    given = (("--rerank-top", args.rerank_top), ("--first-stage-weight", args.first_stage_weight))
-    if getattr(args, "no_rerank", False):
-        for flag, value in given:
-            if value is not None:
-                raise ValueError(f"--no-rerank searches the first stage alone: give no {flag}")
-    if args.rerank is None:
-        if not recorded:
-            for flag, value in given:
-                if value is not None:
-                    raise ValueError(
-                        f"{flag} applies with --rerank CE_DIR (the cross-encoder that reranks), or to an --index that "
-                        "keeps a reranker"
-                    )
-            return None, RERANK_TOP
-        rerank_top = args.rerank_top
-    else:
-        rerank_top = RERANK_TOP if args.rerank_top is None else args.rerank_top
-    if rerank_top is not None and rerank_top < getattr(args, "top_k", 1):
-        raise ValueError(f"--rerank-top {rerank_top} is below --top-k {args.top_k}: rerank at least the hits shown")
-    reranker = None if args.rerank is None else load_reranker_option(args.rerank, args.device)
-    return reranker, rerank_top
-
-
-def print_hits(queries: list[str], results: list[list[dict[str, Any]]]) -> None:
-    """`rank. score  [id] text` per hit under each query; reranked hits add `(first stage: #rank, score)`."""
-    for query, hits in zip(queries, results, strict=True):
-        print(f"\nQuery: {query}")
-        for hit in hits:
-            line = f"  {hit['rank']:>2}. {hit['score']:.4f}  [{hit['id']}] {hit['text']}"
-            if "first_stage_rank" in hit:
-                first = hit.get("first_stage_score")
-                line += f"  (first stage: #{hit['first_stage_rank']}" + ("" if first is None else f", {first:.4f}")
-                line += ")"
-            print(line)
-
-
 def _search_corpus(
     args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
 ) -> list[list[dict[str, Any]]]:
@@ -187,7 +144,7 @@ def _search_corpus(
 
     source = corpus_source(args.corpus, args)
     if is_sparse_model_path(args.model) or _multivector(args.model):
-        from ..retrieval.sparse_search import search_corpus_exact
+        from ..retrieval.ranking.sparse import search_corpus_exact
         from .multivector_options import load_multivector_option
 
         if is_sparse_model_path(args.model):
@@ -212,9 +169,11 @@ def _search_corpus(
 
 
 def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dict[str, Any]]]:
-    """Search an index folder; the model defaults to the one recorded in it, at the recorded max length."""
-    from ..retrieval.pipeline import describe_pipeline
-    from ..retrieval.vector_index import load_index
+    """Search an index folder or store with the settings `index.plan` resolves (the library's one setup: the recorded
+    pipeline where no --rerank or first-stage flag is given); the model defaults to the index's own
+    (`index_query_model`)."""
+    from ..retrieval.index.pipeline import describe_pipeline
+    from ..retrieval.stores import load_index
 
     index = load_index(args.index, args.rescore)
     if args.no_rerank and args.rerank is not None:
@@ -224,46 +183,23 @@ def _search_index(args: argparse.Namespace, queries: list[str]) -> list[list[dic
     if hasattr(reranker, "check_index"):  # a multi-vector --rerank: the index's part, by its model, before any work
         reranker.check_index(index)
     # Before the model loads: a setting that does not apply, a missing lexical part or bm25s, each in one line.
-    used, first_stage, fusion, dense_weight = index.pipeline_settings(
-        asked, args.first_stage, args.fusion, args.dense_weight
-    )
-    first_stage = index.check_first_stage(first_stage, fusion, dense_weight)
-    if reranker is None and used is not None:
+    plan = index.plan(asked, args.first_stage, args.fusion, args.dense_weight)
+    if reranker is None and plan.reranker is not None:
         print(f"(the index's pipeline: {describe_pipeline(index.pipeline)}; --no-rerank: the first stage alone)")
     options = {
-        "top_k": args.top_k, "batch_size": args.batch_size, "rerank": asked, "first_stage": first_stage,
-        "fusion": fusion, "dense_weight": dense_weight, "rerank_top": rerank_top if used is not None else None,
-        "first_stage_weight": args.first_stage_weight,
+        "top_k": args.top_k, "batch_size": args.batch_size, "rerank": asked, "first_stage": plan.first_stage,
+        "fusion": plan.fusion, "dense_weight": plan.dense_weight,
+        "rerank_top": rerank_top if plan.reranker is not None else None, "first_stage_weight": args.first_stage_weight,
     }  # fmt: skip
-    if first_stage in ("lexical", "sparse"):  # no dense model to load: its options would be ignored
-        given = given_flags(args, _MODEL_ONLY)
-        if given:
-            alone = {"lexical": "BM25 alone, with no model", "sparse": "its sparse part, by its recorded sparse model"}
-            raise ValueError(
-                f"{', '.join(given)} {'sets' if len(given) == 1 else 'set'} the model that embeds the queries; "
-                f"--first-stage {first_stage} searches {alone[first_stage]}"
-            )
-        _load_recorded_sparse_model(index, first_stage, fusion, args.device)
+    flags = {flag: getattr(args, name) for flag, name in _MODEL_ONLY.items()}
+    model, tokenizer = index_query_model(args, index, plan.first_stage, plan.lists, flags)
+    if model is None:
         return index.search(None, queries, **options)
-    model_path = args.model or index.model_name
-    if not model_path:
-        raise ValueError(f"the index {args.index!r} records no model path (built from an unsaved model); pass --model")
-    max_seq_length = args.max_seq_length or index.settings["max_seq_length"]
-    model, tokenizer = load_inference_model(
-        model_path, args.pooling, args.normalize, max_seq_length, device=args.device
-    )
-    _load_recorded_sparse_model(index, first_stage, fusion, args.device)
     return index.search(model, queries, tokenizer=tokenizer, prompt_name=args.prompt_name, **options)
 
 
 def _multivector(path: str | None) -> bool:
     """Whether --model names a multi-vector model (its config, or sentence-transformers' MultiVectorEncoder layout)."""
-    from ..retrieval.multivector_rerank import is_multivector_model_path
+    from ..retrieval.fusion.multivector_rerank import is_multivector_model_path
 
     return is_multivector_model_path(path)
-
-
-def _load_recorded_sparse_model(index: Any, first_stage: str, fusion: str | None, device: str | None) -> None:
-    """Where the search reads the index's sparse part: its recorded sparse model, loaded and checked."""
-    if "sparse" in index.stage_lists(first_stage, fusion):
-        use_recorded_sparse_model(index, device)

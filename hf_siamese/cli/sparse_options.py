@@ -74,7 +74,7 @@ def load_sparse_model(path: str, max_seq_length: int | None = None, device: str 
     from ..formats.sparse_layout import is_sparse_encoder_folder, read_sparse_encoder
     from ..modeling.checkpoints import check_model_source
     from ..modeling.devices import resolve_device
-    from ..retrieval.sparse_search import is_sparse_model
+    from ..retrieval.ranking.sparse import is_sparse_model
 
     path = check_model_source(path)
     with quiet_progress_bars():

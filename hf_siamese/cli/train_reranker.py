@@ -2,7 +2,9 @@
 mined by the first stage it will rerank (the bi-encoder and BM25 fused, where bm25s is installed; else the
 bi-encoder) and random ones, evaluated each epoch by reranking the first stage's top
 `--rerank-top` on the folder's dev split (or held-out training queries; the best epoch kept), the first stage's
-fusion weight chosen on those queries, and saved with `CrossEncoder.save_pretrained`.
+fusion weight chosen on those queries, and saved with `CrossEncoder.save_pretrained`. The command reads the data,
+mines the negatives and builds the evaluation set; the training, the best epoch and the save are the library's
+(`hf_siamese.cross_encoder.fit.train_reranker`), as are the loss rules (`choose_reranker_loss`).
 
 The default recipe (PListMLE over a positive, 5 hard negatives from the first stage's ranks 10-50 and 2 random
 ones, lr 1e-4, 4 tuples a batch, 1 epoch) was chosen on SciFact TRAIN claims (RESULTS.md, "Reranker recipe
@@ -13,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..cross_encoder.fit import RERANKER_LOSSES, reranker_row_shape
+from ..cross_encoder.losses import LOSSES, PAIRS, TUPLES, default_loss
 from ..data.training_sets import load_data
-from ..retrieval.hybrid import FIRST_STAGES
+from ..retrieval.fusion.hybrid import FIRST_STAGES
 from .arguments import non_negative_int, positive_float, positive_int, warmup_ratio
 from .common import (
     _one_line,
@@ -32,10 +33,24 @@ from .common import (
     quiet_progress_bars,
 )
 
-RERANKER_LOSSES = ("bce", "mnr", "lambda", "plistmle")
-DEFAULT_MAX_LENGTH = 256  # a new cross-encoder's tokens per pair
-BATCH_SIZES = {"pairs": 16, "tuples": 4}  # default rows per batch: labelled pairs, or (query, positive, negatives...)
-EVAL_METRIC = "ndcg@10"
+BATCH_SIZES = {PAIRS: 16, TUPLES: 4}  # default rows per batch: labelled pairs, or (query, positive, negatives...)
+# The flags' names of the library's settings, in its errors (`choose_reranker_loss`).
+OPTION_NAMES = {
+    "loss": "--loss", "pos_weight": "--pos-weight", "negatives": "--negatives", "random_negatives": "--random-negatives"
+}  # fmt: skip
+
+
+def _loss_help() -> str:
+    """--loss's help, from the cross-encoder's loss registry: which losses train on what this command makes."""
+    tuples = [name for name in RERANKER_LOSSES if reranker_row_shape(name) == TUPLES]
+    pairs = [name for name in RERANKER_LOSSES if reranker_row_shape(name) == PAIRS]
+    others = [name for name in LOSSES if name not in RERANKER_LOSSES]
+    return (
+        f"on (query, positive, negatives...) tuples: {', '.join(tuples)} ({default_loss(TUPLES)}: the default); on "
+        f"pairs: {', '.join(pairs)} (the default for a file of labelled pairs). Not here: {', '.join(others)} need "
+        "a teacher's scores or classes in a label column, which this command does not make (train them with "
+        "CrossEncoderTrainer)"
+    )
 
 
 def add_train_reranker_command(commands: Any) -> None:
@@ -103,11 +118,7 @@ def add_train_reranker_command(commands: Any) -> None:
     negatives.add_argument("--margin", type=float, help="drop candidates within MARGIN of the positive's score")
     negatives.add_argument("--sampling", choices=("top", "random"), default="top", help="default: top")
     run = command.add_argument_group("training")
-    run.add_argument(
-        "--loss",
-        choices=RERANKER_LOSSES,
-        help="plistmle (the default), lambda, mnr (tuples), bce (pairs; the default for a file of labelled pairs)",
-    )
+    run.add_argument("--loss", choices=tuple(LOSSES), help=_loss_help())
     run.add_argument("--pos-weight", type=positive_float, help="bce: weight of the positive pairs (default: 1)")
     run.add_argument("--epochs", type=positive_float, default=1.0, help="default: 1")
     run.add_argument("--batch-size", type=positive_int, help="rows per batch (default: 4 tuples, or 16 pairs for bce)")
@@ -128,29 +139,12 @@ def add_train_reranker_command(commands: Any) -> None:
 
 
 def _start_model(path: str, max_length: int | None) -> tuple[Any, str]:
-    """The cross-encoder to train and what `path` held (`cross-encoder`, `bi-encoder` or `encoder`)."""
-    from ..cross_encoder import CrossEncoder, model_kind
+    """The cross-encoder to train and what `path` held (`cross-encoder`, `bi-encoder` or `encoder`):
+    `reranker_to_train`, without transformers' loading bars."""
+    from ..cross_encoder.fit import reranker_to_train
 
-    kind = model_kind(path)
-    if kind == "unknown" and os.path.exists(path):
-        raise ValueError(
-            f"--model {path}: neither a cross-encoder (a config.json naming a ...ForSequenceClassification) nor an "
-            "encoder or bi-encoder folder (no readable config.json)"
-        )
-    if kind == "unknown":  # a Hub id: its config says which
-        from transformers import AutoConfig
-
-        from ..modeling.configuration_siamese import is_cross_encoder_config
-
-        kind = "cross-encoder" if is_cross_encoder_config(AutoConfig.from_pretrained(path)) else "encoder"
     with quiet_progress_bars():
-        if kind == "cross-encoder":
-            model = CrossEncoder.from_pretrained(path, max_length=max_length)
-            if model.num_labels != 1:
-                raise ValueError(f"--model {path}: a cross-encoder with {model.num_labels} outputs; a reranker has 1")
-        else:
-            model = CrossEncoder.from_encoder(path, num_labels=1, max_length=max_length or DEFAULT_MAX_LENGTH)
-    return model, kind
+        return reranker_to_train(path, max_length, option="--model")
 
 
 def _held_out_queries(args: argparse.Namespace, beir: Any) -> set[str]:
@@ -214,33 +208,26 @@ def _eval_split(args: argparse.Namespace) -> str | None:
 def _candidate_stage(args: argparse.Namespace) -> str:
     """The first stage whose candidates the reranker is evaluated and weighed on: --candidates, else hybrid where
     bm25s is installed (what `index` builds and `search` then uses by default), else dense."""
-    from ..retrieval.hybrid import default_first_stage
+    from ..retrieval.fusion.hybrid import default_first_stage
 
     return args.candidates if args.candidates is not None else default_first_stage()
 
 
-def _print_reranking(title: str, metrics: dict[str, float], prefix: str = "eval_") -> None:
-    first, second = metrics[f"{prefix}first_stage_{EVAL_METRIC}"], metrics[f"{prefix}{EVAL_METRIC}"]
-    mrr_first, mrr = metrics[f"{prefix}first_stage_mrr@10"], metrics[f"{prefix}mrr@10"]
-    print(
-        f"{title}: first stage nDCG@10 {100 * first:.2f} MRR@10 {100 * mrr_first:.2f} | reranked nDCG@10 "
-        f"{100 * second:.2f} MRR@10 {100 * mrr:.2f} | change {100 * (second - first):+.2f}"
-    )
-
-
 def run_train_reranker(args: argparse.Namespace) -> int:
     """Read the pairs, mine the negatives, train (evaluating each epoch), save the best cross-encoder."""
-    from ..cross_encoder.losses import get_loss
+    from ..cross_encoder.fit import check_reranker_loss, choose_reranker_loss, train_reranker
 
-    if args.pos_weight is not None and args.loss not in (None, "bce"):
-        raise ValueError(f"--pos-weight applies to --loss bce, not --loss {args.loss}")
+    check_reranker_loss(args.loss, args.pos_weight, OPTION_NAMES)
     output = model_output_folder(args.output, args.overwrite, "a model")
     if not 0 <= args.dev_share < 1:
         raise ValueError(f"--dev-share {args.dev_share}: expected a share in [0, 1) of the training queries")
     beir = _read_beir_training_split(args)
     held_out = _held_out_queries(args, beir)
     rows, corpus, labelled = _read_training_pairs(args, beir, held_out)
-    _choose_loss(args, labelled)
+    args.loss = choose_reranker_loss(
+        args.loss, labelled=labelled, num_negatives=args.negatives, random_negatives=args.random_negatives,
+        pos_weight=args.pos_weight, source=args.data, option_names=OPTION_NAMES,
+    )  # fmt: skip
     eval_split = _eval_split(args) or (f"{len(held_out)} held-out {args.split} queries" if held_out else None)
     start = args.model or default_model_path()
     model, kind = _start_model(start, args.max_length)
@@ -257,35 +244,21 @@ def run_train_reranker(args: argparse.Namespace) -> int:
     eval_set = None
     if eval_split is not None:
         eval_set = _evaluation_set(args, beir, held_out, eval_split, first_stage, tokenizer)
-    loss = get_loss(args.loss, **({"pos_weight": args.pos_weight} if args.loss == "bce" else {}))
-    batch_size = args.batch_size or BATCH_SIZES["pairs" if labelled or args.loss == "bce" else "tuples"]
-    trained_head = kind == "cross-encoder"
-    model.model = _train(args, model, train_rows, (eval_set, eval_split), loss, batch_size, output, trained_head).model
-    if eval_set is not None:
-        corpus = (Path(args.data).name, eval_split, beir.corpus) if beir is not None else None
-        choose_and_report_fusion(model, eval_set, eval_split, batch_size, corpus=corpus)
-    model.save_pretrained(output)
+    batch_size = args.batch_size or BATCH_SIZES[PAIRS if labelled else reranker_row_shape(args.loss)]
+
+    def choose_fusion(trained: Any) -> None:  # the fusion weights, chosen on the evaluation queries, saved with it
+        if eval_set is not None:
+            documents = (Path(args.data).name, eval_split, beir.corpus) if beir is not None else None
+            choose_and_report_fusion(trained, eval_set, eval_split, batch_size, corpus=documents)
+
+    train_reranker(
+        model, train_rows, output, loss=args.loss, pos_weight=args.pos_weight, eval_set=eval_set,
+        eval_name=f"{eval_split}, top {args.rerank_top}", new_head=kind != "cross-encoder", epochs=args.epochs,
+        batch_size=batch_size, lr=args.lr, head_lr=args.head_lr, warmup_ratio=args.warmup_ratio, seed=args.seed,
+        bf16=args.bf16, overwrite=args.overwrite, before_save=choose_fusion, report=print,
+    )  # fmt: skip
     print(f"saved the cross-encoder -> {output}")
     return 0
-
-
-def _choose_loss(args: argparse.Namespace, labelled: bool) -> None:
-    """`args.loss`: as given, else the cross-encoder's default for the rows the command will make (`default_loss`:
-    labelled pairs, or pairs for --pos-weight, else (query, positive, negatives...) tuples); checked against them."""
-    from ..cross_encoder.losses import PAIRS, TUPLES, default_loss
-
-    if args.loss is None:
-        args.loss = default_loss(PAIRS if labelled or args.pos_weight is not None else TUPLES)
-    if not labelled and args.negatives + args.random_negatives == 0:
-        raise ValueError(
-            f"--negatives 0 --random-negatives 0: --loss {args.loss} needs at least one negative per pair "
-            "(give --negatives K and/or --random-negatives R)"
-        )
-    if labelled and args.loss != "bce":
-        raise ValueError(
-            f"{args.data}: labelled (query, document, label) pairs train with --loss bce; --loss {args.loss} needs "
-            "(query, positive) pairs to mine negatives for"
-        )
 
 
 def _first_stage(args: argparse.Namespace, start: str, kind: str, needed: bool) -> tuple[Any, Any]:
@@ -307,12 +280,13 @@ def _first_stage(args: argparse.Namespace, start: str, kind: str, needed: bool) 
 
 
 def _mined_rows(args: argparse.Namespace, rows: Any, first_stage: Any, corpus: Any, tokenizer: Any) -> Any:
-    """(query, positive) rows with their mined and random negatives: pairs for bce, else tuples."""
+    """(query, positive) rows with their mined and random negatives, in the rows the loss reads
+    (`reranker_row_shape`: pairs for bce, else tuples)."""
     from ..cross_encoder.data import reranker_training_rows
 
     return reranker_training_rows(
         rows, first_stage, corpus, num_negatives=args.negatives, random_negatives=args.random_negatives,
-        output="pairs" if args.loss == "bce" else "tuples", range_min=args.range_min, range_max=args.range_max,
+        output=reranker_row_shape(args.loss), range_min=args.range_min, range_max=args.range_max,
         margin=args.margin, sampling=args.sampling, tokenizer=tokenizer, seed=args.seed,
         show_progress_bar=True, negatives_from=args.negatives_from,
     )  # fmt: skip
@@ -332,55 +306,3 @@ def _evaluation_set(
     return RerankingDataset.from_first_stage(
         dev, first_stage, args.rerank_top, tokenizer=tokenizer, first_stage=_candidate_stage(args)
     )
-
-
-def _train(
-    args: argparse.Namespace,
-    model: Any,
-    train_rows: Any,
-    evaluation: tuple[Any, str | None],
-    loss: Any,
-    batch_size: int,
-    output: Path,
-    trained_head: bool,
-) -> Any:
-    """Train in a checkpoint folder beside `output` (removed afterwards), printing the evaluation before training (the
-    first stage alone where the head is new: `trained_head` false) and the best epoch's; returns the trainer (its
-    model: the best epoch's where there is an evaluation)."""
-    import torch
-
-    from ..cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
-    from ..cross_encoder.fusion_weights import first_stage_metrics
-
-    eval_set, eval_split = evaluation
-    output.parent.mkdir(parents=True, exist_ok=True)
-    checkpoints = tempfile.mkdtemp(prefix=f".{output.name}.checkpoints-", dir=output.parent)
-    try:
-        strategy = "epoch" if eval_set is not None else "no"
-        training = CrossEncoderTrainingArguments(
-            # a CPU-only machine runs --bf16 on the CPU (transformers refuses bf16 without a GPU unless told so)
-            output_dir=checkpoints, use_cpu=not torch.cuda.is_available(), num_train_epochs=args.epochs,
-            per_device_train_batch_size=batch_size,
-            per_device_eval_batch_size=max(32, batch_size), learning_rate=args.lr, warmup_steps=args.warmup_ratio,
-            seed=args.seed, bf16=args.bf16, eval_strategy=strategy, save_strategy=strategy, save_total_limit=1,
-            load_best_model_at_end=eval_set is not None, metric_for_best_model=EVAL_METRIC, greater_is_better=True,
-            report_to=[], logging_steps=50, disable_tqdm=False, head_learning_rate=args.head_lr,
-        )  # fmt: skip
-        trainer = CrossEncoderTrainer(model, training, train_dataset=train_rows, eval_dataset=eval_set, loss=loss)
-        title = f"before training ({eval_split}, top {args.rerank_top})"
-        if eval_set is not None and trained_head:
-            _print_reranking(title, trainer.evaluate())
-        elif eval_set is not None:  # a new head's scores before training mean nothing: the first stage alone
-            first = first_stage_metrics(eval_set)
-            print(
-                f"{title}: first stage nDCG@10 {100 * first[EVAL_METRIC]:.2f} MRR@10 {100 * first['mrr@10']:.2f} | "
-                "the new head is not scored before training"
-            )
-        trainer.train()
-        if eval_set is not None:  # the best epoch's evaluation, as logged (not scored again)
-            logged = [entry for entry in trainer.state.log_history if f"eval_{EVAL_METRIC}" in entry]
-            after = max(logged, key=lambda entry: entry[f"eval_{EVAL_METRIC}"]) if logged else trainer.evaluate()
-            _print_reranking(f"best epoch ({eval_split}, top {args.rerank_top})", after)
-    finally:
-        shutil.rmtree(checkpoints, ignore_errors=True)
-    return trainer

@@ -5,7 +5,7 @@ gold + silver.
 The paper shows that the sampling decides whether silver data helps: random pairs are almost all dissimilar and teach
 little; the bi-encoder's own neighbours (or BM25's) give pairs across the whole similarity range. Each sentence's
 `neighbours` nearest other sentences become candidate pairs; each unordered pair is kept once, and the gold pairs are
-left out (their gold labels stay). BM25 is the project's one BM25, `hf_siamese.retrieval.lexical` (bm25s's Lucene
+left out (their gold labels stay). BM25 is the project's one BM25, `hf_siamese.retrieval.index.lexical` (bm25s's Lucene
 weighting: `pip install 'hf-siamese[lexical]'`).
 """
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..retrieval.lexical import LexicalSettings
+    from ..retrieval.index.lexical import LexicalSettings
 
 
 def _distinct(sentences: Sequence[str], caller: str) -> list[str]:
@@ -60,7 +60,7 @@ def check_sampling(neighbours: Any, bm25_neighbours: Any) -> None:
         _check_neighbours(neighbours)
     if bm25_neighbours:
         _check_neighbours(bm25_neighbours, "bm25 neighbours")
-        from ..retrieval.lexical import require_lexical
+        from ..retrieval.index.lexical import require_lexical
 
         require_lexical()
     if not neighbours and not bm25_neighbours:
@@ -99,10 +99,10 @@ def bm25_pairs(
 ) -> list[tuple[str, str]]:
     """Like `neighbour_pairs`, with each sentence's nearest others by BM25: pairs that share rare words, which a
     bi-encoder's neighbours may miss (the paper's other sampling). The distinct sentences are indexed in a temporary
-    folder (`hf_siamese.retrieval.lexical`, bm25s's Lucene BM25; `settings`: its tokenizing and weighting, default
+    folder (`hf_siamese.retrieval.index.lexical`, bm25s's Lucene BM25; `settings`: its tokenizing and weighting, default
     English stemming and stopwords) and each is searched against them; a sentence sharing no term with any other
     pairs with none (fewer than `neighbours` pairs where fewer sentences share its terms)."""
-    from ..retrieval.lexical import build_lexical_index, require_lexical
+    from ..retrieval.index.lexical import build_lexical_index, require_lexical
 
     _check_neighbours(neighbours, "bm25 neighbours")
     unique = _distinct(sentences, "bm25_pairs")

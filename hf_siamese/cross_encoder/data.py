@@ -116,7 +116,7 @@ def reranker_training_rows(
     texts = _corpus_texts(corpus, positives)
     if num_negatives:
         if negatives_from is None:
-            from ..retrieval.hybrid import default_first_stage
+            from ..retrieval.fusion.hybrid import default_first_stage
 
             negatives_from = default_first_stage()
         rows = _hard_negative_rows(
@@ -166,7 +166,7 @@ def _hard_negative_rows(
     `hf_siamese.mine_hard_negatives` with the `mining` settings (rows with too few candidates dropped there)."""
     import datasets
 
-    from ..retrieval.mining import mine_hard_negatives
+    from ..retrieval.mining.negatives import mine_hard_negatives
 
     mined = mine_hard_negatives(
         datasets.Dataset.from_dict({"query": queries, "positive": positives}), bi_encoder, texts,

@@ -123,7 +123,7 @@ class RerankingDataset:
         "dense", a bi-encoder's (`SiameseBertModel`) exact top `top_k` documents, with the query / document prompts
         `evaluate_retrieval` uses; "hybrid", the union of its top `top_k` and BM25's (`lexical_settings`), fused by
         `fusion` / `dense_weight` (`retrieval.hybrid.fuse`), each candidate with both stages' own scores."""
-        from ..retrieval.hybrid import check_first_stage
+        from ..retrieval.fusion.hybrid import check_first_stage
 
         if check_first_stage(first_stage, fusion, dense_weight, lexical_settings) not in ("dense", "hybrid"):
             raise ValueError(f"first_stage={first_stage!r}: reranking candidates come from 'dense' or 'hybrid'")
@@ -171,9 +171,9 @@ def _first_stage(
     """query id -> (candidate ids, first-stage scores), and (hybrid: `(fusion, dense_weight, lexical_settings)`)
     query id -> each stage's own scores of the candidates."""
     from ..metrics import judged_queries
-    from ..retrieval.evaluation import embed_retrieval_set, lexical_run
+    from ..retrieval.evaluation.evaluator import embed_retrieval_set, lexical_run
     from ..retrieval.exact import exact_search
-    from ..retrieval.hybrid import fuse, stage_scores
+    from ..retrieval.fusion.hybrid import fuse, stage_scores
 
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k={top_k!r}: expected a positive int (first-stage candidates per query)")

@@ -48,7 +48,7 @@ def reranked_orders(
 ) -> dict[str, list[str]]:
     """query id -> its candidates in the final order: three scores with `stage_weights`, else two with `weight`; the
     first stage's order where the weights leave the reranker no share."""
-    from ..retrieval.rerank import STAGES, fuse_scores, fuse_stages, reranker_has_no_share
+    from ..retrieval.fusion.rerank import STAGES, fuse_scores, fuse_stages, reranker_has_no_share
 
     judged = dataset.judged_queries()
     first_stage_order = reranker_has_no_share(weight, stage_weights)
@@ -128,7 +128,7 @@ def evaluate_reranking(
 
     Every (query, candidate) pair goes to one `predict` call; a query's candidates are re-sorted by score (equal
     scores keep the first-stage order), fused with the first stage's scores when `first_stage_weight` (default: the
-    model's own, 0 when it has none) is above 0, as `hf_siamese.retrieval.rerank.rerank_hits` does. A relevant
+    model's own, 0 when it has none) is above 0, as `hf_siamese.retrieval.fusion.rerank.rerank_hits` does. A relevant
     document the first stage did NOT retrieve is NOT added to the candidates: the reranked numbers are what the
     deployed two-stage search scores (the realistic number), not the reranker's score on ideal candidates, so the
     reranker is judged against the first stage it will sit on.
@@ -139,7 +139,7 @@ def evaluate_reranking(
         LOWERS the first stage); `candidate_recall`: the share of relevant documents among the candidates (the
         ceiling of both); `num_queries`.
     """
-    from ..retrieval.rerank import first_stage_weight_of, stage_weights_of
+    from ..retrieval.fusion.rerank import first_stage_weight_of, stage_weights_of
 
     weight = first_stage_weight_of(model, first_stage_weight)
     # As in rerank_hits: a first-stage weight given without stage weights asks for the two-score order.
@@ -170,7 +170,7 @@ def choose_first_stage_weight(
 def _best_weight(
     dataset: RerankingDataset, scores: np.ndarray, weights: Sequence[float], metric: str
 ) -> tuple[float, dict[float, float]]:
-    from ..retrieval.rerank import check_first_stage_weight
+    from ..retrieval.fusion.rerank import check_first_stage_weight
 
     grid = [check_first_stage_weight(w) for w in weights]
     if not grid:
@@ -234,7 +234,7 @@ def choose_fusion(
 def rrf_of_three(dataset: RerankingDataset, scores: np.ndarray) -> dict[str, list[str]]:
     """query id -> the reciprocal-rank fusion of the reranker's order (`scores`), the dense and the lexical orders of
     its hybrid candidates (each stage's own scores; a stage ranks only the candidates it found)."""
-    from ..retrieval.hybrid import reciprocal_rank_fusion
+    from ..retrieval.fusion.hybrid import reciprocal_rank_fusion
 
     fused = {}
     for query, order in reranked_orders(dataset, scores, 0.0).items():

@@ -10,7 +10,8 @@ The contract (every loss): `loss(logits, labels=None, group_size=None, mask=None
 - `mask`: for list rows (query, documents, scores), `(batch, max_docs)` bool, True where a row has a document.
 
 `shapes` names the data shapes a loss reads (`"pairs"`, `"tuples"`, `"lists"`); `CrossEncoderTrainer` refuses
-the others.
+the others. `needs_labels` marks a loss that cannot train without a label column (a teacher's scores, classes): rows
+made from (query, positive) pairs alone have none (`cross_encoder.fit.RERANKER_LOSSES`).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class CrossEncoderLoss:
 
     shapes: tuple[str, ...] = (PAIRS, TUPLES, LISTS)
     num_labels: str = "1"  # "1" (one score per pair) or "many" (classification)
+    needs_labels: bool = False  # True: every row needs its label(s); tuples cannot stand for them (positive first)
     # Set by CrossEncoderTrainer once it has checked every training row's labels (`check_rows`): the step then reads
     # nothing back from the device to check them again.
     _rows_checked: bool = False
@@ -297,6 +299,7 @@ class MarginMSELoss(CrossEncoderLoss):
     """
 
     shapes = (TUPLES,)
+    needs_labels = True
 
     def compute(self, logits, labels, group_size, mask):
         if mask is not None or not group_size or group_size < 2:
@@ -329,6 +332,8 @@ class MSELoss(CrossEncoderLoss):
         activation: `None` (compare raw logits, for a teacher's logits) or `"sigmoid"` (for targets in [0, 1]).
     """
 
+    needs_labels = True
+
     def __init__(self, activation: str | None = None) -> None:
         if activation not in (None, "sigmoid"):
             raise ValueError(f"MSELoss: activation={activation!r}; accepted: None, 'sigmoid'")
@@ -353,6 +358,7 @@ class CrossEntropyLoss(CrossEncoderLoss):
 
     shapes = (PAIRS,)
     num_labels = "many"
+    needs_labels = True
 
     def check_labels(self, labels: torch.Tensor, mask: torch.Tensor | None = None, classes: int | None = None) -> None:
         if labels.is_floating_point():

@@ -222,14 +222,14 @@ class CrossEncoder:
         `(1 - w) * z(reranker) + w * z(first stage)`); 0: the reranker's order alone. `hf-siamese train-reranker`
         chooses it on held-out queries; it is saved in config.json (transformers, sentence-transformers and TEI ignore
         it: they give the reranker's own scores)."""
-        from ..retrieval.rerank import check_first_stage_weight
+        from ..retrieval.fusion.rerank import check_first_stage_weight
 
         value = getattr(self.model.config, "first_stage_weight", None)
         return 0.0 if value is None else check_first_stage_weight(value)
 
     @first_stage_weight.setter
     def first_stage_weight(self, value: float) -> None:
-        from ..retrieval.rerank import check_first_stage_weight
+        from ..retrieval.fusion.rerank import check_first_stage_weight
 
         self.model.config.first_stage_weight = check_first_stage_weight(value)
 
@@ -239,13 +239,13 @@ class CrossEncoder:
         (`rerank.fuse_stages`: `(1 - a - b) z(reranker) + a z(dense) + b z(lexical)`), or None (the two-score order of
         `first_stage_weight`). `hf-siamese train-reranker` sets them where they beat the two-score order on held-out
         queries; saved in config.json."""
-        from ..retrieval.rerank import check_stage_weights
+        from ..retrieval.fusion.rerank import check_stage_weights
 
         return check_stage_weights(getattr(self.model.config, "stage_weights", None))
 
     @stage_weights.setter
     def stage_weights(self, value: dict[str, float] | None) -> None:
-        from ..retrieval.rerank import check_stage_weights
+        from ..retrieval.fusion.rerank import check_stage_weights
 
         self.model.config.stage_weights = check_stage_weights(value)
 
@@ -352,7 +352,7 @@ def check_saved_fusion_weights(source: str, config: Any) -> None:
     """Refuse a `first_stage_weight` or `stage_weights` saved in config.json that reranking would not take (a
     string, a boolean, a number outside [0, 1]; see `rerank.check_first_stage_weight`, `check_stage_weights`),
     naming the file and the key; absent or null, the reranker has none."""
-    from ..retrieval.rerank import check_first_stage_weight, check_stage_weights
+    from ..retrieval.fusion.rerank import check_first_stage_weight, check_stage_weights
 
     where = os.path.join(source, "config.json") if os.path.isdir(source) else f"{source} (config.json)"
     for key, check in (("first_stage_weight", check_first_stage_weight), ("stage_weights", check_stage_weights)):

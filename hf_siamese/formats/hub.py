@@ -9,18 +9,18 @@ the Hub token or a local path, and uploads the folder as a single commit. Any fa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..storage import temporary_folder
 from .hub_errors import HubPushError, hub_errors
 from .local_paths import looks_like_local_path, scrub_local_paths
 from .model_card import build_model_card
@@ -102,23 +102,21 @@ def push_to_hub(
     tokenizer = _push_tokenizer(model, tokenizer, repo_id)
 
     # Everything local happens first: a push that would leak the token stops before any request is made.
-    folder = Path(tempfile.mkdtemp(prefix="hf_siamese_push_"))
-    try:
+    with contextlib.ExitStack() as staged:
+        folder = staged.enter_context(temporary_folder("push"))  # removed at once if anything below fails
         card = model_card if model_card is not None else build_model_card(model, repo_id=repo_id, **card_facts)
         stage_folder(model, folder, tokenizer=tokenizer, model_card=card, max_shard_size=max_shard_size)
         verify_folder(folder, secrets=secrets)
         repo_id = _create_repo(api, endpoint, model, repo_id, folder, private=private, revision=revision,
                                card_facts=None if model_card is not None else card_facts, secrets=secrets)  # fmt: skip
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
+        removal = staged.pop_all()  # from here the upload removes the folder, whatever happens
     commit = _Commit(
         message=commit_message or f"Upload {type(model).__name__} with hf-siamese",
         description=commit_description,
         revision=revision,
         create_pr=create_pr,
     )
-    upload = functools.partial(_upload, api, endpoint, repo_id, folder, type(model).__name__, commit)
+    upload = functools.partial(_upload, api, endpoint, repo_id, folder, removal, type(model).__name__, commit)
     if run_as_future:
         return api.run_as_future(upload)
     return upload()
@@ -199,20 +197,20 @@ def _create_repo(
     return full_id
 
 
-def _upload(api: Any, endpoint: str, repo_id: str, folder: Path, model_name: str, commit: _Commit) -> Any:
-    """Upload the staged `folder` as one commit and delete it, whatever happens; returns the `CommitInfo`."""
-    try:
-        with hub_errors(endpoint, repo_id, "upload the files"):
-            info = api.upload_folder(
-                repo_id=repo_id,
-                folder_path=folder,
-                commit_message=commit.message,
-                commit_description=commit.description,
-                revision=commit.revision,
-                create_pr=commit.create_pr,
-            )
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+def _upload(
+    api: Any, endpoint: str, repo_id: str, folder: Path, removal: contextlib.ExitStack, model_name: str, commit: _Commit
+) -> Any:
+    """Upload the staged `folder` as one commit and delete it (closing `removal`, which holds its `temporary_folder`),
+    whatever happens; returns the `CommitInfo`."""
+    with removal, hub_errors(endpoint, repo_id, "upload the files"):
+        info = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=folder,
+            commit_message=commit.message,
+            commit_description=commit.description,
+            revision=commit.revision,
+            create_pr=commit.create_pr,
+        )
     logger.info("Pushed %s to %s/%s (commit %s).", model_name, endpoint, repo_id, info.oid)
     return info
 

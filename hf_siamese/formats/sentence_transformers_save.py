@@ -19,7 +19,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ..storage import move_files_into, staging_folder
+from ..storage import move_files_into, replace_file, staging_folder
 from .sentence_transformers_read import (
     _ACTIVATIONS,
     _MODULE_TYPES,
@@ -98,12 +98,12 @@ def _move_encoder_weights(stage: Path, transformer: Path) -> dict[str, str]:
     index_path = stage / WEIGHTS_INDEX_FILE
     if index_path.is_file():
         weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
-        os.replace(index_path, transformer / WEIGHTS_INDEX_FILE)
+        replace_file(index_path, transformer / WEIGHTS_INDEX_FILE)
     else:
         with safe_open(str(stage / "model.safetensors"), framework="pt") as handle:
             weight_map = {name: "model.safetensors" for name in handle.keys()}  # noqa: SIM118 - not a dict
     for name in set(weight_map.values()):
-        os.replace(stage / name, transformer / name)
+        replace_file(stage / name, transformer / name)
     return {key: f"{TRANSFORMER_FOLDER}/{name}" for key, name in weight_map.items()}
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from ..storage import temporary_folder
 
 SAE_TYPE = "sentence_transformers.sparse_encoder.modules.sparse_auto_encoder.SparseAutoEncoder"
 SAE_FOLDER_SUFFIX = "_SparseAutoEncoder"
@@ -46,12 +47,12 @@ def read_csr_encoder(folder: Path, modules: list[dict[str, Any]], st_config: dic
         )
     # The dense part is a sentence-transformers model of its own: read it from a view of the folder without the
     # autoencoder module (links to the files, a modules.json without the last entry).
-    with tempfile.TemporaryDirectory() as view:
+    with temporary_folder("view") as view:
         for entry in folder.iterdir():
             if entry.name != "modules.json" and entry != sae:
-                os.symlink(entry.resolve(), Path(view) / entry.name)
-        (Path(view) / "modules.json").write_text(json.dumps(modules[:-1]), encoding="utf-8")
-        dense = SiameseBertModel.from_encoder(view, **kwargs)
+                os.symlink(entry.resolve(), view / entry.name)
+        (view / "modules.json").write_text(json.dumps(modules[:-1]), encoding="utf-8")
+        dense = SiameseBertModel.from_encoder(str(view), **kwargs)
     dense.config.name_or_path = str(folder)
     prompts = {k: v for k, v in (st_config.get("prompts") or {}).items() if v}
     config = SparseSiameseConfig(

@@ -13,13 +13,7 @@ import importlib
 import os
 from typing import Any
 
-from .evaluator import (
-    EmbeddingSimilarityEvaluator,
-    Evaluator,
-    evaluator_primary_key,
-    is_evaluator,
-    prefixed_metrics,
-)
+from .evaluator import EmbeddingSimilarityEvaluator, Evaluator, evaluator_primary_key, is_evaluator, prefixed_metrics
 
 # `evaluate.load` accepts a folder holding a script of the same name; it never touches the network for a local
 # path, so this works with HF_HUB_OFFLINE=1.

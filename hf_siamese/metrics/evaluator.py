@@ -6,7 +6,8 @@ each number as `eval_{name_}{key}`, choosing the best checkpoint by the primary 
 `hf-siamese eval` command builds one and calls it. The evaluators:
 
 * `EmbeddingSimilarityEvaluator` (here): STS Spearman / Pearson of a bi-encoder's embeddings on scored pairs;
-* `hf_siamese.retrieval.evaluation.RetrievalEvaluator`: nDCG / MRR / Recall / MAP / Precision on a retrieval set;
+* `hf_siamese.retrieval.evaluation.evaluator.RetrievalEvaluator`: nDCG / MRR / Recall / MAP / Precision on a retrieval
+  set;
 * `hf_siamese.cross_encoder.evaluators`: `RerankingEvaluator`, `PairScoreEvaluator`, `PairClassificationEvaluator`.
 
 Each metric is computed in one place, the `evaluate` scripts of this package (`sts_spearman`, `retrieval`); the

@@ -1,8 +1,10 @@
-"""Staged recipes that combine the bi-encoder trainer with cross-encoder teachers and corpus data: Augmented SBERT
-(`augmented_sbert`) and adapting to a corpus without labels (`adapt`: SimCSE, TSDAE, cropping, inverse cloze, GPL).
-Each keeps its stages in a run folder, so a stopped run resumes."""
+"""Staged recipes that combine the bi-encoder trainer with teachers and corpus data: Augmented SBERT
+(`augmented_sbert`), adapting to a corpus without labels (`adapt`: SimCSE, TSDAE, cropping, inverse cloze, GPL) and
+distilling a bi-encoder into a smaller (or another) one (`distill`). Each keeps its stages on disk, so a stopped run
+resumes."""
 
 from .adapt import METHODS, adapt, fit_margin_scale
 from .augmented import augmented_sbert
+from .distill import distill
 
-__all__ = ["METHODS", "adapt", "augmented_sbert", "fit_margin_scale"]
+__all__ = ["METHODS", "adapt", "augmented_sbert", "distill", "fit_margin_scale"]

@@ -72,7 +72,7 @@ def _gpl_rows(pairs: Any, model: Any, tokenizer: Any, corpus: list[str], teacher
     """Stage 2 of gpl: negatives from the bi-encoder's top 50 of the corpus (the pair's own document left out), the
     teacher's raw scores of each row's documents."""
     from ..cross_encoder.teacher import teacher_scores
-    from ..retrieval.mining import mine_hard_negatives
+    from ..retrieval.mining.negatives import mine_hard_negatives
 
     mined = mine_hard_negatives(
         pairs, model, corpus, num_negatives=settings["num_negatives"], range_max=50, sampling="random",

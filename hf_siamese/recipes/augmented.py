@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.digest import TextDigest
-from ..storage import write_rows
+from ..storage import work_folder, write_rows
 from .stages import check_settings, check_training_numbers, last_checkpoint, read_jsonl, save_final_model
 
 
@@ -57,8 +57,6 @@ def _train_teacher(
     settings: dict[str, Any],
 ) -> Any:  # fmt: skip
     """Stage 1: a one-output cross-encoder from the bi-encoder's encoder, BCE on (score - low) / (high - low)."""
-    import tempfile
-
     from datasets import Dataset
     from transformers import TrainingArguments, set_seed
 
@@ -75,16 +73,13 @@ def _train_teacher(
             "label": [min(max((s - low) / (high - low), 0.0), 1.0) for s in scores],
         }
     )
-    work = tempfile.mkdtemp(prefix=".teacher-", dir=folder.parent)
-    try:
+    with work_folder(folder, "train") as work:  # the Trainer's files; one a killed run left goes with the next
         args = TrainingArguments(
-            output_dir=work, num_train_epochs=settings["teacher_epochs"], learning_rate=settings["teacher_lr"],
+            output_dir=str(work), num_train_epochs=settings["teacher_epochs"], learning_rate=settings["teacher_lr"],
             per_device_train_batch_size=settings["teacher_batch_size"], warmup_steps=0.1, seed=settings["seed"],
             save_strategy="no", report_to=[], logging_steps=50, disable_tqdm=not settings["show_progress_bar"],
         )  # fmt: skip
         CrossEncoderTrainer(teacher, args, train_dataset=rows, loss="bce").train()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     teacher.save_pretrained(folder)
     return teacher
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -92,8 +91,7 @@ def last_checkpoint(folder: Path) -> str | None:
         if _complete(path):
             return str(path)
         aside = folder / f".{path.name}.incomplete"
-        shutil.rmtree(aside, ignore_errors=True)
-        os.replace(path, aside)
+        replace_folder(path, aside)  # an earlier one set aside under that name goes
         logger.warning("%s is incomplete (a run stopped while saving it): set aside as %s", path, aside.name)
     return None
 

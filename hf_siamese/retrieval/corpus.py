@@ -41,8 +41,8 @@ from ..data.corpus_stream import open_corpus
 from ..data.digest import TextDigest
 from ..modeling.distributed import rank_and_world
 from ..storage import write_atomic, write_text_atomic
-from .fingerprint import describe_mismatch, model_fingerprint, recorded_name
-from .index_parts import resolve_dtype
+from .index.fingerprint import describe_mismatch, model_fingerprint, recorded_name
+from .index.parts import resolve_dtype
 
 FORMAT_NAME = "hf-siamese-corpus-embeddings"
 FORMAT_VERSION = 1

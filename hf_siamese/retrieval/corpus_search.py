@@ -6,18 +6,18 @@ from the source, and a reranker re-scores them. Mining embeds its corpus in a `w
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..storage import temporary_folder
 from .corpus import encode_corpus
-from .corpus_matrix import corpus_matrix, matrix_search, texts_of
-from .fingerprint import corpus_fingerprint
-from .maxsim_search import is_multivector_model
-from .rerank import RERANK_TOP, check_rerank, rerank_hits
-from .sparse_search import is_sparse_model, search_corpus_exact
+from .fusion.rerank import RERANK_TOP, check_rerank, rerank_hits
+from .index.fingerprint import corpus_fingerprint
+from .index.matrix import corpus_matrix, matrix_search, texts_of
+from .ranking.maxsim import is_multivector_model
+from .ranking.sparse import is_sparse_model, search_corpus_exact
 
 
 @contextmanager
@@ -26,8 +26,8 @@ def work_folder(embeddings_dir: str | os.PathLike | None) -> Iterator[Path]:
     if embeddings_dir is not None:
         yield Path(embeddings_dir)
         return
-    with tempfile.TemporaryDirectory(prefix="hf-siamese-corpus-") as temporary:
-        yield Path(temporary) / "corpus"
+    with temporary_folder("corpus") as temporary:
+        yield temporary / "corpus"
 
 
 def search_corpus(

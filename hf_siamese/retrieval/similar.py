@@ -23,8 +23,8 @@ import numpy as np
 
 from ..data.corpus_stream import resolve_corpus
 from .corpus import encode_corpus
-from .corpus_matrix import corpus_matrix, neighbour_search, texts_of
 from .exact import exact_search
+from .index.matrix import corpus_matrix, neighbour_search, texts_of
 
 # The range a similarity's scores can take (distances are negated: a larger score is always more similar).
 SCORE_RANGES = {
@@ -65,7 +65,8 @@ def neighbour_pairs(
     its `top_k` neighbours with a score >= `threshold`, each pair once, best first.
 
     `search(queries, k) -> (scores, row indices)` defaults to exact search over `vectors`; an approximate index's
-    search can stand in (`hf_siamese.retrieval.ann.AnnIndex.search`). Negative indices (faiss' "none") are skipped.
+    search can stand in (`hf_siamese.retrieval.index.ann.AnnIndex.search`). Negative indices (faiss' "none") are
+    skipped.
     """
     check_threshold(threshold, top_k, similarity)
     count = len(vectors)

@@ -34,15 +34,7 @@ from .hooks import (
     export_tokenizer,
     write_plain_layout,
 )
-from .names import (
-    DEFAULT_CALIBRATION_SIZE,
-    FORMATS,
-    ONNX_OPSETS,
-    QUANTIZATION,
-    TEI_MODEL_TYPES,
-    TEI_POOLING,
-    require,
-)
+from .names import DEFAULT_CALIBRATION_SIZE, FORMATS, ONNX_OPSETS, QUANTIZATION, TEI_MODEL_TYPES, TEI_POOLING, require
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+from ..storage import work_folder
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +61,8 @@ def quantize_onnx(source: Path, target: Path, mode: str, batches: list[dict[str,
     )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".quantize-") as scratch, _quiet_root_logger():
-        prepared = Path(scratch) / "prepared.onnx"
+    with work_folder(target, "quantize") as scratch, _quiet_root_logger():
+        prepared = scratch / "prepared.onnx"
         # Shape inference and graph clean-up first, as ONNX Runtime's quantization guide advises.
         quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
         if mode == "int8-dynamic":

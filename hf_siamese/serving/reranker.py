@@ -106,7 +106,7 @@ class ExportedCrossEncoder(ExportedGraph):
     @property
     def stage_weights(self) -> dict[str, float] | None:
         """The three-score weights saved with the model (see `CrossEncoder.stage_weights`), or None."""
-        from ..retrieval.rerank import check_stage_weights
+        from ..retrieval.fusion.rerank import check_stage_weights
 
         return check_stage_weights(getattr(self.config, "stage_weights", None))
 

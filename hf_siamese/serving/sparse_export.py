@@ -57,7 +57,7 @@ _ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
 def is_sparse_source(model: Any) -> bool:
     """Whether `model` is a learned-sparse model, or a local folder holding one (its config.json's model_type
     "siamese-sparse", or sentence-transformers' SparseEncoder layout)."""
-    from ..retrieval.sparse_search import SPARSE_MODEL_TYPE, is_sparse_model
+    from ..retrieval.ranking.sparse import SPARSE_MODEL_TYPE, is_sparse_model
 
     if not isinstance(model, (str, os.PathLike)):
         return is_sparse_model(model)

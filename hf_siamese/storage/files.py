@@ -1,9 +1,12 @@
 """One atomic file write for the whole package: a file is written whole or not at all.
 
 `write_atomic(path, write)` has `write` fill a temporary file beside `path` (a unique name, so processes writing the
-same file at once never share one), then renames it onto `path` (`os.replace`, atomic on one file system). A failed or
-killed write leaves `path` as it was; the temporary goes on failure (a kill leaves a hidden `.NAME.*.partial` that
+same file at once never share one), then renames it onto `path` (`replace_file`, atomic on one file system). A failed
+or killed write leaves `path` as it was; the temporary goes on failure (a kill leaves a hidden `.NAME.*.partial` that
 nothing reads). A folder at `path` is refused, naming it, before anything is written.
+
+`replace_file(source, target)` is that rename alone, for a file finished elsewhere on the same file system (in a
+staging folder, or under a name of its own beside `target`): the one place a finished file is put in place.
 """
 
 from __future__ import annotations
@@ -12,6 +15,15 @@ import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+
+def replace_file(source: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Move the finished file `source` onto `target` by one rename; returns `target`. `target` then holds the new file
+    whole or, where the rename fails or the process is killed, what it held before: never a mix of the two. `source`
+    must be on the same file system (beside `target`, or in a staging folder beside its output)."""
+    target = Path(target)
+    os.replace(source, target)
+    return target
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
@@ -23,7 +35,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
     temporary = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
     try:
         write(temporary)
-        os.replace(temporary, path)
+        replace_file(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
@@ -33,3 +45,6 @@ def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """`text` (UTF-8) written to `path` whole or not at all."""
     return write_atomic(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
+
+
+__all__ = ["replace_file", "write_atomic", "write_text_atomic"]

@@ -14,6 +14,11 @@ part, a recipe's final model) stages it beside and swaps it in, so a kill leaves
 and the old content is removed only once the new is in place. A folder that other outputs share (a model saved into
 a training run's folder, beside its checkpoints) cannot be swapped whole: `move_files_into` moves a staged set of
 files into it instead, each by one atomic rename, and removes what the new set leaves stale only after.
+
+A folder of work files that is never put in place (a trainer's files, a graph's intermediate form) is a
+`work_folder`: made beside the output it serves under the staging name (so a kill's leftover is removed by the next
+run, as above) and removed when its block ends, however it ends. Scratch that serves no output (files staged for an
+upload, an index searched once) is a `temporary_folder`, in the system's temporary folder, removed the same way.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import logging
 import os
 import re
 import shutil
+import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -70,17 +77,51 @@ def recover_output(output: str | os.PathLike) -> None:
             _remove(entry)
 
 
-def staging_folder(output: str | os.PathLike, purpose: str) -> Path:
-    """A new, empty staging folder beside `output` for this process (after `recover_output` mended what earlier runs
-    left), with the permissions of an ordinary folder."""
+def _check_purpose(purpose: str) -> None:
     if not re.fullmatch(r"[a-z][a-z0-9_]*", purpose):
         raise ValueError(f"purpose={purpose!r}: expected lower-case letters, digits and '_'")
-    output = Path(output)
+
+
+def _new_staging(output: Path, purpose: str, mode: int) -> Path:
+    _check_purpose(purpose)
     output.parent.mkdir(parents=True, exist_ok=True)
     recover_output(output)
     staging = output.with_name(f".{output.name}.{purpose}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    staging.mkdir()
+    staging.mkdir(mode=mode)
     return staging
+
+
+def staging_folder(output: str | os.PathLike, purpose: str) -> Path:
+    """A new, empty staging folder beside `output` for this process (after `recover_output` mended what earlier runs
+    left), with the permissions of an ordinary folder."""
+    return _new_staging(Path(output), purpose, 0o777)
+
+
+@contextmanager
+def work_folder(output: str | os.PathLike, purpose: str) -> Iterator[Path]:
+    """A new, empty folder for the work files of a run that writes `output`, removed with all it holds when the block
+    ends, however it ends (an error or Ctrl-C included). It lies beside `output`, named as `staging_folder` names it
+    (after `recover_output` mended what earlier runs left): on the output's file system, so a file renamed from it
+    into place moves whole, and the folder of a killed run is removed by the next run that writes `output`. Readable
+    by this user only, as `tempfile.mkdtemp` makes it."""
+    folder = _new_staging(Path(output), purpose, 0o700)
+    try:
+        yield folder
+    finally:
+        _remove(folder)
+
+
+@contextmanager
+def temporary_folder(purpose: str) -> Iterator[Path]:
+    """A new, empty folder in the system's temporary folder (`hf_siamese_PURPOSE_*`, readable by this user only), for
+    scratch that serves no output, removed with all it holds when the block ends, however it ends (an error or Ctrl-C
+    included); one a killed process leaves is the system's to clear, as any temporary file."""
+    _check_purpose(purpose)
+    folder = Path(tempfile.mkdtemp(prefix=f"hf_siamese_{purpose}_"))
+    try:
+        yield folder
+    finally:
+        _remove(folder)
 
 
 def replace_folder(staging: str | os.PathLike, output: str | os.PathLike) -> None:
@@ -137,4 +178,4 @@ def move_files_into(
     return written
 
 
-__all__ = ["move_files_into", "recover_output", "replace_folder", "staging_folder"]
+__all__ = ["move_files_into", "recover_output", "replace_folder", "staging_folder", "temporary_folder", "work_folder"]

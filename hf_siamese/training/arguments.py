@@ -40,7 +40,7 @@ Arguments = TypeVar("Arguments", bound="HfSiameseTrainingArguments")
 @dataclass
 class HfSiameseTrainingArguments(TrainingArguments):
     """The options both trainers share, beside `TrainingArguments`' own. Use `SiameseTrainingArguments` or
-    `CrossEncoderTrainingArguments`.
+    `CrossEncoderTrainingArguments` (in `hf_siamese.cross_encoder`, beside its trainer).
 
     Args:
         head_learning_rate: learning rate of the model's head (the bi-encoder's softmax classifier, the
@@ -159,12 +159,6 @@ class SiameseTrainingArguments(HfSiameseTrainingArguments):
         size = self.stream_buffer_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ValueError(f"{name}: stream_buffer_size={size!r} must be a positive whole number or None.")
-
-
-@dataclass
-class CrossEncoderTrainingArguments(HfSiameseTrainingArguments):
-    """`TrainingArguments` for `CrossEncoderTrainer`: the Trainer's settings plus `head_learning_rate` (default: the
-    head trains at `learning_rate`) and `pretokenize` (see `HfSiameseTrainingArguments`)."""
 
 
 def _group_by_length(value: Any, name: str) -> bool | str:

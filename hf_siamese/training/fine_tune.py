@@ -182,7 +182,7 @@ def _save(trainer: Any, output_dir: str, facts: dict[str, Any]) -> None:
     from .trainer import SiameseTrainer
 
     trainer.save_model(output_dir)
-    from ..retrieval.maxsim_search import is_multivector_model
+    from ..retrieval.ranking.maxsim import is_multivector_model
 
     # hf-siamese's card describes dense and sparse models; a multi-vector model's folder goes without one.
     multivector = is_multivector_model(trainer.accelerator.unwrap_model(trainer.model))

@@ -127,7 +127,7 @@ def end_training(
     """After `trainer.train()`: the best recipe's choice between the best checkpoint and the mean, then the
     interpolation. `measure()` scores the model on --eval, `headline` picks the number that decides.
     Returns what was done (lines to print) and the --eval metrics of the final model where they were measured."""
-    from ..training.averaging import keep_average_if_better
+    from .averaging import keep_average_if_better
 
     lines = []
     if recipe.select_best:
@@ -168,7 +168,7 @@ def _interpolate(
 ) -> tuple[float, dict[str, float] | None]:
     """Move the trained model toward its starting weights: by `choice`, or, for "auto", by the alpha that scores
     highest on --eval (`choose_interpolation`). Returns the alpha and, for "auto", its eval metrics."""
-    from ..training.averaging import choose_interpolation, interpolate_toward
+    from .averaging import choose_interpolation, interpolate_toward
 
     if choice != "auto":
         interpolate_toward(model, start, float(choice))

@@ -219,8 +219,8 @@ def _code_files(path: Path) -> set[str]:
 
 def _index_entries(path: Path) -> set[str]:
     """The entries of the vector index saved in `path`, or none when it holds none."""
-    from ..retrieval.lexical import LEXICAL_DIR
-    from ..retrieval.vector_index import EMBEDDINGS_DIR, FORMAT_NAME, INDEX_FILE, TEXTS_FILE
+    from ..retrieval.index.lexical import LEXICAL_DIR
+    from ..retrieval.stores.folder import EMBEDDINGS_DIR, FORMAT_NAME, INDEX_FILE, TEXTS_FILE
 
     if (_read_json(path / INDEX_FILE) or {}).get("format") != FORMAT_NAME:
         return set()
@@ -230,7 +230,7 @@ def _index_entries(path: Path) -> set[str]:
 def _foreign(path: Path, names: list[str]) -> tuple[str | None, bool]:
     """What an unrecorded folder holds, in words (None: only empty checkpoint folders), and whether --overwrite may
     delete it."""
-    from ..retrieval.vector_index import FORMAT_NAME, INDEX_FILE
+    from ..retrieval.stores.folder import FORMAT_NAME, INDEX_FILE
 
     if (_read_json(path / INDEX_FILE) or {}).get("format") == FORMAT_NAME:
         return f"a vector index ({INDEX_FILE})", True

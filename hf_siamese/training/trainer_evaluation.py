@@ -16,8 +16,8 @@ from transformers.trainer_utils import EvalLoopOutput, speed_metrics
 from ..data.beir import RetrievalDataset
 from ..metrics.evaluator import EmbeddingSimilarityEvaluator, evaluator_primary_key, is_evaluator, prefixed_metrics
 from ..modeling.distributed import encode_in_shards
-from ..retrieval.evaluation import RetrievalEvaluator
-from ..retrieval.maxsim_search import is_multivector_model
+from ..retrieval.evaluation.evaluator import RetrievalEvaluator
+from ..retrieval.ranking.maxsim import is_multivector_model
 from .collator import SiamesePairCollator
 
 logger = logging.getLogger(__name__)

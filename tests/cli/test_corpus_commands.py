@@ -14,7 +14,7 @@ from conftest import WORDS, make_tiny_model
 
 from hf_siamese.cli import main
 from hf_siamese.cli.common import load_inference_model
-from hf_siamese.retrieval.mining import mine_hard_negatives
+from hf_siamese.retrieval.mining.negatives import mine_hard_negatives
 
 
 def _sentence(rng: random.Random) -> str:

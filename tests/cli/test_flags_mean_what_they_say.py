@@ -21,9 +21,8 @@ import pytest
 from conftest import WORDS, make_tiny_model
 
 from hf_siamese.cli import main
-from hf_siamese.retrieval.hybrid import fuse
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.fusion.hybrid import fuse
+from hf_siamese.retrieval.stores import build_index, load_index
 from hf_siamese.storage import exclusive_output
 
 

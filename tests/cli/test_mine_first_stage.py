@@ -13,8 +13,8 @@ from conftest import WORDS, make_tiny_model
 from datasets import Dataset
 
 from hf_siamese.cli import main
-from hf_siamese.retrieval.lexical import LexicalSettings
-from hf_siamese.retrieval.mining import mine_hard_negatives
+from hf_siamese.retrieval.index.lexical import LexicalSettings
+from hf_siamese.retrieval.mining.negatives import mine_hard_negatives
 
 pytest.importorskip("bm25s")
 pytest.importorskip("Stemmer")

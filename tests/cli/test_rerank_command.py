@@ -16,7 +16,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from hf_siamese.cli import main
 from hf_siamese.cross_encoder import CrossEncoder
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.stores import load_index
 
 HIT = re.compile(r"^ +(\d+)\. (\S+)  \[(.*?)\] (.*?)(?:  \(first stage: #(\d+)(?:, (\S+))?\))?$")
 

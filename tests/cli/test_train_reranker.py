@@ -78,7 +78,7 @@ def test_beir_folder_from_a_bi_encoder_evaluates_and_saves(files, tmp_path, caps
     reranker = CrossEncoder.from_pretrained(out)
     assert reranker.first_stage_weight == pytest.approx(float(chosen.group(1)))
     # the weights are saved with the corpus they were chosen on: they rank that corpus only
-    from hf_siamese.retrieval.fingerprint import corpus_fingerprint
+    from hf_siamese.retrieval.index.fingerprint import corpus_fingerprint
 
     ids = [json.loads(line)["_id"] for line in (files / "beir" / "corpus.jsonl").read_text().splitlines()]
     assert reranker.fusion_corpus == {"name": "beir", "split": "dev", "fingerprint": corpus_fingerprint(ids)}

@@ -8,7 +8,7 @@ from datasets import Dataset
 from helpers import RERANK_DOCUMENTS
 
 from hf_siamese.cross_encoder.data import reranker_training_rows
-from hf_siamese.retrieval.mining import mine_hard_negatives
+from hf_siamese.retrieval.mining.negatives import mine_hard_negatives
 
 CORPUS = RERANK_DOCUMENTS[:10]
 PAIRS = [

@@ -13,7 +13,7 @@ from conftest import TINY
 from transformers import BertConfig, BertForSequenceClassification
 
 from hf_siamese.cross_encoder import CrossEncoder, RerankingDataset, choose_first_stage_weight, evaluate_reranking
-from hf_siamese.retrieval.rerank import fuse_scores, rerank_hits
+from hf_siamese.retrieval.fusion.rerank import fuse_scores, rerank_hits
 from tests.cross_encoder.test_evaluation import CANDIDATES, CORPUS, QRELS, QUERIES, OracleStub
 
 # first-stage scores, best first, for CANDIDATES

@@ -13,7 +13,7 @@ from conftest import TINY
 from transformers import BertConfig, BertForSequenceClassification
 
 from hf_siamese.cross_encoder import CrossEncoder, RerankingDataset, choose_fusion
-from hf_siamese.retrieval.rerank import check_stage_weights, fuse_stages, rerank_hits
+from hf_siamese.retrieval.fusion.rerank import check_stage_weights, fuse_stages, rerank_hits
 from tests.cross_encoder.test_evaluation import CANDIDATES, CORPUS, QRELS, QUERIES, OracleStub
 from tests.cross_encoder.test_fusion import FIRST_SCORES, AntiOracle, FixedScores
 

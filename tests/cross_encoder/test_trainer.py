@@ -8,12 +8,7 @@ import torch
 from datasets import Dataset
 from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
 
-from hf_siamese.cross_encoder.losses import (
-    BinaryCrossEntropyLoss,
-    CrossEntropyLoss,
-    MSELoss,
-    PListMLELoss,
-)
+from hf_siamese.cross_encoder.losses import BinaryCrossEntropyLoss, CrossEntropyLoss, MSELoss, PListMLELoss
 from hf_siamese.cross_encoder.trainer import CrossEncoderTrainer
 
 VOCAB_SIZE = 99

@@ -13,12 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_siamese.metrics import (
-    DEFAULT_K_VALUES,
-    RETRIEVAL,
-    Retrieval,
-    retrieval_metrics,
-)
+from hf_siamese.metrics import DEFAULT_K_VALUES, RETRIEVAL, Retrieval, retrieval_metrics
 
 SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 L3, L5 = math.log2(3), math.log2(5)  # the discounts of ranks 2 and 4

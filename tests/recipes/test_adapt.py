@@ -154,7 +154,7 @@ def test_gpl_stopped_in_training_resumes_from_its_checkpoint(files, monkeypatch)
     assert [c.name for c in checkpoints] == ["checkpoint-2"] and (files / "run" / "scored.jsonl").is_file()
     monkeypatch.undo()
     import hf_siamese.cross_encoder.teacher as teacher_module
-    import hf_siamese.retrieval.mining as mining
+    import hf_siamese.retrieval.mining.negatives as mining
 
     monkeypatch.setattr(teacher_module, "teacher_scores", lambda *a, **k: pytest.fail("scored again"))
     monkeypatch.setattr(mining, "mine_hard_negatives", lambda *a, **k: pytest.fail("mined again"))

@@ -15,8 +15,14 @@ import pytest
 faiss = pytest.importorskip("faiss")
 
 from hf_siamese.retrieval import exact_search  # noqa: E402
-from hf_siamese.retrieval.ann import EXACT_BELOW, RECALL_TARGET, TRAIN_PER_CENTROID, choose_factory, load_ann_index  # noqa: E402
-from hf_siamese.retrieval.ann_build import _reservoir_sample, build_ann_index, nprobe_ladder  # noqa: E402
+from hf_siamese.retrieval.index.ann import (  # noqa: E402
+    EXACT_BELOW,
+    RECALL_TARGET,
+    TRAIN_PER_CENTROID,
+    choose_factory,
+    load_ann_index,
+)
+from hf_siamese.retrieval.index.ann_build import _reservoir_sample, build_ann_index, nprobe_ladder  # noqa: E402
 
 DIM, CLUSTERS, NOISE = 32, 200, 0.8  # clusters that overlap enough for nprobe to matter
 CENTERS = np.random.default_rng(0).standard_normal((CLUSTERS, DIM)).astype(np.float32)

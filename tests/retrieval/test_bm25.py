@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from hf_siamese.cross_encoder.augment import bm25_pairs, check_sampling
-from hf_siamese.retrieval.lexical import LexicalSettings
+from hf_siamese.retrieval.index.lexical import LexicalSettings
 
 bm25s = pytest.importorskip("bm25s")
 Stemmer = pytest.importorskip("Stemmer")

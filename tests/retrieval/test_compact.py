@@ -14,12 +14,11 @@ import pytest
 from conftest import WORDS, make_tiny_model
 
 from hf_siamese.cli import main
-from hf_siamese.retrieval import compact
-from hf_siamese.retrieval.compact import CompactPart, Quantizer, bytes_per_document, write_compact_part
 from hf_siamese.retrieval.exact import exact_search, unit_rows
-from hf_siamese.retrieval.index_additions import set_precision
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.index import compact
+from hf_siamese.retrieval.index.additions import set_precision
+from hf_siamese.retrieval.index.compact import CompactPart, Quantizer, bytes_per_document, write_compact_part
+from hf_siamese.retrieval.stores import build_index, load_index
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
 
@@ -142,7 +141,7 @@ def test_a_failed_conversion_keeps_the_index_as_it_was(built: Path, monkeypatch:
         (folder / "codes.npy").write_bytes(b"half")
         raise OSError("disk full")
 
-    monkeypatch.setattr("hf_siamese.retrieval.index_additions.write_compact_part", broken)
+    monkeypatch.setattr("hf_siamese.retrieval.index.additions.write_compact_part", broken)
     with pytest.raises(OSError, match="disk full"):
         set_precision(tmp_path / "index", "binary")
     index = load_index(tmp_path / "index")
@@ -207,7 +206,7 @@ def test_milvus_takes_int8_as_its_scalar_quantized_index_and_refuses_binary(
 ) -> None:
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
-    from hf_siamese.retrieval.compact import describe_precision
+    from hf_siamese.retrieval.index.compact import describe_precision
 
     model = make_tiny_model()
     location = f"milvus-lite:{tmp_path}/m.db#docs"

@@ -83,7 +83,10 @@ def test_shards_equal_encode_and_the_manifest_records_the_run(tmp_path: Path, mo
     np.testing.assert_allclose(vectors, reference, atol=1e-5)
     manifest = json.loads((tmp_path / "out" / "corpus.json").read_text())
     assert manifest["done"] is True and manifest["num_rows"] == 23 and manifest["num_shards"] == 5
-    assert manifest["model"]["fingerprint"] == hf_siamese.retrieval.fingerprint.model_fingerprint(model)["fingerprint"]
+    assert (
+        manifest["model"]["fingerprint"]
+        == hf_siamese.retrieval.index.fingerprint.model_fingerprint(model)["fingerprint"]
+    )
     assert manifest["settings"] == {
         "shard_size": 5, "text_column": "text", "id_column": None, "prompt": "", "max_seq_length": 64,
         "dtype": "float32", "dim": 32, "similarity": "cosine", "normalize": model.config.normalize,

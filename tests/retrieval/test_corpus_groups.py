@@ -11,7 +11,7 @@ from conftest import SENTENCES, make_tiny_model
 from datasets import Dataset
 
 from hf_siamese.cli import main
-from hf_siamese.retrieval.corpus_matrix import corpus_matrix
+from hf_siamese.retrieval.index.matrix import corpus_matrix
 from hf_siamese.retrieval.similar import find_clusters, find_similar
 from hf_siamese.storage import write_rows
 

@@ -13,9 +13,9 @@ import pytest
 from conftest import WORDS, make_tiny_model
 
 import hf_siamese
-from hf_siamese.retrieval import index_build
 from hf_siamese.retrieval.corpus import encode_corpus
-from hf_siamese.retrieval.index_build import build_index
+from hf_siamese.retrieval.index import build as index_build
+from hf_siamese.retrieval.stores import build_index
 
 load_index = hf_siamese.load_index
 
@@ -46,7 +46,7 @@ def test_approximate_index_and_ids(tmp_path: Path, tiny_tokenizer) -> None:
     renamed = [[(rank, f"d{doc}", text, score) for rank, doc, text, score in hits] for hits in expected]
     assert _hits(load_index(tmp_path / "idx"), model, tiny_tokenizer) == renamed
     # without faiss the approximate index is searched exactly, with a warning
-    from hf_siamese.retrieval import vector_index
+    from hf_siamese.retrieval.stores import folder as vector_index
 
     original = vector_index.faiss_available
     vector_index.faiss_available = lambda: False
@@ -59,7 +59,7 @@ def test_approximate_index_and_ids(tmp_path: Path, tiny_tokenizer) -> None:
 def test_ivf_parts_give_the_hits_of_one_index(tmp_path: Path) -> None:
     """An IVF index built in parts of a few hundred rows (each written and freed) searches as one index."""
     pytest.importorskip("faiss")
-    from hf_siamese.retrieval.ann_build import build_ann_index
+    from hf_siamese.retrieval.index.ann_build import build_ann_index
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(3000, 16)).astype(np.float32)
@@ -126,7 +126,7 @@ def test_bad_folders(tmp_path: Path, tiny_tokenizer) -> None:
     with pytest.raises(FileNotFoundError, match=r"holds corpus embeddings .* search --corpus FILE --embeddings-dir"):
         load_index(tmp_path / "shards")
     pytest.importorskip("faiss")
-    from hf_siamese.retrieval.ann_build import build_ann_index
+    from hf_siamese.retrieval.index.ann_build import build_ann_index
 
     build_ann_index(np.eye(4, dtype=np.float32), tmp_path / "ann", recall_queries=0)
     with pytest.raises(FileNotFoundError, match=r"is an ANN index .*load_ann_index"):

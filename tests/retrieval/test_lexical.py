@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 from conftest import make_tiny_model
 
-from hf_siamese.retrieval import lexical
-from hf_siamese.retrieval.hybrid import check_first_stage, choose_dense_weight, fuse
-from hf_siamese.retrieval.index_additions import add_lexical
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.lexical import LexicalSettings, build_lexical_index
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.fusion.hybrid import check_first_stage, choose_dense_weight, fuse
+from hf_siamese.retrieval.index import lexical
+from hf_siamese.retrieval.index.additions import add_lexical
+from hf_siamese.retrieval.index.lexical import LexicalSettings, build_lexical_index
+from hf_siamese.retrieval.stores import build_index, load_index
 
 bm25s = pytest.importorskip("bm25s")
 Stemmer = pytest.importorskip("Stemmer")

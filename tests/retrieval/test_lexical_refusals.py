@@ -11,10 +11,9 @@ import pytest
 from conftest import make_tiny_model
 
 from hf_siamese.cli import main
-from hf_siamese.retrieval import lexical
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.lexical import LEXICAL_DIR, LexicalSettings, require_lexical
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.index import lexical
+from hf_siamese.retrieval.index.lexical import LEXICAL_DIR, LexicalSettings, require_lexical
+from hf_siamese.retrieval.stores import build_index, load_index
 
 DOCS = ["the cat sat on the mat", "dogs run in the park", "a cat and a dog", "music in the park"]
 

@@ -19,10 +19,12 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
 from hf_siamese.cli import main  # noqa: E402
-from hf_siamese.retrieval.index_build import build_index  # noqa: E402
-from hf_siamese.retrieval.milvus import MilvusIndex, MilvusLocation  # noqa: E402
-from hf_siamese.retrieval.milvus_export import analyzer_of, export_index  # noqa: E402
-from hf_siamese.retrieval.vector_index import load_index  # noqa: E402
+from hf_siamese.retrieval.stores import (
+    build_index,  # noqa: E402
+    load_index,  # noqa: E402
+)
+from hf_siamese.retrieval.stores.milvus.export import analyzer_of, export_index  # noqa: E402
+from hf_siamese.retrieval.stores.milvus.index import MilvusIndex, MilvusLocation  # noqa: E402
 
 
 def _sentence(rng: random.Random) -> str:
@@ -87,7 +89,7 @@ def test_milvus_bm25_function_answers_lexical_and_hybrid(folder: Path, tmp_path:
 
 
 def test_analyzer_of_the_settings() -> None:
-    from hf_siamese.retrieval.lexical import LexicalSettings
+    from hf_siamese.retrieval.index.lexical import LexicalSettings
 
     analyzer = analyzer_of(LexicalSettings())
     assert analyzer["tokenizer"] == "standard" and analyzer["filter"][0] == "lowercase"
@@ -116,8 +118,8 @@ def test_the_record_refuses_another_model_and_other_data(folder: Path, tmp_path:
 def _killed_export(location: str, index_folder: Path, moment: str) -> int:
     script = f"""
 import os, signal
-import hf_siamese.retrieval.milvus_export as export
-from hf_siamese.retrieval.vector_index import load_index
+import hf_siamese.retrieval.stores.milvus.export as export
+from hf_siamese.retrieval.stores import load_index
 export.FLUSH_EVERY = 1
 moment, done = {moment!r}, []
 def kill(*args):
@@ -180,7 +182,7 @@ def test_an_export_through_the_engines_own_process_writes_the_same_collection(
 ) -> None:
     """From `PROCESS_FROM` rows the engine runs in a child process during the export: the same rows, record and hits
     as an export through the in-process engine, the database left to no process, the index opened on first use."""
-    from hf_siamese.retrieval import milvus_lite_process
+    from hf_siamese.retrieval.stores.milvus import lite_process as milvus_lite_process
 
     index, model = load_index(folder / "idx"), make_tiny_model()
     options = {"dense_index": "FLAT"}  # exact: the same hits whatever segments the engine made

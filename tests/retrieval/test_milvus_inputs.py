@@ -19,10 +19,12 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
 from hf_siamese.cli import main  # noqa: E402
-from hf_siamese.retrieval.index_build import build_index  # noqa: E402
-from hf_siamese.retrieval.milvus import MilvusIndex, MilvusLocation  # noqa: E402
-from hf_siamese.retrieval.milvus_export import export_index  # noqa: E402
-from hf_siamese.retrieval.vector_index import load_index  # noqa: E402
+from hf_siamese.retrieval.stores import (
+    build_index,  # noqa: E402
+    load_index,  # noqa: E402
+)
+from hf_siamese.retrieval.stores.milvus.export import export_index  # noqa: E402
+from hf_siamese.retrieval.stores.milvus.index import MilvusIndex, MilvusLocation  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,7 @@ def test_a_dense_index_the_engine_builds_is_the_one_recorded(files: Path, tmp_pa
     assert engine.backend == "IVF_FLAT" and engine.info["dense_index"]["recall"]["value"] >= 0.95
     again = export_index(index, location, dense_index="IVF_FLAT", dense_params={"nlist": 8})
     assert len(again) == 40  # complete already: the recall it measured is no difference from the same export
-    from hf_siamese.retrieval.milvus import dense_index_types
+    from hf_siamese.retrieval.stores.milvus.index import dense_index_types
 
     offered = dense_index_types(lite=True)
     assert offered[:2] == ("FLAT", "IVF_FLAT")

@@ -23,12 +23,14 @@ pytest.importorskip("milvus_lite")
 
 from hf_siamese import SparseSiameseConfig, SparseSiameseModel  # noqa: E402
 from hf_siamese.cli import main  # noqa: E402
-from hf_siamese.retrieval import milvus_export  # noqa: E402
-from hf_siamese.retrieval.index_build import build_index  # noqa: E402
-from hf_siamese.retrieval.milvus import MilvusIndex  # noqa: E402
-from hf_siamese.retrieval.milvus_export import export_index  # noqa: E402
-from hf_siamese.retrieval.milvus_sparse import NO_TERM_KEY, SPARSE_FIELD, document_vectors  # noqa: E402
-from hf_siamese.retrieval.vector_index import load_index  # noqa: E402
+from hf_siamese.retrieval.stores import (
+    build_index,  # noqa: E402
+    load_index,  # noqa: E402
+)
+from hf_siamese.retrieval.stores.milvus import export as milvus_export  # noqa: E402
+from hf_siamese.retrieval.stores.milvus.export import export_index  # noqa: E402
+from hf_siamese.retrieval.stores.milvus.index import MilvusIndex  # noqa: E402
+from hf_siamese.retrieval.stores.milvus.sparse import NO_TERM_KEY, SPARSE_FIELD, document_vectors  # noqa: E402
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell", "red car on the road"]
 HAS_BM25 = importlib.util.find_spec("bm25s") is not None and importlib.util.find_spec("Stemmer") is not None

@@ -8,7 +8,7 @@ import pytest
 from conftest import SENTENCES, make_tiny_model
 from datasets import Dataset
 
-from hf_siamese.retrieval.mining import mine_hard_negatives
+from hf_siamese.retrieval.mining.negatives import mine_hard_negatives
 
 # Unit vectors at known angles from the anchor "q" (cosine = the first coordinate): documents d1 (0.99) .. d6 (0.0).
 COSINES = {"p": 0.9, "p2": 0.97, "d1": 0.99, "d2": 0.95, "d3": 0.8, "d4": 0.6, "d5": 0.3, "d6": 0.0}

@@ -14,8 +14,9 @@ from datasets import Dataset
 
 from hf_siamese.data.readers import DatasetLoadError
 from hf_siamese.metrics import paired_similarities
-from hf_siamese.retrieval import corpus_search, exact_search, mining_corpus
-from hf_siamese.retrieval.mining import mine_hard_negatives
+from hf_siamese.retrieval import corpus_search, exact_search
+from hf_siamese.retrieval.mining import corpus as mining_corpus
+from hf_siamese.retrieval.mining.negatives import mine_hard_negatives
 
 
 def _sentence(rng: random.Random) -> str:

@@ -13,9 +13,10 @@ import pytest
 from conftest import WORDS, make_tiny_model
 from datasets import Dataset
 
-from hf_siamese.retrieval import exact_search, mining_corpus
-from hf_siamese.retrieval.lexical import LexicalSettings
-from hf_siamese.retrieval.mining import mine_hard_negatives
+from hf_siamese.retrieval import exact_search
+from hf_siamese.retrieval.index.lexical import LexicalSettings
+from hf_siamese.retrieval.mining import corpus as mining_corpus
+from hf_siamese.retrieval.mining.negatives import mine_hard_negatives
 
 bm25s = pytest.importorskip("bm25s")
 Stemmer = pytest.importorskip("Stemmer")

@@ -19,12 +19,11 @@ from transformers import BertConfig, BertModel
 from hf_siamese import MultiVectorConfig, MultiVectorModel
 from hf_siamese.cli import main
 from hf_siamese.modeling.multivector_scoring import maxsim
-from hf_siamese.retrieval.index_additions import add_multivector, attach_reranker
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.multivector_part import MULTIVECTOR_DIR, bytes_per_token, check_precision
-from hf_siamese.retrieval.multivector_rerank import MultiVectorReranker
-from hf_siamese.retrieval.rerank import fuse_scores
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.fusion.multivector_rerank import MultiVectorReranker
+from hf_siamese.retrieval.fusion.rerank import fuse_scores
+from hf_siamese.retrieval.index.additions import add_multivector, attach_reranker
+from hf_siamese.retrieval.index.multivector_part import MULTIVECTOR_DIR, bytes_per_token, check_precision
+from hf_siamese.retrieval.stores import build_index, load_index
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
 
@@ -105,7 +104,7 @@ def test_the_stored_token_vectors_are_encodes_at_each_precision(files: Path, tmp
         add_multivector(tmp_path / "plain", model, tokenizer=tiny_tokenizer)
     # a sentence-transformers MultiVectorEncoder folder is a multi-vector model too (--rerank tells it by its files)
     from hf_siamese.formats.multivector_layout import write_multivector_encoder
-    from hf_siamese.retrieval.multivector_rerank import is_multivector_model_path
+    from hf_siamese.retrieval.fusion.multivector_rerank import is_multivector_model_path
 
     write_multivector_encoder(model, tmp_path / "st", tiny_tokenizer)
     assert is_multivector_model_path(tmp_path / "st") and is_multivector_model_path(files / "mv")
@@ -219,7 +218,7 @@ def test_cli_index_search_eval_and_the_recorded_pipeline(files: Path, tmp_path: 
 
     from hf_siamese.data.beir import read_beir
     from hf_siamese.metrics import retrieval_metrics
-    from hf_siamese.retrieval.evaluation import evaluate_retrieval
+    from hf_siamese.retrieval.evaluation.evaluator import evaluate_retrieval
 
     beir_idx = tmp_path / "beir_idx"
     code, out, err = _run(["index", files / "beir", "-o", beir_idx, "--model", files / "dense", "--no-lexical"], capsys)

@@ -16,9 +16,8 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from hf_siamese.cli import main
 from hf_siamese.cross_encoder import CrossEncoder
-from hf_siamese.retrieval.index_additions import attach_reranker
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.index.additions import attach_reranker
+from hf_siamese.retrieval.stores import build_index, load_index
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
 
@@ -157,7 +156,7 @@ def test_milvus_keeps_the_pipeline_too(files: Path, tmp_path: Path, capsys) -> N
 
 
 def test_reciprocal_rank_fusion_of_any_number_of_lists() -> None:
-    from hf_siamese.retrieval.hybrid import reciprocal_rank_fusion
+    from hf_siamese.retrieval.fusion.hybrid import reciprocal_rank_fusion
 
     # a: 1/61 + 1/62; b: 1/62 + 1/61 + 1/61; c: 1/63; d: 1/62 -> b, a, d, c; a tie keeps the first list's order
     assert reciprocal_rank_fusion([["a", "b", "c"], ["b", "a"], ["b", "d"]]) == ["b", "a", "d", "c"]

@@ -19,9 +19,9 @@ from transformers import BertConfig, BertForSequenceClassification
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.data import RetrievalDataset
 from hf_siamese.retrieval import exact_search
-from hf_siamese.retrieval.evaluation import embed_retrieval_set, evaluate_retrieval
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.rerank import rerank_hits
+from hf_siamese.retrieval.evaluation.evaluator import embed_retrieval_set, evaluate_retrieval
+from hf_siamese.retrieval.fusion.rerank import rerank_hits
+from hf_siamese.retrieval.stores import build_index
 
 _rng = random.Random(3)
 CORPUS = list(dict.fromkeys(" ".join(_rng.choice(WORDS[:60]) for _ in range(_rng.randint(3, 9))) for _ in range(30)))
@@ -172,7 +172,7 @@ def test_bad_input_is_named(setup, tiny_tokenizer, caplog) -> None:
         )
     # more than the index holds: all of it reranked, one warning naming both numbers
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="hf_siamese.retrieval.rerank"):
+    with caplog.at_level(logging.WARNING, logger="hf_siamese.retrieval.fusion.rerank"):
         clamped = index.search(model, ["music"], first_stage="dense", top_k=3, rerank=ce, rerank_top=100, **search)
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert warnings == [f"rerank_top=100 is more than the {len(CORPUS)} documents searched: reranking all 16"]

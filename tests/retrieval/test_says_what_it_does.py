@@ -13,8 +13,7 @@ import torch
 from conftest import make_tiny_model
 from test_pipeline import QUERIES, files  # noqa: F401  (the fixture)
 
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.stores import build_index, load_index
 
 
 @pytest.fixture(scope="module")
@@ -189,9 +188,9 @@ def _first_stage_hits(hybrid: bool) -> list[list[dict]]:
 
 @pytest.mark.parametrize("hybrid", [False, True])
 def test_saved_weights_rank_only_the_corpus_they_were_chosen_on(hybrid: bool, caplog) -> None:
-    from hf_siamese.retrieval.fingerprint import corpus_fingerprint
-    from hf_siamese.retrieval.hybrid import reciprocal_rank_fusion
-    from hf_siamese.retrieval.rerank import rerank_hits
+    from hf_siamese.retrieval.fusion.hybrid import reciprocal_rank_fusion
+    from hf_siamese.retrieval.fusion.rerank import rerank_hits
+    from hf_siamese.retrieval.index.fingerprint import corpus_fingerprint
 
     here, there = corpus_fingerprint(["d0", "d1"]), corpus_fingerprint(["e0"])
     stages = {"dense": 0.2, "lexical": 0.2} if hybrid else None
@@ -226,7 +225,7 @@ def test_eval_chooses_fusion_weights_on_the_corpus_at_hand(files, tmp_path, caps
     import shutil
 
     from hf_siamese.cross_encoder import CrossEncoder
-    from hf_siamese.retrieval.fingerprint import corpus_fingerprint
+    from hf_siamese.retrieval.index.fingerprint import corpus_fingerprint
 
     ce = tmp_path / "ce"
     shutil.copytree(files / "ce", ce)

@@ -23,10 +23,9 @@ from hf_siamese.cli import main
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.data.beir import read_beir
 from hf_siamese.metrics import judged_queries
-from hf_siamese.retrieval.evaluation import RetrievalEvaluator, evaluate_retrieval
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.mining import mine_hard_negatives
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.evaluation.evaluator import RetrievalEvaluator, evaluate_retrieval
+from hf_siamese.retrieval.mining.negatives import mine_hard_negatives
+from hf_siamese.retrieval.stores import build_index, load_index
 
 HAS_BM25 = importlib.util.find_spec("bm25s") is not None and importlib.util.find_spec("Stemmer") is not None
 needs_bm25 = pytest.mark.skipif(not HAS_BM25, reason="bm25s and PyStemmer")

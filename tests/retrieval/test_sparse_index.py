@@ -20,13 +20,12 @@ from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassificat
 from hf_siamese import SparseSiameseConfig, SparseSiameseModel
 from hf_siamese.cli import main
 from hf_siamese.cross_encoder import CrossEncoder
-from hf_siamese.retrieval import sparse_part
-from hf_siamese.retrieval.hybrid import check_first_stage, reciprocal_rank_fusion, stage_lists
-from hf_siamese.retrieval.index_additions import add_sparse
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.sparse_part import SPARSE_DIR
-from hf_siamese.retrieval.sparse_search import encode_sparse, sparse_search
-from hf_siamese.retrieval.vector_index import load_index
+from hf_siamese.retrieval.fusion.hybrid import check_first_stage, reciprocal_rank_fusion, stage_lists
+from hf_siamese.retrieval.index import sparse_part
+from hf_siamese.retrieval.index.additions import add_sparse
+from hf_siamese.retrieval.index.sparse_part import SPARSE_DIR
+from hf_siamese.retrieval.ranking.sparse import encode_sparse, sparse_search
+from hf_siamese.retrieval.stores import build_index, load_index
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
 HAS_BM25 = importlib.util.find_spec("bm25s") is not None and importlib.util.find_spec("Stemmer") is not None
@@ -232,7 +231,7 @@ def test_cli_index_with_a_sparse_part_and_search_it(files: Path, tmp_path: Path,
 
 def test_an_evaluation_through_the_index_reads_its_sparse_part(files: Path, tmp_path: Path, tiny_tokenizer) -> None:
     from hf_siamese.data.beir import read_beir
-    from hf_siamese.retrieval.evaluation import evaluate_retrieval
+    from hf_siamese.retrieval.evaluation.evaluator import evaluate_retrieval
 
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)

@@ -16,9 +16,11 @@ from conftest import WORDS, make_tiny_model
 
 import hf_siamese
 from hf_siamese.cli import main
-from hf_siamese.retrieval import exact_search, index_build, vector_index
-from hf_siamese.retrieval.index_build import build_index
-from hf_siamese.retrieval.vector_index import VectorIndex, load_index
+from hf_siamese.retrieval import exact_search
+from hf_siamese.retrieval.index import build as index_build
+from hf_siamese.retrieval.stores import build_index, load_index
+from hf_siamese.retrieval.stores import folder as vector_index
+from hf_siamese.retrieval.stores.folder import VectorIndex
 
 _rng = random.Random(0)
 CORPUS = [" ".join(_rng.choice(WORDS[:60]) for _ in range(_rng.randint(3, 9))) for _ in range(30)]

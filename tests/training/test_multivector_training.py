@@ -168,7 +168,7 @@ def test_each_loss_trains_its_own_kind(tmp_path, tiny_tokenizer) -> None:
 
 
 def test_maxsim_search_ranks_by_exact_maxsim() -> None:
-    from hf_siamese.retrieval.maxsim_search import maxsim_search
+    from hf_siamese.retrieval.ranking.maxsim import maxsim_search
 
     generator = torch.Generator().manual_seed(0)
     queries = [torch.randn(n, 4, generator=generator) for n in (2, 3, 1)]
