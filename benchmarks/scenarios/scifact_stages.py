@@ -31,8 +31,8 @@ def first_stage(workdir: Path, name: str, model_path: str) -> dict:
     import numpy as np
 
     from hf_siamese.cli.common import load_inference_model
+    from hf_siamese.evaluation.retrieval import embed_retrieval_set
     from hf_siamese.retrieval import exact_search
-    from hf_siamese.retrieval.evaluation.evaluator import embed_retrieval_set
 
     model, tokenizer = load_inference_model(model_path, None, None, None)
     train, test = load_splits()

@@ -164,7 +164,7 @@ def held_out_split(claims: list[str]) -> tuple[list[str], list[str]]:
 def fusion_table(scores: dict, candidates: dict, qrels: dict) -> dict[str, float]:
     """nDCG@10 at each first-stage weight of the library's fusion (`rerank.fuse_scores`), as train-reranker
     chooses it."""
-    from hf_siamese.cross_encoder.evaluation import FUSION_WEIGHTS
+    from hf_siamese.cross_encoder.fusion_weights import FUSION_WEIGHTS
 
     return {str(w): stages.fused_ndcg(scores, candidates, qrels, w) for w in FUSION_WEIGHTS}
 

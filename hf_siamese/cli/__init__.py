@@ -38,10 +38,10 @@ import sys
 from collections.abc import Sequence
 
 from .common import EXIT_BAD_INPUT, PROG, _one_line, missing_module_message
-from .parser import build_parser
+from .parser import build_parser, register_command
 from .progress import log_friendly_stderr
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "register_command"]
 
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:

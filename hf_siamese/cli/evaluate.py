@@ -85,7 +85,8 @@ def run_eval(args: argparse.Namespace) -> int:
     BEIR folder: the IR table instead."""
     from ..data.beir import is_beir_folder
     from ..data.readers import load_demo_dataset, read_text_lines
-    from ..metrics import EmbeddingSimilarityEvaluator, paired_similarities
+    from ..evaluation.evaluator import EmbeddingSimilarityEvaluator
+    from ..metrics import paired_similarities
     from .search_options import lexical_settings
 
     if args.data is not None and is_beir_folder(args.data):
@@ -157,7 +158,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     """nDCG, MRR, Recall, MAP and Precision at 1, 3, 5, 10, 100 (x100) of a model on a BEIR folder's split; with
     --rerank, each metric@k of the first stage and of the two stages side by side."""
     from ..data.beir import read_beir
-    from ..retrieval.evaluation.evaluator import RetrievalEvaluator
+    from ..evaluation.retrieval import RetrievalEvaluator
     from ..retrieval.fusion.hybrid import check_first_stage
     from ..retrieval.fusion.multivector_rerank import is_multivector_model_path
     from ..retrieval.index.compact import describe_precision
@@ -307,7 +308,7 @@ def _stage_name(
 def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
     """--choose-dense-weight: nDCG@10 of z-score hybrid fusion at each dense weight on held-out queries (--split,
     default dev: never test unless asked for), and the best."""
-    from ..retrieval.evaluation.evaluator import choose_hybrid_weight
+    from ..evaluation.retrieval import choose_hybrid_weight
 
     given = {"--rerank": args.rerank, "--dense-weight": args.dense_weight, "--index": args.index}
     given["--first-stage " + str(args.first_stage)] = args.first_stage not in (None, "hybrid")
@@ -357,7 +358,7 @@ def _choose_fusion(args: argparse.Namespace, settings: Any) -> int:
     """--choose-fusion: the reranker's fusion weights chosen on --split of this corpus (`choose_fusion`: two-score
     weight, three-score weights over hybrid candidates), set with the corpus they were chosen on and written into
     the reranker's config.json."""
-    from ..cross_encoder.evaluation import RerankingDataset
+    from ..evaluation.reranking_set import RerankingDataset
     from ..retrieval.fusion.hybrid import check_first_stage, default_first_stage
     from ..retrieval.fusion.rerank import RERANK_TOP
     from ..storage.files import write_text_atomic

@@ -5,7 +5,8 @@ in `cli.arguments`."""
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from . import (
     adapt,
@@ -44,6 +45,19 @@ COMMANDS = (
 )
 
 
+_ADDED: list[Callable[[Any], Any]] = []
+
+
+def register_command(register: Callable[[Any], Any]) -> None:
+    """Add a command to `hf-siamese` from outside this package: `register(commands)` adds it to the subparsers
+    action it is given (as each command module's `register` does, with `arguments.add_command`); it follows the
+    built-in commands in `hf-siamese --help`."""
+    if not callable(register):
+        raise ValueError(f"register_command({register!r}): expected a function register(commands)")
+    if register not in _ADDED:
+        _ADDED.append(register)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse prints the whole usage block before an error; one line naming the problem is easier to read."""
 
@@ -67,6 +81,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {_package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    for register in COMMANDS:
+    for register in (*COMMANDS, *_ADDED):
         register(commands)
     return parser

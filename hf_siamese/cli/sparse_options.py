@@ -3,51 +3,17 @@ by its folder's config.json, refusing the flags that only apply to dense models,
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Any
 
 from .common import quiet_progress_bars
 
-SPARSE_MODEL_TYPE = "siamese-sparse"  # SparseSiameseConfig.model_type (not imported here: start-up time)
-
-
-def _config_of(path: str) -> dict[str, Any] | None:
-    """The config.json of a local folder, or of a Hub id already in the cache; None when there is none to read."""
-    folder = Path(path)
-    if folder.is_dir():
-        config = folder / "config.json"
-    else:
-        if os.path.exists(path) or path.startswith((".", "/", "~")) or path.count("/") > 1:
-            return None  # a file, or a local path that is not there: the model loader names it
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(path, "config.json")
-        except Exception:  # not a valid repo id: the model loader names it
-            return None
-        if not isinstance(cached, str):
-            return None
-        config = Path(cached)
-    try:
-        return json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
 
 def is_sparse_model_path(path: str | None) -> bool:
-    """Whether `--model PATH` is a learned-sparse model: its config.json's model_type is "siamese-sparse", or it is a
-    folder in sentence-transformers' SparseEncoder layout. None (the default model, a dense one): False."""
-    if path is None:
-        return False
-    if Path(path).is_dir():
-        from ..formats.sparse_layout import is_sparse_encoder_folder
+    """Whether `--model PATH` is a learned-sparse model (its config, or sentence-transformers' SparseEncoder layout:
+    the model-kind registry's answer). None (the default model, a dense one): False."""
+    from ..modeling.kinds import kind_of_path
 
-        if is_sparse_encoder_folder(path):
-            return True
-    config = _config_of(os.fspath(path))
-    return config is not None and config.get("model_type") == SPARSE_MODEL_TYPE
+    return kind_of_path(path) == "sparse"
 
 
 def refuse_dense_flags(model_path: str, given: dict[str, Any], kind: str = "sparse") -> None:
@@ -57,7 +23,7 @@ def refuse_dense_flags(model_path: str, given: dict[str, Any], kind: str = "spar
     if flags:
         verb = "applies" if len(flags) == 1 else "apply"
         what = {
-            "sparse": f"a sparse model ({SPARSE_MODEL_TYPE}, ranked exactly by its term weights; an index keeps it as "
+            "sparse": "a sparse model (siamese-sparse, ranked exactly by its term weights; an index keeps it as "
             "its sparse part, 'index --sparse-model')",
             "multi-vector": "a multi-vector model (ranked exactly by MaxSim of its token vectors; an index keeps them "
             "as its multi-vector part, 'index --multi-vector-model', and reranks by them, 'search --rerank')",
@@ -67,28 +33,12 @@ def refuse_dense_flags(model_path: str, given: dict[str, Any], kind: str = "spar
 
 
 def load_sparse_model(path: str, max_seq_length: int | None = None, device: str | None = None) -> tuple[Any, Any]:
-    """`(model, tokenizer)` of a sparse model folder or Hub id (or a SparseEncoder folder), in eval mode on `device`;
-    `max_seq_length` cuts its texts shorter than its config says."""
-    from transformers import AutoModel, AutoTokenizer
+    """`(model, tokenizer)` of a sparse model folder or Hub id (or a SparseEncoder folder), in eval mode on `device`
+    (`formats.loading.load_sparse_model`, its progress bars quiet); a model of another kind is refused, naming it."""
+    from ..formats.loading import load_sparse_model as load
 
-    from ..formats.sparse_layout import is_sparse_encoder_folder, read_sparse_encoder
-    from ..modeling.checkpoints import check_model_source
-    from ..modeling.devices import resolve_device
-    from ..retrieval.ranking.sparse import is_sparse_model
-
-    path = check_model_source(path)
     with quiet_progress_bars():
-        if Path(path).is_dir() and is_sparse_encoder_folder(path):
-            model = read_sparse_encoder(path)
-            tokenizer = model.tokenizer
-        else:
-            model = AutoModel.from_pretrained(path)
-            tokenizer = AutoTokenizer.from_pretrained(path)
-    if not is_sparse_model(model):
-        raise ValueError(f"--model {path}: expected a sparse model ({SPARSE_MODEL_TYPE}), got {type(model).__name__}")
-    if max_seq_length is not None:
-        model.config.max_seq_length = max_seq_length
-    return model.to(resolve_device(device)).eval(), tokenizer
+        return load(path, max_seq_length=max_seq_length, device=device)
 
 
 def use_recorded_sparse_model(index: Any, device: str | None = None) -> None:

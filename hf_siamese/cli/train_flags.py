@@ -7,9 +7,9 @@ import argparse
 from typing import Any
 
 from ..losses.quantization_aware import QUANTIZATION_AWARE
+from ..modeling.kinds import model_kinds
 from ..training.objective import ROW_LOSSES
 from ..training.recipe import RECIPES
-from ..training.trainer_data import MODEL_KINDS
 from .arguments import (
     add_command,
     add_model_arguments,
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, training=True)
     parser.add_argument(
         "--kind",
-        choices=MODEL_KINDS,
+        choices=model_kinds(trainable=True),
         default="dense",
         help="the model to train: dense (a sentence embedding, the default), sparse (SPLADE term weights over the "
         "encoder's masked-language head; rows of anchor, positive[, negatives]; loss sparse_mnr, or sparse_margin_mse "

@@ -296,8 +296,8 @@ def _evaluation_set(
     args: argparse.Namespace, beir: Any, held_out: set[str], eval_split: str, first_stage: Any, tokenizer: Any
 ) -> Any:
     """The `RerankingDataset` of the evaluation queries: the held-out training queries, or the --eval-split's."""
-    from ..cross_encoder.evaluation import RerankingDataset
     from ..data.beir import read_beir
+    from ..evaluation.reranking_set import RerankingDataset
 
     if held_out:  # the training split, read once, with only the held-out queries judged
         dev = dataclasses.replace(beir, qrels={q: rel for q, rel in beir.qrels.items() if q in held_out})

@@ -134,8 +134,8 @@ def silver_pairs(
     With `cache_dir` the scores are streamed there and a stopped run resumes (`score_store.stored_scores`)."""
     import datasets
 
+    from ..evaluation.pairs import score_pairs
     from ..storage.score_store import stored_scores, teacher_id
-    from .evaluation import score_pairs
 
     low, high = score_range
     if not high > low:

@@ -213,7 +213,7 @@ def train_reranker(
         ValueError: a model `output_dir` holds without `overwrite`, an evaluation set that is not a
             `RerankingDataset`, a row the trainer refuses (naming it).
     """
-    from .evaluation import RerankingDataset
+    from ..evaluation.reranking_set import RerankingDataset
     from .model import CrossEncoder
 
     output = Path(output_dir)
@@ -276,7 +276,7 @@ def _before_training(
     trainer: Any, eval_set: Any, eval_name: str, new_head: bool, show: Callable[[str], None]
 ) -> dict[str, float] | None:
     """The reranking metrics before training (None for a new head, whose first stage alone is reported)."""
-    from .fusion_weights import first_stage_metrics
+    from ..evaluation.reranking import first_stage_metrics
 
     if eval_set is None:
         return None

@@ -348,6 +348,13 @@ class CrossEncoder:
         return cpu_dtype(dtype, device)
 
 
+def load_cross_encoder_model(path: str, *, device: str | torch.device | None = None, **options: Any) -> tuple[Any, Any]:
+    """`(CrossEncoder, tokenizer)` of a saved cross-encoder: the loader the model-kind registry names for the
+    "cross-encoder" kind (`hf_siamese.modeling.kinds`)."""
+    model = CrossEncoder.from_pretrained(path, device=device, **options)
+    return model, model.tokenizer
+
+
 def check_saved_fusion_weights(source: str, config: Any) -> None:
     """Refuse a `first_stage_weight` or `stage_weights` saved in config.json that reranking would not take (a
     string, a boolean, a number outside [0, 1]; see `rerank.check_first_stage_weight`, `check_stage_weights`),

@@ -50,7 +50,7 @@ def _bi_encoder_scores(teacher: Any, pairs: list[tuple[str, str]], batch_size: i
 def teacher_scorer(teacher: Any, batch_size: int = 32, show_progress_bar: bool = False) -> Callable[[list], np.ndarray]:
     """`score(pairs) -> float32 scores`: a cross-encoder's raw logits (`predict`, no activation), or a bi-encoder's
     similarity of the two texts' embeddings."""
-    from .evaluation import score_pairs
+    from ..evaluation.pairs import score_pairs
 
     if hasattr(teacher, "predict"):
         raw = {"activation": False} if "activation" in inspect.signature(teacher.predict).parameters else {}

@@ -13,14 +13,14 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainingArguments
 
-from ..metrics.evaluator import is_evaluator
+from ..evaluation.evaluator import is_evaluator
+from ..evaluation.reranking_set import RerankingDataset
 from ..training.arguments import NOT_GIVEN, as_training_arguments
 from ..training.streaming import first_rows, is_stream
 from ..training.throughput import ThroughputLogMixin
 from ..training.trainer_setup import HostFreeStepMixin, copy_pad_token, prepare_step, start_trainer, text_column_args
 from .arguments import CrossEncoderTrainingArguments
 from .collator import CrossEncoderCollator
-from .evaluation import RerankingDataset
 from .forward import base_model, packs, pair_logits
 from .losses import LOSSES, PAIRS, CrossEncoderLoss, CrossEntropyLoss, default_loss, get_loss
 from .tokenization import PAIR_TOKENS, tokenize_pair_rows

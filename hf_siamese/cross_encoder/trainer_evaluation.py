@@ -5,10 +5,10 @@ where the eval rows fit it, plus
   `{prefix}_first_stage_ndcg@10`, ... and `{prefix}_ndcg@10_delta` (negative: the reranker lowers the first stage);
 * labelled pairs: `{prefix}_spearman` / `{prefix}_pearson` for a one-output model with graded scores,
   `{prefix}_accuracy` for a classifier (class ids) or a one-output model with 0/1 labels;
-* any evaluator given as an eval set (`hf_siamese.cross_encoder.evaluators`, or one of your own): its numbers.
+* any evaluator given as an eval set (`hf_siamese.evaluation`, or one of your own): its numbers.
 
 Every number comes from `CrossEncoder.predict` on the model being trained (the scoring path a user deploys), with
-the collator's tokenizer and `max_length`: the evaluators (`hf_siamese.cross_encoder.evaluators`) are called with
+the collator's tokenizer and `max_length`: the evaluators (`hf_siamese.evaluation`) are called with
 `scorer()`. `load_best_model_at_end=True` keeps the checkpoint best by the evaluator's primary metric (`ndcg@10` on a
 reranking set) unless `metric_for_best_model` names another.
 """
@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from ..evaluation.pairs import PairClassificationEvaluator, PairScoreEvaluator
+from ..evaluation.reranking import RerankingEvaluator
+from ..evaluation.reranking_set import RerankingDataset
 from ..training.trainer_evaluation import WholeSetEvaluationMixin
 from .collator import CrossEncoderCollator
-from .evaluation import PairClassificationEvaluator, PairScoreEvaluator, RerankingDataset
-from .evaluators import RerankingEvaluator
 from .losses import PAIRS
 
 

@@ -1,7 +1,7 @@
 """Retrieval sets in the BEIR layout: queries, a corpus and graded relevance judgements (`corpus.jsonl`,
 `queries.jsonl`, `qrels/<split>.tsv`), read into a `RetrievalDataset`.
 
-What a model scores on one is in `hf_siamese.retrieval.evaluation.evaluator`; this module only reads files.
+What a model scores on one is in `hf_siamese.evaluation.retrieval`; this module only reads files.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Loading a model for inference from any checkpoint we read: a hf-siamese folder, a sentence-transformers
-checkpoint or a plain encoder (local folder or Hub id), onto the device it will run on.
+checkpoint or a plain encoder (local folder or Hub id), onto the device it will run on: `load_model` (a dense model)
+and `load_sparse_model` (a learned-sparse one), the loaders the model-kind registry names (`modeling.kinds`).
 
-The commands `encode`, `index`, `search`, `mine` and `eval` call `load_model` once each.
+The commands `encode`, `index`, `search`, `mine` and `eval` call them once each.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from typing import Any
 import torch
 
 from ..modeling.checkpoints import check_model_source
-from ..modeling.configuration_siamese import SiameseBertConfig, is_cross_encoder_config
+from ..modeling.configuration_siamese import SiameseBertConfig
 from ..modeling.devices import resolve_device
+from ..modeling.kinds import get_kind, kind_of_config, kind_of_model, kind_of_path
 from ..modeling.modeling_siamese import SiameseBertModel
-from .multivector_layout import is_multivector_encoder_folder
 from .sentence_transformers_read import has_layout
 
 
@@ -70,12 +71,13 @@ def load_model(
             "(--device cpu), or bfloat16 / float16 on a GPU (--dtype)."
         )
     config = AutoConfig.from_pretrained(path)
-    if is_cross_encoder_config(config):
+    kind = kind_of_path(path) or kind_of_config(config)
+    if kind == "cross-encoder":
         raise ValueError(
             f"{path!r} is a cross-encoder ({config.architectures[0]}: it scores (query, document) pairs), not a "
             "bi-encoder: load it with hf_siamese.CrossEncoder.from_pretrained, or pass a sentence-embedding model here"
         )
-    if is_multivector_encoder_folder(path) or getattr(config, "model_type", None) == "siamese-multivector":
+    if kind == "multi-vector":
         raise ValueError(
             f"{path!r} is a multi-vector (ColBERT-style) model: one vector per token, scored by MaxSim, not one "
             "embedding per text; load it with hf_siamese.formats.multivector_layout.load_multivector_model"
@@ -102,3 +104,46 @@ def load_model(
 
         return quantize_model(model, quantize), tokenizer
     return model.to(target), tokenizer
+
+
+def load_sparse_model(
+    path: str, *, max_seq_length: int | None = None, device: str | torch.device | None = None
+) -> tuple[Any, Any]:
+    """`(model, tokenizer)` of a learned-sparse model for inference, in eval mode on `device`: a hf-siamese sparse
+    folder or Hub id (`AutoModel`), or sentence-transformers' SparseEncoder folder (SPLADE, inference-free, CSR: read
+    here). `max_seq_length` cuts its texts shorter than its config says."""
+    from .sparse_layout import is_sparse_encoder_folder, read_sparse_encoder
+
+    return load_kind_checkpoint(
+        path, "sparse", read_sparse_encoder if is_sparse_encoder_folder(path) else None,
+        max_seq_length=max_seq_length, device=device,
+    )  # fmt: skip
+
+
+def load_kind_checkpoint(
+    path: str,
+    kind: str,
+    read_layout: Any = None,
+    *,
+    max_seq_length: int | None = None,
+    device: str | torch.device | None = None,
+) -> tuple[Any, Any]:
+    """`(model, tokenizer)` of a checkpoint of `kind` (a sparse or multi-vector one) for inference, in eval mode on
+    `device`: read by `read_layout(path)` where it is a sentence-transformers folder (the caller tells), else through
+    `AutoModel`; a model of another kind is refused, naming what it is. `max_seq_length` cuts texts without a length
+    of their own shorter than the config says."""
+    from transformers import AutoModel, AutoTokenizer
+
+    path = check_model_source(path)
+    if read_layout is not None:
+        model = read_layout(path)
+        tokenizer = model.tokenizer
+    else:
+        model = AutoModel.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    if kind_of_model(model) != kind:
+        raise ValueError(f"{path}: expected a {kind} model ({get_kind(kind).model_type}), got {type(model).__name__}")
+    model.tokenizer = tokenizer
+    if max_seq_length is not None:
+        model.config.max_seq_length = max_seq_length
+    return model.to(resolve_device(device)).eval(), tokenizer

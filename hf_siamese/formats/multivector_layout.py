@@ -243,25 +243,12 @@ def load_multivector_model(
     """`(model, tokenizer)` of a multi-vector model for inference, in eval mode on `device`: a MultiVectorEncoder
     folder (read here) or a hf-siamese multi-vector folder / Hub id (`AutoModel`). `max_seq_length` cuts texts
     without a length of their own shorter than the config says."""
-    from transformers import AutoModel, AutoTokenizer
+    from .loading import load_kind_checkpoint
 
-    from ..modeling.checkpoints import check_model_source
-    from ..modeling.devices import resolve_device
-    from ..modeling.modeling_multivector import MultiVectorModel
-
-    path = check_model_source(path)
-    if is_multivector_encoder_folder(path):
-        model = read_multivector_encoder(path)
-        tokenizer = model.tokenizer
-    else:
-        model = AutoModel.from_pretrained(path)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    if not isinstance(model, MultiVectorModel):
-        raise ValueError(f"{path}: expected a multi-vector model (siamese-multivector), got {type(model).__name__}")
-    model.tokenizer = tokenizer
-    if max_seq_length is not None:
-        model.config.max_seq_length = max_seq_length
-    return model.to(resolve_device(device)).eval(), tokenizer
+    return load_kind_checkpoint(
+        path, "multi-vector", read_multivector_encoder if is_multivector_encoder_folder(path) else None,
+        max_seq_length=max_seq_length, device=device,
+    )  # fmt: skip
 
 
 def _set_json(path: Path, **values: Any) -> None:

@@ -83,6 +83,20 @@ LOSSES: dict[str, type[SiameseLoss]] = {
     "maxsim_margin_mse": MultiVectorMarginMSELoss,
     "maxsim_list_distill": MultiVectorListDistillationLoss,
 }
+_BUILT_IN = frozenset(LOSSES)
+
+
+def register_loss(name: str, loss_class: type[SiameseLoss]) -> None:
+    """Make `loss_class` (a `SiameseLoss` subclass) a loss by `name`: `get_loss(name)`, `SiameseTrainer(loss=name)`
+    and the weighted sums (`"mnr+0.5*name"`) then take it. A registered name is replaced; a built-in one is refused."""
+    key = name.strip().lower() if isinstance(name, str) else name
+    if not isinstance(key, str) or not key.isidentifier():
+        raise ValueError(f"loss name {name!r}: expected a name of letters, digits and '_'")
+    if not (isinstance(loss_class, type) and issubclass(loss_class, SiameseLoss)):
+        raise ValueError(f"register_loss({name!r}, {loss_class!r}): expected a hf_siamese.losses.SiameseLoss subclass")
+    if key in _BUILT_IN:
+        raise ValueError(f"loss name {name!r} is a built-in loss; choose another name")
+    LOSSES[key] = loss_class
 
 
 def get_loss(loss: str | SiameseLoss, **kwargs: Any) -> SiameseLoss:
@@ -134,4 +148,5 @@ __all__ = [
     "truncated_output",
     "LOSSES",
     "get_loss",
+    "register_loss",
 ]

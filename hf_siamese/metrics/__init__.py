@@ -2,18 +2,17 @@
 (`evaluate.load(RETRIEVAL)`: nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k of rankings; ranking a corpus is
 `hf_siamese.retrieval.exact_search`).
 
-The evaluator contract (`Evaluator`: `evaluator(model) -> dict[str, float]` with a `primary_metric`) and the STS
-evaluator of a bi-encoder are in `evaluator.py`, imported with the package (it does not import `evaluate`).
-
 The functions live in the metric scripts themselves, which evaluate copies and imports on their own; importing them
 pulls in `evaluate` (seconds), so they are loaded on first use rather than with the package.
+
+The evaluators (the contract `Evaluator`, `EmbeddingSimilarityEvaluator`, ...) live in `hf_siamese.evaluation`, a
+part above this one: they embed, search or score, then hand the numbers to the metrics here. The evaluator names this
+package exported still resolve from it, looked up there on first use, so that nothing here imports that part.
 """
 
 import importlib
 import os
 from typing import Any
-
-from .evaluator import EmbeddingSimilarityEvaluator, Evaluator, evaluator_primary_key, is_evaluator, prefixed_metrics
 
 # `evaluate.load` accepts a folder holding a script of the same name; it never touches the network for a local
 # path, so this works with HF_HUB_OFFLINE=1.
@@ -34,6 +33,14 @@ _FROM_RETRIEVAL_SCRIPT = (
     "judged_queries",
     "retrieval_metrics",
 )
+# The evaluators' names this package exported before they moved to `hf_siamese.evaluation`.
+_FROM_EVALUATION = (
+    "EmbeddingSimilarityEvaluator",
+    "Evaluator",
+    "evaluator_primary_key",
+    "is_evaluator",
+    "prefixed_metrics",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -43,17 +50,16 @@ def __getattr__(name: str) -> Any:
     if name in _FROM_RETRIEVAL_SCRIPT:
         module = importlib.import_module(".retrieval.retrieval", __name__)
         return getattr(module, name)
+    if name in _FROM_EVALUATION:
+        module = importlib.import_module("..evaluation", __name__)
+        return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "RETRIEVAL",
     "STS_SPEARMAN",
-    "EmbeddingSimilarityEvaluator",
-    "Evaluator",
-    "evaluator_primary_key",
-    "is_evaluator",
-    "prefixed_metrics",
+    *_FROM_EVALUATION,
     *_FROM_SCRIPT,
     *_FROM_RETRIEVAL_SCRIPT,
 ]

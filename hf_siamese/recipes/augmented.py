@@ -201,7 +201,7 @@ def _stage_student(
     from datasets import concatenate_datasets
     from transformers import TrainingArguments, set_seed
 
-    from ..cross_encoder.evaluation import evaluate_scores
+    from ..evaluation.pairs import evaluate_scores
     from ..losses import CosineSimilarityLoss
     from ..training.trainer import SiameseTrainer
 

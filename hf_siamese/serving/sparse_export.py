@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..modeling.kinds import kind_of_model, kind_of_path
 from ..modeling.modeling_sparse import TASKS, keep_largest, max_pooled_weights, term_weights
 from ..modeling.text_encoding import longest_first
 from .graphs import CALIBRATION_BATCH, GraphSpec, float_cpu_copy
@@ -55,23 +56,11 @@ _ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
 
 
 def is_sparse_source(model: Any) -> bool:
-    """Whether `model` is a learned-sparse model, or a local folder holding one (its config.json's model_type
-    "siamese-sparse", or sentence-transformers' SparseEncoder layout)."""
-    from ..retrieval.ranking.sparse import SPARSE_MODEL_TYPE, is_sparse_model
-
+    """Whether `model` is a learned-sparse model, or a local folder holding one (its config, or sentence-transformers'
+    SparseEncoder layout: the model-kind registry's answer, `modeling.kinds`)."""
     if not isinstance(model, (str, os.PathLike)):
-        return is_sparse_model(model)
-    folder = Path(model)
-    if not folder.is_dir():
-        return False
-    from ..formats.sparse_layout import is_sparse_encoder_folder
-
-    if is_sparse_encoder_folder(folder):
-        return True
-    try:
-        return json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type") == SPARSE_MODEL_TYPE
-    except (OSError, ValueError):
-        return False
+        return kind_of_model(model) == "sparse"
+    return Path(model).is_dir() and kind_of_path(model) == "sparse"
 
 
 def load_sparse_source(path: str | os.PathLike) -> Any:

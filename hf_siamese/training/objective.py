@@ -89,10 +89,10 @@ def choose_objective(
         sparse: the model is a sparse one (SPLADE or inference-free): its loss is one of `SPARSE_ROW_LOSSES`
             (default `sparse_mnr` on rows without labels, `sparse_margin_mse` on a teacher's score lists); a dense
             loss, a combination or `csr` is refused. A dense model (`sparse=False`) refuses the sparse losses.
-        kind: the model's kind, one of `trainer_data.MODEL_KINDS` ("dense", "sparse", "multi-vector"; None: from
-            `sparse`). A multi-vector model's loss is one of `MULTIVECTOR_ROW_LOSSES` or cached_maxsim_mnr (default
-            `maxsim_mnr` on rows without labels, `maxsim_margin_mse` on a teacher's score lists); other kinds refuse
-            them.
+        kind: the model's kind, one the registry trains (`modeling.kinds.model_kinds(trainable=True)`: "dense",
+            "sparse", "multi-vector"; None: from `sparse`). A multi-vector model's loss is one of
+            `MULTIVECTOR_ROW_LOSSES` or cached_maxsim_mnr (default `maxsim_mnr` on rows without labels,
+            `maxsim_margin_mse` on a teacher's score lists); other kinds refuse them.
 
     Each option applies to the losses that take it (to each part of a combination that does); given with a loss that
     does not, it is refused. Raises `ValueError` naming the option, the loss and `source`.

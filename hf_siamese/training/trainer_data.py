@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from ..losses import SoftmaxLoss
+from ..modeling.kinds import kind_of_model, model_kinds
 from ..modeling.packing import can_pack
 from .collator import SiamesePairCollator
 from .pretokenize import TokenizedRows, is_tokenized, tokenize_dataset
@@ -25,21 +26,20 @@ SPARSE_ROW_LOSSES: tuple[str, ...] = ("sparse_mnr", "sparse_margin_mse", "sparse
 # The same for a multi-vector model (`MultiVectorModel`), scored by MaxSim; `cached_maxsim_mnr` (maxsim_mnr with a
 # memory setting) trains it too.
 MULTIVECTOR_ROW_LOSSES: tuple[str, ...] = ("maxsim_mnr", "maxsim_margin_mse", "maxsim_list_distill")
-MODEL_KINDS: tuple[str, ...] = ("dense", "sparse", "multi-vector")
-_MODEL_TYPES = {"siamese-sparse": "sparse", "siamese-multivector": "multi-vector"}
 
 
 def check_kind(kind: str) -> str:
-    """`kind` if it is one of `MODEL_KINDS`, else a `ValueError` naming it and them."""
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"kind={kind!r}; accepted: {', '.join(MODEL_KINDS)}")
+    """`kind` if the model-kind registry trains it (`modeling.kinds.model_kinds(trainable=True)`), else a
+    `ValueError` naming it and them."""
+    if kind not in model_kinds(trainable=True):
+        raise ValueError(f"kind={kind!r}; accepted: {', '.join(model_kinds(trainable=True))}")
     return kind
 
 
 def model_kind(model: Any) -> str:
-    """ "sparse" for a `SparseSiameseModel`, "multi-vector" for a `MultiVectorModel` (by their config's model_type, so
-    the remote-code classes of saved ones count too), else "dense"."""
-    return _MODEL_TYPES.get(getattr(getattr(model, "config", None), "model_type", None), "dense")
+    """The kind of the model being trained (`modeling.kinds.kind_of_model`: by its config, so the remote-code classes
+    of saved ones count too): "dense", "sparse" or "multi-vector"."""
+    return kind_of_model(model)
 
 
 def loss_kind(loss: Any) -> str:
@@ -53,9 +53,9 @@ def default_loss(label: Any, sparse: bool = False, kind: str | None = None) -> s
     """The loss a training set gets when none is named, from its first row's label (the one rule of `SiameseTrainer`
     and `hf-siamese train`): no label column (`label is None`) -> "mnr" ("sparse_mnr" for a sparse model, "maxsim_mnr"
     for a multi-vector one); a list of scores (a teacher's, from `mine --teacher`) -> "margin_mse"
-    ("sparse_margin_mse", "maxsim_margin_mse"); a float score -> "cosine"; a class label -> "softmax". `kind` (one of
-    `MODEL_KINDS`) names the model's kind; `sparse=True` is `kind="sparse"`. Sparse and multi-vector models train on
-    unlabelled rows or on a teacher's score lists only."""
+    ("sparse_margin_mse", "maxsim_margin_mse"); a float score -> "cosine"; a class label -> "softmax". `kind` (one the
+    registry trains, `model_kinds(trainable=True)`) names the model's kind; `sparse=True` is `kind="sparse"`. Sparse
+    and multi-vector models train on unlabelled rows or on a teacher's score lists only."""
     kind = check_kind(kind or ("sparse" if sparse else "dense"))
     if kind != "dense":
         names = SPARSE_ROW_LOSSES if kind == "sparse" else MULTIVECTOR_ROW_LOSSES

@@ -1,6 +1,7 @@
 """Evaluation for `SiameseTrainer`: the loss where the eval rows fit it, STS correlations on scored pairs, IR metrics on
 retrieval sets (`hf_siamese.data.RetrievalDataset`), and any evaluator given as an eval set
-(`hf_siamese.metrics.Evaluator`). A mixin, so `trainer.py` stays readable in one sitting."""
+(`hf_siamese.evaluation.Evaluator`). A mixin, so `trainer.py` stays readable in one sitting; the evaluators it runs
+are `hf_siamese.evaluation`'s."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ from torch.utils.data import DataLoader
 from transformers.trainer_utils import EvalLoopOutput, speed_metrics
 
 from ..data.beir import RetrievalDataset
-from ..metrics.evaluator import EmbeddingSimilarityEvaluator, evaluator_primary_key, is_evaluator, prefixed_metrics
-from ..modeling.distributed import encode_in_shards
-from ..retrieval.evaluation.evaluator import RetrievalEvaluator
+from ..evaluation.evaluator import ShardedSimilarityEvaluator, evaluator_primary_key, is_evaluator, prefixed_metrics
+from ..evaluation.retrieval import RetrievalEvaluator
 from ..retrieval.ranking.maxsim import is_multivector_model
 from .collator import SiamesePairCollator
 
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 class WholeSetEvaluationMixin:
-    """`evaluate` and `evaluation_loop` of a trainer that runs evaluators (`hf_siamese.metrics.Evaluator`:
+    """`evaluate` and `evaluation_loop` of a trainer that runs evaluators (`hf_siamese.evaluation.Evaluator`:
     `evaluator(model) -> dict[str, float]` with a `primary_metric`). Shared by `SiameseTrainer` and
     `CrossEncoderTrainer`.
 
@@ -125,26 +125,6 @@ class WholeSetEvaluationMixin:
         metrics = self.row_metrics(dataset) if dataset is not None else {}
         output.metrics.update(prefixed_metrics(metrics, metric_key_prefix))
         return output
-
-
-class ShardedSimilarityEvaluator(EmbeddingSimilarityEvaluator):
-    """`EmbeddingSimilarityEvaluator` whose texts are encoded over processes: each encodes a contiguous shard of the
-    unique (prompt, text) items and the shards are gathered in rank order, so every process computes the metric once
-    on the full set, exactly as one process would."""
-
-    def __init__(self, *args: Any, process_index: int = 0, num_processes: int = 1, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.process_index, self.num_processes = process_index, num_processes
-
-    def embed_items(self, model: Any, items: list[tuple[str | None, str]]) -> np.ndarray:
-        """This process's shard of `items` encoded, gathered with the others'."""
-
-        def encode(part: list[tuple[str | None, str]]) -> np.ndarray:
-            if not part:
-                return np.zeros((0, model.config.embedding_size), dtype=np.float32)
-            return super(ShardedSimilarityEvaluator, self).embed_items(model, part)
-
-        return encode_in_shards(items, encode, self.process_index, self.num_processes)
 
 
 class SiameseEvaluationMixin(WholeSetEvaluationMixin):

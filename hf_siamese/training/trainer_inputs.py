@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..data.beir import RetrievalDataset
-from ..metrics.evaluator import is_evaluator
+from ..evaluation.evaluator import is_evaluator
 from .arguments import SiameseTrainingArguments
 from .collator import SiamesePairCollator, check_dataset
 from .multivector_collator import MultiVectorCollator

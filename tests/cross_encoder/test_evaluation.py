@@ -11,15 +11,11 @@ import torch
 from datasets import Dataset
 from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
 
-from hf_siamese.cross_encoder.evaluation import (
-    RerankingDataset,
-    evaluate_classification,
-    evaluate_scores,
-    first_stage_candidates,
-)
-from hf_siamese.cross_encoder.fusion_weights import evaluate_reranking
 from hf_siamese.cross_encoder.trainer import CrossEncoderTrainer
 from hf_siamese.data.beir import RetrievalDataset
+from hf_siamese.evaluation.pairs import evaluate_classification, evaluate_scores
+from hf_siamese.evaluation.reranking import evaluate_reranking
+from hf_siamese.evaluation.reranking_set import RerankingDataset, first_stage_candidates
 
 CORPUS = {
     "d1": "a man plays the guitar",
@@ -219,7 +215,7 @@ def test_trainer_sts_and_accuracy_on_pair_rows(tmp_path, tiny_tokenizer):
 
 
 def test_the_evaluators_are_the_functions():
-    from hf_siamese.cross_encoder.evaluators import PairClassificationEvaluator, PairScoreEvaluator, RerankingEvaluator
+    from hf_siamese.evaluation import PairClassificationEvaluator, PairScoreEvaluator, RerankingEvaluator
 
     evaluator = RerankingEvaluator(reranking_set(), batch_size=2, name="dev")
     assert evaluator(OracleStub()) == evaluate_reranking(OracleStub(), reranking_set())
@@ -245,7 +241,7 @@ def test_the_evaluators_are_the_functions():
 
 
 def test_trainer_takes_an_evaluator_and_keeps_the_best_by_its_primary_metric(tmp_path, tiny_tokenizer):
-    from hf_siamese.cross_encoder.evaluators import RerankingEvaluator
+    from hf_siamese.evaluation import RerankingEvaluator
 
     args = arguments(
         tmp_path, eval_strategy="steps", eval_steps=1, save_strategy="steps", save_steps=1, load_best_model_at_end=True

@@ -12,14 +12,14 @@ from datasets import Dataset
 from transformers import TrainingArguments
 
 from hf_siamese import SiameseTrainer
-from hf_siamese.metrics import (
+from hf_siamese.evaluation import (
     EmbeddingSimilarityEvaluator,
     Evaluator,
     evaluator_primary_key,
     is_evaluator,
     prefixed_metrics,
-    sts_metrics_from_embeddings,
 )
+from hf_siamese.metrics import sts_metrics_from_embeddings
 
 GOLD = [0.1, 0.5, 0.9, 0.3, 0.7]
 

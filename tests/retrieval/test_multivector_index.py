@@ -217,8 +217,8 @@ def test_cli_index_search_eval_and_the_recorded_pipeline(files: Path, tmp_path: 
     assert code == 0 and "first stage:" not in out, err
 
     from hf_siamese.data.beir import read_beir
+    from hf_siamese.evaluation.retrieval import evaluate_retrieval
     from hf_siamese.metrics import retrieval_metrics
-    from hf_siamese.retrieval.evaluation.evaluator import evaluate_retrieval
 
     beir_idx = tmp_path / "beir_idx"
     code, out, err = _run(["index", files / "beir", "-o", beir_idx, "--model", files / "dense", "--no-lexical"], capsys)

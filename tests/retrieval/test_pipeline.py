@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,22 @@ def test_the_commands_round_trip(files: Path, tmp_path: Path, capsys) -> None:
     ):
         code, _, err = _run(bad, capsys)
         assert code != 0 and fragment in err.splitlines()[-1], (bad, err)
+
+
+def test_a_reranker_given_by_a_relative_path_is_kept(
+    files: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the record keeps the absolute path; the fingerprint is the model's wherever it was loaded from
+    shutil.copytree(files / "ce", tmp_path / "ce")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(["index", files / "corpus.txt", "--model", files / "bi", "-o", "idx", "--rerank", "ce"], capsys)
+    assert code == 0, err
+    code, out, err = _run(["search", "--index", "idx", "--query", QUERIES[1], "--top-k", "2"], capsys)
+    assert code == 0 and "(the index's pipeline: hybrid first stage" in out, err
+    code, out, err = _run(["index", "--attach", "idx", "--rerank", "ce", "--first-stage", "dense"], capsys)
+    assert code == 0, err
+    code, out, err = _run(["search", "--index", "idx", "--query", QUERIES[1], "--top-k", "2"], capsys)
+    assert code == 0 and "(the index's pipeline: dense first stage" in out, err
 
 
 def test_eval_through_the_index_measures_its_pipeline(files: Path, tmp_path: Path, capsys) -> None:

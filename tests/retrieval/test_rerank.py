@@ -18,8 +18,8 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.data import RetrievalDataset
+from hf_siamese.evaluation.retrieval import embed_retrieval_set, evaluate_retrieval
 from hf_siamese.retrieval import exact_search
-from hf_siamese.retrieval.evaluation.evaluator import embed_retrieval_set, evaluate_retrieval
 from hf_siamese.retrieval.fusion.rerank import rerank_hits
 from hf_siamese.retrieval.stores import build_index
 

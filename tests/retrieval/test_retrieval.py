@@ -12,7 +12,7 @@ from transformers import TrainingArguments
 
 from hf_siamese import SiameseTrainer
 from hf_siamese.data import RetrievalDataset, read_beir
-from hf_siamese.retrieval.evaluation.evaluator import evaluate_retrieval
+from hf_siamese.evaluation.retrieval import evaluate_retrieval
 
 SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "data" / "retrieval" / "scifact"
 
@@ -118,7 +118,7 @@ def test_best_checkpoint_by_ndcg(tmp_path: Path, tiny_tokenizer) -> None:
 def test_retrieval_evaluator_is_evaluate_retrieval(tmp_path: Path, tiny_tokenizer) -> None:
     import numpy as np
 
-    from hf_siamese.retrieval.evaluation.evaluator import RetrievalEvaluator
+    from hf_siamese.evaluation.retrieval import RetrievalEvaluator
 
     retrieval = read_beir(write_beir(tmp_path / "tiny"))
     model = make_tiny_model()

@@ -22,8 +22,8 @@ from hf_siamese import SparseSiameseConfig, SparseSiameseModel
 from hf_siamese.cli import main
 from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.data.beir import read_beir
+from hf_siamese.evaluation.retrieval import RetrievalEvaluator, evaluate_retrieval
 from hf_siamese.metrics import judged_queries
-from hf_siamese.retrieval.evaluation.evaluator import RetrievalEvaluator, evaluate_retrieval
 from hf_siamese.retrieval.mining.negatives import mine_hard_negatives
 from hf_siamese.retrieval.stores import build_index, load_index
 

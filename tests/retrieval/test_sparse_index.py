@@ -231,7 +231,7 @@ def test_cli_index_with_a_sparse_part_and_search_it(files: Path, tmp_path: Path,
 
 def test_an_evaluation_through_the_index_reads_its_sparse_part(files: Path, tmp_path: Path, tiny_tokenizer) -> None:
     from hf_siamese.data.beir import read_beir
-    from hf_siamese.retrieval.evaluation.evaluator import evaluate_retrieval
+    from hf_siamese.evaluation.retrieval import evaluate_retrieval
 
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)

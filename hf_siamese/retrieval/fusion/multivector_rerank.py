@@ -14,48 +14,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-MULTIVECTOR_MODEL_TYPE = "siamese-multivector"  # MultiVectorConfig.model_type (not imported: start-up time)
+from ...modeling.kinds import kind_of_path
 
 
 def is_multivector_model_path(path: str | os.PathLike | None) -> bool:
-    """Whether `path` is a multi-vector model's folder (config.json's model_type "siamese-multivector", or
-    sentence-transformers' MultiVectorEncoder layout), or a Hub id of one already in the cache."""
-    if path is None:
-        return False
-    import json
-
-    text = os.fspath(path)
-    if Path(text).is_dir():
-        layout = Path(text) / "config_sentence_transformers.json"  # sentence-transformers' MultiVectorEncoder folder
-        if (Path(text) / "modules.json").is_file() and layout.is_file():
-            try:
-                if json.loads(layout.read_text(encoding="utf-8")).get("model_type") == "MultiVectorEncoder":
-                    return True
-            except (OSError, ValueError, AttributeError):
-                pass
-        config = Path(text) / "config.json"
-    else:
-        if os.path.exists(text) or text.startswith((".", "/", "~")) or text.count("/") > 1:
-            return False
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(text, "config.json")
-        except Exception:  # not a valid repo id: the loader that follows names it
-            return False
-        if not isinstance(cached, str):
-            return False
-        config = Path(cached)
-    try:
-        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == MULTIVECTOR_MODEL_TYPE
-    except (OSError, ValueError, AttributeError):
-        return False
+    """Whether `path` is a multi-vector model's folder (its config, or sentence-transformers' MultiVectorEncoder
+    layout), or a Hub id of one already in the cache: the model-kind registry's answer (`modeling.kinds`)."""
+    return kind_of_path(path) == "multi-vector"
 
 
 def rows_by_text(hits: Sequence[Sequence[dict[str, Any]]], rows: np.ndarray) -> dict[str, int]:

@@ -102,7 +102,7 @@ def _embed_queries(model: Any, queries: Iterable[str] | None, tokenizer: Any, ba
     """The calibration queries embedded as queries are (the model's query prompt, if it has one)."""
     if queries is None:
         return None
-    from ..evaluation.evaluator import QUERY_PROMPT_NAMES, side_prompt
+    from ..prompts import QUERY_PROMPT_NAMES, side_prompt
 
     texts = [queries] if isinstance(queries, str) else list(queries)
     if not texts or not all(isinstance(text, str) and text.strip() for text in texts):

@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import struct
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,8 @@ import numpy as np
 import torch
 
 from ...storage import write_text_atomic
-from ..ranking.maxsim import is_multivector_model
 from .fingerprint import recorded_name
+from .parts import resolve_part_model
 from .sparse_part import sparse_fingerprint
 
 MULTIVECTOR_DIR, MULTIVECTOR_FILE, PROGRESS_FILE = "multivector", "multivector.json", "progress.json"
@@ -66,46 +65,10 @@ def multivector_fingerprint(model: Any) -> str:
     return sparse_fingerprint(model)
 
 
-_LOADERS: list[Callable[..., tuple[Any, Any]]] = []
-
-
-def register_multivector_loader(loader: Callable[..., tuple[Any, Any]]) -> None:
-    """How a multi-vector model's folder or Hub id becomes `(model, tokenizer)` (`load_multivector_model`, which
-    also reads sentence-transformers' MultiVectorEncoder layout; registered by the package root, as retrieval cannot
-    import the formats beside it)."""
-    if loader not in _LOADERS:
-        _LOADERS.append(loader)
-
-
-def _auto_load(path: str, device: str | None) -> tuple[Any, Any]:
-    """`(model, tokenizer)` of a hf-siamese multi-vector folder / Hub id through AutoModel (no loader registered)."""
-    from transformers import AutoModel, AutoTokenizer
-
-    model, tokenizer = AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-    if not is_multivector_model(model):
-        raise ValueError(f"{path}: expected a multi-vector model (siamese-multivector), got {type(model).__name__}")
-    model.tokenizer = tokenizer
-    return model.to(device or "cpu").eval(), tokenizer
-
-
 def resolve_multivector_model(model: Any, tokenizer: Any = None, device: str | None = None) -> tuple[Any, Any, str]:
-    """(model, tokenizer, recorded name) of `model`: a loaded multi-vector model (with `tokenizer`, or its own) or
-    the folder / Hub id of one (a hf-siamese multi-vector folder or a sentence-transformers MultiVectorEncoder
-    folder); anything else is refused, naming what it is."""
-    if isinstance(model, str | os.PathLike):
-        path = os.fspath(model)
-        try:
-            loaded, tokenizer = _LOADERS[-1](path, device=device) if _LOADERS else _auto_load(path, device)
-        except ValueError as error:
-            raise ValueError(f"multi-vector model {path!r}: {str(error).splitlines()[0]}") from None
-        return loaded, tokenizer, recorded_name(path)
-    if not is_multivector_model(model):
-        raise ValueError(
-            "multivector_model: expected a multi-vector model (MultiVectorModel, siamese-multivector) or its folder, "
-            f"got {type(model).__name__}"
-        )
-    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
-    return model, tokenizer, recorded_name(getattr(model.config, "name_or_path", ""))
+    """(model, tokenizer, recorded name) of `model`: a loaded multi-vector model or the folder / Hub id of one (a
+    hf-siamese multi-vector folder or a sentence-transformers MultiVectorEncoder folder): `parts.resolve_part_model`."""
+    return resolve_part_model(model, tokenizer, device, "multi-vector", "multivector_model")
 
 
 def _header(dtype: Any, shape: tuple[int, ...]) -> bytes:

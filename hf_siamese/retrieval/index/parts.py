@@ -78,6 +78,34 @@ def require_modules(needed: dict[str, str], purpose: str, install: str) -> None:
         raise ImportError(f"{purpose} ({'; '.join(failures)}): {install}")
 
 
+def resolve_part_model(
+    model: Any, tokenizer: Any, device: str | None, kind: str, argument: str
+) -> tuple[Any, Any, str]:  # fmt: skip
+    """(model, tokenizer, recorded name) of the model an index part is encoded by (`kind`: "sparse" or
+    "multi-vector"): a loaded model of that kind (with `tokenizer`, or its own; its `config.name_or_path` recorded) or
+    the folder / Hub id of one, loaded by the kind's loader (`modeling.kinds`: a sentence-transformers folder too).
+    Anything else is refused, naming `argument` and what it is."""
+    import os
+
+    from ...modeling.kinds import get_kind, kind_of_model, load_kind
+    from .fingerprint import recorded_name
+
+    if isinstance(model, str | os.PathLike):
+        path = os.fspath(model)
+        try:
+            loaded, tokenizer = load_kind(path, kind, device=device)
+        except ValueError as error:
+            raise ValueError(f"{kind} model {path!r}: {str(error).splitlines()[0]}") from None
+        return loaded, tokenizer, recorded_name(path)
+    if kind_of_model(model) != kind:
+        raise ValueError(
+            f"{argument}: expected a {kind} model ({get_kind(kind).model_type}) or its folder, got "
+            f"{type(model).__name__}"
+        )
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    return model, tokenizer, recorded_name(getattr(model.config, "name_or_path", ""))
+
+
 def faiss_available() -> bool:
     try:
         import faiss  # noqa: F401

@@ -6,43 +6,31 @@
      "stage_weights": {"dense": 0.2, "lexical": 0.1} or null, "first_stage": "hybrid", "fusion": "zscore",
      "dense_weight": 0.5}
 
-The reranker is loaded through a loader the package root registers (`register_reranker_loader`:
-`CrossEncoder.from_pretrained`, imported when first needed): retrieval sits below the cross-encoder package and
-cannot import it. A setting given to a search wins over the record; `rerank=False` searches the
-first stage alone.
+The reranker is loaded by the cross-encoder kind's loader in the model-kind registry (`modeling.kinds`, named by
+its dotted path and imported when first needed): retrieval sits below the cross-encoder package and cannot import it.
+A setting given to a search wins over the record; `rerank=False` searches the first stage alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..fusion.hybrid import check_first_stage
 from ..fusion.rerank import RERANK_TOP, check_first_stage_weight, check_stage_weights
 
-_LOADERS: list[Callable[[str], Any]] = []
-
-
-def register_reranker_loader(loader: Callable[[str], Any]) -> None:
-    """How a recorded reranker location becomes a reranker (`CrossEncoder.from_pretrained`, registered by the
-    package root, `hf_siamese/__init__.py`)."""
-    if loader not in _LOADERS:
-        _LOADERS.append(loader)
-
 
 def load_reranker(location: str) -> Any:
     """The reranker recorded at `location`: a multi-vector model's folder gives a `MultiVectorReranker` (MaxSim of
-    an index's stored token vectors), anything else goes through the registered loader (a cross-encoder)."""
+    an index's stored token vectors), anything else the cross-encoder kind's loader (`modeling.kinds`)."""
+    from ...modeling.kinds import get_kind
     from ..fusion.multivector_rerank import MultiVectorReranker, is_multivector_model_path
 
     if is_multivector_model_path(location):
         return MultiVectorReranker.load(location)
-    if not _LOADERS:
-        raise ValueError(f"no reranker loader is registered to load {location!r} (hf_siamese registers one on import)")
-    return _LOADERS[-1](location)
+    return get_kind("cross-encoder").load(location)[0]
 
 
 def checked_record(record: Any, location: str) -> dict[str, Any] | None:
@@ -88,7 +76,7 @@ def load_recorded_reranker(record: dict[str, Any], location: str) -> Any:
             "first stage alone (--no-rerank; rerank=False in Python)"
         ) from None
     recorded, current = record.get("reranker_fingerprint"), reranker_fingerprint(reranker)
-    if recorded is not None and current is not None and recorded != current:
+    if recorded is not None and current is not None and recorded not in (current, reranker_fingerprint(reranker, True)):
         raise ValueError(
             f"the index {location!r} records the reranker {name!r} with fingerprint {recorded[:12]}, but the model "
             f"there now has fingerprint {current[:12]} (replaced or trained again since it was recorded): record it "
@@ -106,14 +94,20 @@ def recorded_weights(record: dict[str, Any], first_stage: str) -> tuple[float | 
     return record["first_stage_weight"], stages
 
 
-def reranker_fingerprint(reranker: Any) -> str | None:
-    """A digest of the reranker's config and weights (None where it has no model to digest)."""
+def reranker_fingerprint(reranker: Any, with_path: bool = False) -> str | None:
+    """A digest of the reranker's config and weights (None where it has no model to digest). The config's
+    `_name_or_path` (where it was loaded from: a relative path, or the absolute one the record keeps) is left out, so
+    the same model has one fingerprint wherever it is loaded from; `with_path` keeps it in, as records made before
+    this rule digested it."""
     model = getattr(reranker, "model", None)
     if model is None or not hasattr(model, "state_dict"):
         return None
     import hashlib
 
-    digest = hashlib.sha256(json.dumps(model.config.to_dict(), sort_keys=True, default=str).encode())
+    config = model.config.to_dict()
+    if not with_path:
+        config.pop("_name_or_path", None)
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().float().cpu().numpy().tobytes())
@@ -262,5 +256,4 @@ __all__ = [
     "load_reranker",
     "pipeline_record",
     "record_measurement",
-    "register_reranker_loader",
 ]

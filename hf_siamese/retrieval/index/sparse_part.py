@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..ranking.sparse import encode_sparse, is_sparse_model, sparse_search
+from ..ranking.sparse import encode_sparse, sparse_search
 from .fingerprint import recorded_name
+from .parts import resolve_part_model
 
 SPARSE_DIR, SPARSE_FILE = "sparse", "sparse.json"
 _ARRAYS = {"indices": np.int32, "data": np.float32}
@@ -59,28 +60,9 @@ def sparse_fingerprint(model: Any) -> str:
 
 
 def resolve_sparse_model(sparse_model: Any, tokenizer: Any = None, device: str | None = None) -> tuple[Any, Any, str]:
-    """(model, tokenizer, recorded name) of `sparse_model`: a loaded sparse model (with `tokenizer`, or its own; its
-    `config.name_or_path` recorded) or the folder / Hub id of a saved one (`AutoModel`; the CLI also reads
-    sentence-transformers' SparseEncoder folders, `cli.sparse_options.load_sparse_model`, and passes the model)."""
-    if isinstance(sparse_model, str | os.PathLike):
-        from transformers import AutoModel, AutoTokenizer
-
-        from ...modeling.checkpoints import check_model_source
-        from ...modeling.devices import resolve_device
-
-        path = check_model_source(os.fspath(sparse_model))
-        model, tokenizer = AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-        if not is_sparse_model(model):
-            raise ValueError(
-                f"sparse model {path!r}: expected a sparse model (siamese-sparse), got {type(model).__name__}"
-            )
-        return model.to(resolve_device(device)).eval(), tokenizer, recorded_name(path)
-    if not is_sparse_model(sparse_model):
-        raise ValueError(
-            "sparse_model: expected a sparse model (SparseSiameseModel) or its folder, got "
-            f"{type(sparse_model).__name__}"
-        )
-    return sparse_model, tokenizer, recorded_name(getattr(sparse_model.config, "name_or_path", ""))
+    """(model, tokenizer, recorded name) of `sparse_model`: a loaded sparse model or the folder / Hub id of one (also
+    sentence-transformers' SparseEncoder folder): `parts.resolve_part_model`."""
+    return resolve_part_model(sparse_model, tokenizer, device, "sparse", "sparse_model")
 
 
 def write_sparse_part(

@@ -111,7 +111,7 @@ def mine_hard_negatives(
     """
     import datasets
 
-    from ..evaluation.evaluator import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
+    from ..prompts import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
     from .corpus import mine_corpus
 
     embeddings_dir = _embeddings_dir(embeddings_dir, corpus_dir)

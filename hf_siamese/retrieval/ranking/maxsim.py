@@ -17,20 +17,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...modeling.kinds import kind_of_model
 from ...modeling.multivector_scoring import maxsim, pad_vectors
-from .own import best_by_chunks, check_search, encoded_batches, encoded_run_texts, has_model_type
+from .own import best_by_chunks, check_search, encoded_batches, encoded_run_texts
 
-MULTIVECTOR_MODEL_TYPE = "siamese-multivector"
 BLOCK_ELEMENTS = 1 << 24  # scores held at a time per query chunk (64 MiB of float32)
 DOCUMENTS_PER_BLOCK = 256  # documents padded together and scored at once
 
 
 def is_multivector_model(model: Any) -> bool:
-    """Whether `model` is a multi-vector model: a `MultiVectorModel`, or any model whose config's model_type is
-    "siamese-multivector" (the remote-code class of a saved one)."""
-    from ...modeling.modeling_multivector import MultiVectorModel
-
-    return has_model_type(model, MultiVectorModel, MULTIVECTOR_MODEL_TYPE)
+    """Whether `model` is a multi-vector model (by its config, so the remote-code class of a saved one counts too:
+    `modeling.kinds.kind_of_model`)."""
+    return kind_of_model(model) == "multi-vector"
 
 
 def encode_multivector(

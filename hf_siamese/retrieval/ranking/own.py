@@ -15,14 +15,6 @@ import numpy as np
 from ..exact import top_k as best_columns
 
 
-def has_model_type(model: Any, model_class: type, model_type: str) -> bool:
-    """Whether `model` is a `model_class`, or any model whose config's model_type is `model_type` (the remote-code
-    class of a saved one)."""
-    if isinstance(model, model_class):
-        return True
-    return getattr(getattr(model, "config", None), "model_type", None) == model_type
-
-
 def encoded_batches(
     model: Any,
     texts: Iterable[str],
@@ -84,4 +76,4 @@ def encoded_run_texts(
     return queries, corpus
 
 
-__all__ = ["best_by_chunks", "check_search", "encoded_batches", "encoded_run_texts", "has_model_type"]
+__all__ = ["best_by_chunks", "check_search", "encoded_batches", "encoded_run_texts"]

@@ -16,20 +16,18 @@ from typing import Any
 
 import numpy as np
 
+from ...modeling.kinds import kind_of_model
 from ..fusion.rerank import RERANK_TOP, check_rerank, rerank_hits
 from ..index.fingerprint import corpus_fingerprint
-from .own import best_by_chunks, check_search, encoded_batches, encoded_run_texts, has_model_type
+from .own import best_by_chunks, check_search, encoded_batches, encoded_run_texts
 
-SPARSE_MODEL_TYPE = "siamese-sparse"
 BLOCK_ELEMENTS = 1 << 24  # scores held at a time (64 MiB of float32): queries per chunk = this / corpus size
 
 
 def is_sparse_model(model: Any) -> bool:
-    """Whether `model` is a learned-sparse model: a `SparseSiameseModel`, or any model whose config's model_type is
-    "siamese-sparse" (the remote-code class of a saved one)."""
-    from ...modeling.modeling_sparse import SparseSiameseModel
-
-    return has_model_type(model, SparseSiameseModel, SPARSE_MODEL_TYPE)
+    """Whether `model` is a learned-sparse model (by its config, so the remote-code class of a saved one counts too:
+    `modeling.kinds.kind_of_model`)."""
+    return kind_of_model(model) == "sparse"
 
 
 def to_csr(vectors: Any) -> Any:

@@ -22,26 +22,33 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from .base import SearchIndex
 
 FOLDER = "folder"
-_STORES: dict[str, str] = {"milvus": "hf_siamese.retrieval.stores.milvus"}
+_STORES: dict[str, Any] = {"milvus": "hf_siamese.retrieval.stores.milvus"}
 _REQUIRED = ("claims", "parse", "open_store", "build_store")
 
 
-def register_store(name: str, module: str) -> None:
-    """Register the store `name`, implemented by the module `module` (its dotted name; see the module docstring for
-    the four functions it defines). A registered name is replaced; "folder" is the built-in default."""
+def register_store(name: str, module: str | Any) -> None:
+    """Register the store `name`, implemented by `module`: a module's dotted name (imported when a location first asks
+    for it), or a module or any object with the four functions the module docstring names. A registered name is
+    replaced; "folder" is the built-in default."""
     if not isinstance(name, str) or not name.isidentifier() or name == FOLDER:
         raise ValueError(f"store name {name!r}: expected an identifier other than {FOLDER!r}")
-    implementation = importlib.import_module(module)
+    implementation = _module(module)
     missing = [function for function in _REQUIRED if not callable(getattr(implementation, function, None))]
     if missing:
-        raise ValueError(f"store module {module!r} lacks {', '.join(missing)}; a store defines {', '.join(_REQUIRED)}")
+        raise ValueError(
+            f"store {getattr(implementation, '__name__', implementation)!r} lacks {', '.join(missing)}; "
+            f"a store defines {', '.join(_REQUIRED)}"
+        )
     _STORES[name] = module
+
+
+def _module(module: str | Any) -> Any:
+    return importlib.import_module(module) if isinstance(module, str) else module
 
 
 def registered_stores() -> tuple[str, ...]:
@@ -62,11 +69,11 @@ class Location:
     def is_folder(self) -> bool:
         return self.store == FOLDER
 
-    def implementation(self) -> ModuleType:
+    def implementation(self) -> Any:
         """The module of the store (a folder has none)."""
         if self.is_folder:
             raise ValueError(f"{self.text!r} is an index folder, not a store of {', '.join(_STORES)}")
-        return importlib.import_module(_STORES[self.store])
+        return _module(_STORES[self.store])
 
 
 def parse_location(location: str | os.PathLike | Location) -> Location:
@@ -78,7 +85,7 @@ def parse_location(location: str | os.PathLike | Location) -> Location:
     text = os.fspath(location)
     if isinstance(location, str):
         for name, module in _STORES.items():
-            implementation = importlib.import_module(module)
+            implementation = _module(module)
             if implementation.claims(text):
                 return Location(text, name, implementation.parse(text))
     return Location(text, FOLDER, location)

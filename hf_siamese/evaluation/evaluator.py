@@ -3,16 +3,16 @@ carries its settings and its data and says which of its numbers is the headline 
 
 Both trainers (`SiameseTrainer`, `CrossEncoderTrainer`) accept evaluators as (or among) their `eval_dataset` and log
 each number as `eval_{name_}{key}`, choosing the best checkpoint by the primary metric unless told otherwise; the
-`hf-siamese eval` command builds one and calls it. The evaluators:
+`hf-siamese eval` command builds one and calls it. The evaluators, all in this package:
 
-* `EmbeddingSimilarityEvaluator` (here): STS Spearman / Pearson of a bi-encoder's embeddings on scored pairs;
-* `hf_siamese.retrieval.evaluation.evaluator.RetrievalEvaluator`: nDCG / MRR / Recall / MAP / Precision on a retrieval
-  set;
-* `hf_siamese.cross_encoder.evaluators`: `RerankingEvaluator`, `PairScoreEvaluator`, `PairClassificationEvaluator`.
+* `EmbeddingSimilarityEvaluator` (here): STS Spearman / Pearson of a bi-encoder's embeddings on scored pairs, and
+  `ShardedSimilarityEvaluator`, the same with its texts encoded over processes (what `SiameseTrainer` runs);
+* `retrieval.RetrievalEvaluator`: nDCG / MRR / Recall / MAP / Precision on a retrieval set;
+* `reranking.RerankingEvaluator`, `pairs.PairScoreEvaluator`, `pairs.PairClassificationEvaluator`: the
+  cross-encoder's.
 
-Each metric is computed in one place, the `evaluate` scripts of this package (`sts_spearman`, `retrieval`); the
-evaluators only embed or score and hand the numbers to them. This module imports neither `evaluate` nor any other
-part of the package, so every layer can reach it.
+Each metric is computed in one place, the `evaluate` scripts of `hf_siamese.metrics` (`sts_spearman`, `retrieval`);
+the evaluators only embed or score and hand the numbers to them. This module does not import `evaluate`.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ class EmbeddingSimilarityEvaluator(Evaluator):
 
     def compute(self, embeddings1: Any, embeddings2: Any) -> dict[str, float]:
         """The metrics of given embeddings of the two sides (`sts_metrics_from_embeddings`)."""
-        from .sts_spearman.sts_spearman import sts_metrics_from_embeddings
+        from ..metrics.sts_spearman.sts_spearman import sts_metrics_from_embeddings
 
         score_range = self.score_range
         if score_range is None:
@@ -172,9 +172,31 @@ class EmbeddingSimilarityEvaluator(Evaluator):
         )
 
 
+class ShardedSimilarityEvaluator(EmbeddingSimilarityEvaluator):
+    """`EmbeddingSimilarityEvaluator` whose texts are encoded over processes: each encodes a contiguous shard of the
+    unique (prompt, text) items and the shards are gathered in rank order, so every process computes the metric once
+    on the full set, exactly as one process would."""
+
+    def __init__(self, *args: Any, process_index: int = 0, num_processes: int = 1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.process_index, self.num_processes = process_index, num_processes
+
+    def embed_items(self, model: Any, items: list[tuple[str | None, str]]) -> np.ndarray:
+        """This process's shard of `items` encoded, gathered with the others'."""
+        from ..modeling.distributed import encode_in_shards
+
+        def encode(part: list[tuple[str | None, str]]) -> np.ndarray:
+            if not part:
+                return np.zeros((0, model.config.embedding_size), dtype=np.float32)
+            return super(ShardedSimilarityEvaluator, self).embed_items(model, part)
+
+        return encode_in_shards(items, encode, self.process_index, self.num_processes)
+
+
 __all__ = [
     "EmbeddingSimilarityEvaluator",
     "Evaluator",
+    "ShardedSimilarityEvaluator",
     "evaluator_primary_key",
     "is_evaluator",
     "prefixed_metrics",

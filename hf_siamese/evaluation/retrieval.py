@@ -1,6 +1,7 @@
 """The IR metrics of a model on a retrieval set (`RetrievalEvaluator`, what `SiameseTrainer` reports for such an eval
 set and `hf-siamese eval` prints for a BEIR folder; `evaluate_retrieval` calls it).
 
+The first-stage runs it scores come from `retrieval_runs`, the prompt of each side from `hf_siamese.retrieval.prompts`.
 The sets themselves are read by `hf_siamese.data.beir`; the metric definitions and the exact chunked search live in
 the `evaluate` module `hf_siamese.metrics.RETRIEVAL`; hard-negative mining is in
 `hf_siamese.retrieval.mining.negatives`, the persistent vector index in `hf_siamese.retrieval.stores.folder`.
@@ -8,35 +9,28 @@ the `evaluate` module `hf_siamese.metrics.RETRIEVAL`; hard-negative mining is in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ...data.beir import RetrievalDataset
-from ...metrics.evaluator import Evaluator, prefixed_metrics
-from ..exact import exact_search
-from ..fusion.hybrid import check_first_stage, choose_dense_weight, fuse_runs, reciprocal_rank_fusion, stage_lists
-from ..fusion.multivector_rerank import check_reranker_index
-from ..fusion.rerank import RERANK_TOP, check_rerank, rerank_hits
-from ..index.fingerprint import corpus_fingerprint
-from ..index.lexical import LexicalSettings
-from ..ranking.maxsim import is_multivector_model, maxsim_run
-from ..ranking.sparse import check_sparse_first_stage, is_sparse_model, sparse_run
-from .runs import candidates, index_runs, lexical_run, ranked_ids, then_rest
-
-# Prompt names tried, in order, for each side when a model has prompts (E5/BGE-style checkpoints).
-QUERY_PROMPT_NAMES = ("query",)
-CORPUS_PROMPT_NAMES = ("document", "passage", "corpus")
-
-
-def side_prompt(model: Any, explicit: str | None, names: Sequence[str]) -> str:
-    """The prompt for one side of retrieval: `explicit` if given, else the model's first prompt among `names`,
-    else none."""
-    if explicit is not None:
-        return explicit
-    prompts = getattr(model.config, "prompts", None) or {}
-    return next((prompts[n] for n in names if n in prompts), "")
+from ..data.beir import RetrievalDataset
+from ..retrieval.exact import exact_search
+from ..retrieval.fusion.hybrid import (
+    check_first_stage,
+    choose_dense_weight,
+    fuse_runs,
+    reciprocal_rank_fusion,
+    stage_lists,
+)
+from ..retrieval.fusion.multivector_rerank import check_reranker_index
+from ..retrieval.fusion.rerank import RERANK_TOP, check_rerank, rerank_hits
+from ..retrieval.index.fingerprint import corpus_fingerprint
+from ..retrieval.index.lexical import LexicalSettings
+from ..retrieval.prompts import CORPUS_PROMPT_NAMES, QUERY_PROMPT_NAMES, side_prompt
+from ..retrieval.ranking.maxsim import is_multivector_model, maxsim_run
+from ..retrieval.ranking.sparse import check_sparse_first_stage, is_sparse_model, sparse_run
+from .evaluator import Evaluator, prefixed_metrics
+from .retrieval_runs import candidates, index_runs, lexical_run, ranked_ids, then_rest
 
 
 def embed_retrieval_set(
@@ -58,7 +52,7 @@ def embed_retrieval_set(
         (query_ids, dataset.queries, side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)),
         (corpus_ids, dataset.corpus, side_prompt(model, dataset.corpus_prompt, CORPUS_PROMPT_NAMES)),
     )
-    from ...modeling.distributed import encode_in_shards
+    from ..modeling.distributed import encode_in_shards
 
     embedded = []
     for ids, texts, prompt in sides:
@@ -79,7 +73,7 @@ def embed_retrieval_set(
 
 class RetrievalEvaluator(Evaluator):
     """nDCG@k, MRR@k, Recall@k, MAP@k, Precision@k (at `dataset.k_values`) of a first stage on a retrieval set: an
-    evaluator (`hf_siamese.metrics.Evaluator`), `RetrievalEvaluator(dataset, ...)(model) -> dict`. Its primary
+    evaluator (`evaluator.Evaluator`), `RetrievalEvaluator(dataset, ...)(model) -> dict`. Its primary
     metric is nDCG@10 (or at the largest k without 10) of the final stage: `rerank_ndcg@10` with a reranker.
 
     `index`: an index of the set's corpus (`load_index(folder or engine location)`, built from the same documents:
@@ -161,7 +155,7 @@ class RetrievalEvaluator(Evaluator):
 
     def __call__(self, model: Any) -> dict[str, float]:
         """The metrics of `model` (a bi-encoder; None for a lexical first stage) on the set (see the class)."""
-        from ...metrics import judged_queries
+        from ..metrics import judged_queries
 
         dataset, first_stage = self.dataset, self.first_stage
         if model is None and first_stage not in ("lexical", "sparse"):
@@ -192,7 +186,7 @@ class RetrievalEvaluator(Evaluator):
     def _own_ranking_metrics(self, model: Any) -> dict[str, float]:
         """A sparse model's first stage (exact, `sparse_search`) or a multi-vector model's (exact MaxSim,
         `maxsim_search`), and with `rerank` the two stages."""
-        from ...metrics import judged_queries
+        from ..metrics import judged_queries
 
         dataset = self.dataset
         name, run_of = ("sparse", sparse_run) if is_sparse_model(model) else ("maxsim", maxsim_run)
@@ -217,13 +211,13 @@ class RetrievalEvaluator(Evaluator):
         return metrics
 
     def _metrics(self, rankings: dict[str, list[str]]) -> dict[str, float]:
-        from ...metrics import retrieval_metrics
+        from ..metrics import retrieval_metrics
 
         return retrieval_metrics(rankings, self.dataset.qrels, self.k_values, percent=self.percent)
 
     def _exact_metrics(self, model: Any, embedded: tuple[list[str], np.ndarray, list[str], np.ndarray]) -> dict:
         """The dense first stage alone: exact search of the embedded set, in chunks."""
-        from ..exact import retrieval_metrics_from_embeddings
+        from ..retrieval.exact import retrieval_metrics_from_embeddings
 
         query_ids, queries, corpus_ids, corpus = embedded
         return retrieval_metrics_from_embeddings(
@@ -315,7 +309,7 @@ def choose_hybrid_weight(
     """The z-score fusion weight of the dense list (0, 0.1, ..., 1) that scores best by `metric` on this set's judged
     queries, and each weight's score (x100). Give it held-out queries (a train or dev split), never the test split
     its result is reported on."""
-    from ...metrics import judged_queries, retrieval_metrics
+    from ..metrics import judged_queries, retrieval_metrics
 
     if is_sparse_model(model):
         raise ValueError("choosing the hybrid weight fuses a dense model's list with BM25's; this model is sparse")
@@ -338,13 +332,10 @@ def choose_hybrid_weight(
 
 
 __all__ = [
-    "CORPUS_PROMPT_NAMES",
-    "QUERY_PROMPT_NAMES",
     "RetrievalEvaluator",
-    "ranked_ids",
-    "embed_retrieval_set",
     "choose_hybrid_weight",
+    "embed_retrieval_set",
     "evaluate_retrieval",
     "lexical_run",
-    "side_prompt",
+    "ranked_ids",
 ]

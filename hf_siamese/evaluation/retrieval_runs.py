@@ -1,4 +1,4 @@
-"""The runs of a retrieval evaluation (`evaluation.RetrievalEvaluator`): each first-stage list's (scores, corpus rows)
+"""The runs of a retrieval evaluation (`retrieval.RetrievalEvaluator`): each first-stage list's (scores, corpus rows)
 of the judged queries, over the set itself (BM25: `lexical_run`) or through an index (`index_runs`: every list the
 index's first stage reads, `hybrid.stage_lists`: dense, BM25 and its learned-sparse part, as `search --index` reads
 them), the candidates a reranker re-scores, and the ranked document ids the metrics take."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from ...data.beir import RetrievalDataset
-from ...storage import temporary_folder
-from ..fusion.hybrid import fuse_runs, stage_scores
-from ..index.lexical import LexicalSettings, build_lexical_index
+from ..data.beir import RetrievalDataset
+from ..retrieval.fusion.hybrid import fuse_runs, stage_scores
+from ..retrieval.index.lexical import LexicalSettings, build_lexical_index
+from ..storage import temporary_folder
 
 
 def ranked_ids(rows: np.ndarray, query_ids: Sequence[str], corpus_ids: Any) -> dict[str, list[str]]:
