@@ -160,7 +160,6 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
     from ..data.beir import read_beir
     from ..evaluation.retrieval import RetrievalEvaluator
     from ..retrieval.fusion.hybrid import check_first_stage
-    from ..retrieval.fusion.multivector_rerank import is_multivector_model_path
     from ..retrieval.index.compact import describe_precision
     from .multivector_options import load_multivector_option
     from .search_options import index_query_model, lexical_settings, rerank_options
@@ -169,16 +168,7 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         if getattr(args, option, None):
             raise ValueError(f"--{option.replace('_', '-')} applies to scored pairs, not to a BEIR folder")
     settings = lexical_settings(args)
-    own = "sparse" if is_sparse_model_path(args.model) else "maxsim" if is_multivector_model_path(args.model) else None
-    if own:  # ranked exactly by its own term weights / token vectors: the dense-only flags are refused, each named
-        stage = args.first_stage if args.first_stage not in (None, "dense") else None
-        refuse_dense_flags(args.model, {
-            "--pooling": args.pooling, "--normalize": args.normalize is not None, "--quantize": args.quantize,
-            "--index": args.index, f"--first-stage {stage}": stage, "--fusion": args.fusion,
-            "--dense-weight": args.dense_weight, "--choose-dense-weight": args.choose_dense_weight,
-            "--choose-fusion": args.choose_fusion, "--no-rerank": args.no_rerank,
-            "--language/--no-stemmer/--no-stopwords/--k1/--b": settings,
-        }, "sparse" if own == "sparse" else "multi-vector")  # fmt: skip
+    own = _own_ranking(args, settings)
     if args.choose_dense_weight:
         return _choose_dense_weight(args, settings)
     if args.choose_fusion:
@@ -254,13 +244,38 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
         columns.append(("reranked", "rerank_"))
         if first_stage == "hybrid":  # the reranker's order and each list's, no setting
             columns.append((f"RRF of {len(alone) + 1}", f"rerank_rrf{len(alone) + 1}_"))
-    if reranker is not None and first_stage != "hybrid":
+    _print_metrics(metrics, list(data.k_values), columns, two_stages=reranker is not None and first_stage != "hybrid")
+    return 0
+
+
+def _own_ranking(args: argparse.Namespace, settings: Any) -> str | None:
+    """ "sparse" / "maxsim" where --model is a sparse / multi-vector model, ranked exactly by its own term weights /
+    token vectors (the dense-only flags then refused, each named); None for a dense one."""
+    from ..retrieval.fusion.multivector_rerank import is_multivector_model_path
+
+    own = "sparse" if is_sparse_model_path(args.model) else "maxsim" if is_multivector_model_path(args.model) else None
+    if own:
+        stage = args.first_stage if args.first_stage not in (None, "dense") else None
+        refuse_dense_flags(args.model, {
+            "--pooling": args.pooling, "--normalize": args.normalize is not None, "--quantize": args.quantize,
+            "--index": args.index, f"--first-stage {stage}": stage, "--fusion": args.fusion,
+            "--dense-weight": args.dense_weight, "--choose-dense-weight": args.choose_dense_weight,
+            "--choose-fusion": args.choose_fusion, "--no-rerank": args.no_rerank,
+            "--language/--no-stemmer/--no-stopwords/--k1/--b": settings,
+        }, "sparse" if own == "sparse" else "multi-vector")  # fmt: skip
+    return own
+
+
+def _print_metrics(metrics: dict[str, Any], ks: list[int], columns: list[tuple[str, str]], two_stages: bool) -> None:
+    """The IR table: first stage against reranked with the change (`two_stages`), one column a list (`columns`:
+    title, metric prefix), or one row a metric with a column a cut-off."""
+    if two_stages:
         print(f"{'metric':<14}{'first stage':>12}{'reranked':>10}{'change':>9}   (x100)")
         for name in ("ndcg", "mrr", "recall", "map", "precision"):
             for k in ks:
                 first, second = metrics[f"{name}@{k}"], metrics[f"rerank_{name}@{k}"]
                 print(f"{name + '@' + str(k):<14}{first:>12.2f}{second:>10.2f}{second - first:>+9.2f}")
-        return 0
+        return
     if len(columns) > 1:
         width = 2 + max(len(title) for title, _ in columns)  # two spaces at least between the column titles
         print(f"{'metric':<14}" + "".join(f"{title:>{width}}" for title, _ in columns) + "   (x100)")
@@ -268,11 +283,10 @@ def run_retrieval_eval(args: argparse.Namespace) -> int:
             for k in ks:
                 cells = "".join(f"{metrics[f'{prefix}{name}@{k}']:>{width}.2f}" for _, prefix in columns)
                 print(f"{name + '@' + str(k):<14}{cells}")
-        return 0
+        return
     print(f"{'metric':<12}" + "".join(f"{'@' + str(k):>9}" for k in ks) + "   (x100)")
     for name in ("ndcg", "mrr", "recall", "map", "precision"):
         print(f"{name:<12}" + "".join(f"{metrics[f'{name}@{k}']:>9.2f}" for k in ks))
-    return 0
 
 
 def _retrieval_model(args: argparse.Namespace, first_stage: str) -> tuple[Any, Any]:

@@ -138,33 +138,31 @@ def run_search(args: argparse.Namespace) -> int:
 def _search_corpus(
     args: argparse.Namespace, queries: list[str], reranker: Any, rerank_top: int
 ) -> list[list[dict[str, Any]]]:
-    """Load the model, then `search_corpus` (embed into --embeddings-dir or a temporary folder, search, rerank); a
-    sparse or multi-vector model ranks the corpus exactly by its own scores (`search_corpus_exact`)."""
+    """Load the model (of its kind), then one `search_corpus`: a dense model's corpus embedded into --embeddings-dir
+    or a temporary folder; a sparse or multi-vector model's ranked exactly by its own scores."""
     from ..retrieval.corpus_search import search_corpus
 
     source = corpus_source(args.corpus, args)
-    if is_sparse_model_path(args.model) or _multivector(args.model):
-        from ..retrieval.ranking.sparse import search_corpus_exact
+    embedding = {}
+    if is_sparse_model_path(args.model):
+        model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
+    elif _multivector(args.model):
         from .multivector_options import load_multivector_option
 
-        if is_sparse_model_path(args.model):
-            model, tokenizer = load_sparse_model(args.model, args.max_seq_length, args.device)
-        else:
-            model, tokenizer = load_multivector_option(args.model, args.device, "--model")
-        return search_corpus_exact(
-            model, source, queries, args.top_k, tokenizer=tokenizer, text_column=args.text_column,
-            id_column=args.id_column, batch_size=args.batch_size, prompt_name=args.prompt_name, rerank=reranker,
-            rerank_top=rerank_top, first_stage_weight=args.first_stage_weight, show_progress_bar=progress_wanted(),
-        )  # fmt: skip
-    model, tokenizer = load_inference_model(
-        args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
-    )
+        model, tokenizer = load_multivector_option(args.model, args.device, "--model")
+    else:
+        model, tokenizer = load_inference_model(
+            args.model, args.pooling, args.normalize, args.max_seq_length, device=args.device
+        )
+        embedding = {
+            "embeddings_dir": args.embeddings_dir, "approximate": args.approximate, "shard_size": args.shard_size,
+            "dtype": args.dtype,
+        }  # fmt: skip
     return search_corpus(
         model, source, queries, args.top_k, tokenizer=tokenizer, text_column=args.text_column,
-        id_column=args.id_column, embeddings_dir=args.embeddings_dir, approximate=args.approximate,
-        batch_size=args.batch_size, prompt_name=args.prompt_name, rerank=reranker, rerank_top=rerank_top,
-        show_progress_bar=progress_wanted(), shard_size=args.shard_size, dtype=args.dtype,
-        first_stage_weight=args.first_stage_weight,
+        id_column=args.id_column, batch_size=args.batch_size, prompt_name=args.prompt_name, rerank=reranker,
+        rerank_top=rerank_top, show_progress_bar=progress_wanted(), first_stage_weight=args.first_stage_weight,
+        **embedding,
     )  # fmt: skip
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .base import SiameseLoss
+from .base import SiameseLoss, check_list_labels, check_margin_labels, positive_number
 
 SIMILARITIES = ("dot", "cosine")
 
@@ -157,3 +157,65 @@ class ListDistillationLoss(SiameseLoss):
         student = F.log_softmax(scores * self.scale, dim=-1)
         teacher = F.log_softmax(labels.float() / self.teacher_temperature, dim=-1)
         return F.kl_div(student, teacher, reduction="batchmean", log_target=True)
+
+
+class MarginTeacher:
+    """What the losses that hand their student's scores to a `MarginMSELoss` on dot products (`self.distillation`)
+    share, the sparse and multi-vector margin losses: the inner loss built with a checked `scale`, that `scale` read
+    back, and the check of the teacher's labels. Mixed in before the loss's `SiameseLoss` base."""
+
+    distillation: MarginMSELoss
+
+    def _distil_margins(self, scale: float) -> None:
+        """`self.distillation` on dot products with `scale`, a `ValueError` naming the loss unless it is positive."""
+        self.distillation = MarginMSELoss(similarity="dot", scale=positive_number(type(self).__name__, "scale", scale))
+
+    @property
+    def scale(self) -> float:
+        """The multiplier of the student's margins."""
+        return self.distillation.scale
+
+    def _margin_labels(self, labels: torch.Tensor | None, rows: int, negatives: int) -> torch.Tensor:
+        """`labels`, refused where they are missing or not the teacher's margins (or scores) of `rows` rows with
+        `negatives` negatives each."""
+        owner = type(self).__name__
+        labels = SiameseLoss._need_labels(labels, owner, "teacher margin (or score)")
+        check_margin_labels(owner, labels, rows, negatives)
+        return labels
+
+
+class ListTeacher:
+    """What the losses that hand their student's scores to a `ListDistillationLoss` on dot products
+    (`self.distillation`) share, the sparse and multi-vector list losses: the inner loss built with a checked `scale`
+    and `teacher_temperature`, both read back, and the check of the teacher's score lists. Mixed in before the loss's
+    `SiameseLoss` base."""
+
+    distillation: ListDistillationLoss
+
+    def _distil_lists(self, scale: float, teacher_temperature: float) -> None:
+        """`self.distillation` on dot products with `scale` and `teacher_temperature`, a `ValueError` naming the loss
+        unless both are positive."""
+        owner = type(self).__name__
+        scale, temperature = (
+            positive_number(owner, "scale", scale),
+            positive_number(owner, "teacher_temperature", teacher_temperature),
+        )
+        self.distillation = ListDistillationLoss(scale=scale, teacher_temperature=temperature, similarity="dot")
+
+    @property
+    def scale(self) -> float:
+        """The student's inverse temperature."""
+        return self.distillation.scale
+
+    @property
+    def teacher_temperature(self) -> float:
+        """What the teacher's scores are divided by."""
+        return self.distillation.teacher_temperature
+
+    def _list_labels(self, labels: torch.Tensor | None, rows: int, documents: int) -> torch.Tensor:
+        """`labels`, refused where they are missing or not the teacher's scores of `rows` rows with `documents`
+        documents each (positive first)."""
+        owner = type(self).__name__
+        labels = SiameseLoss._need_labels(labels, owner, "teacher score list")
+        check_list_labels(owner, labels, (rows, documents))
+        return labels

@@ -26,9 +26,9 @@ from torch import nn
 from ..modeling.distributed import gather_with_grad, rank_and_world
 from ..modeling.modeling_siamese import SiameseBertOutput
 from ..modeling.multivector_scoring import maxsim, maxsim_pairwise
-from .base import SiameseLoss, check_list_labels, check_margin_labels, positive_number
+from .base import SiameseLoss, positive_number
 from .cached import _AutocastState, _RandomState, _ReplayChunks, chunk_plan
-from .distillation import ListDistillationLoss, MarginMSELoss
+from .distillation import ListDistillationLoss, ListTeacher, MarginMSELoss, MarginTeacher
 
 ROWS = "(query, positive, negative[, negative_2, ...])"
 
@@ -237,7 +237,7 @@ def _replay(
     return replay
 
 
-class MultiVectorMarginMSELoss(MultiVectorLoss):
+class MultiVectorMarginMSELoss(MarginTeacher, MultiVectorLoss):
     """`MarginMSELoss` on MaxSim scores: each row's student margins MaxSim(q, p) - MaxSim(q, n_j), times `scale`,
     regress on the teacher's.
 
@@ -253,21 +253,15 @@ class MultiVectorMarginMSELoss(MultiVectorLoss):
 
     def __init__(self, scale: float = 1.0) -> None:
         super().__init__()
-        self.distillation = MarginMSELoss(similarity="dot", scale=positive_number(type(self).__name__, "scale", scale))
-
-    @property
-    def scale(self) -> float:
-        """The multiplier of the student's margins."""
-        return self.distillation.scale
+        self._distil_margins(scale)
 
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         scores = self.row_scores(output)
-        labels = self._need_labels(labels, type(self).__name__, "teacher margin (or score)")
-        check_margin_labels(type(self).__name__, labels, scores.shape[0], scores.shape[1] - 1)
+        labels = self._margin_labels(labels, scores.shape[0], scores.shape[1] - 1)
         return self.distillation(scores_as_output(scores), labels)
 
 
-class MultiVectorListDistillationLoss(MultiVectorLoss):
+class MultiVectorListDistillationLoss(ListTeacher, MultiVectorLoss):
     """`ListDistillationLoss` on MaxSim scores: KL(softmax(t_i / teacher_temperature) || softmax(scale * s_i)), s_i
     the MaxSim scores of row i's query with its `1 + k` documents, t_i the teacher's (positive first).
 
@@ -280,27 +274,11 @@ class MultiVectorListDistillationLoss(MultiVectorLoss):
 
     def __init__(self, scale: float = 1.0, teacher_temperature: float = 1.0) -> None:
         super().__init__()
-        owner = type(self).__name__
-        scale, temperature = (
-            positive_number(owner, "scale", scale),
-            positive_number(owner, "teacher_temperature", teacher_temperature),
-        )
-        self.distillation = ListDistillationLoss(scale=scale, teacher_temperature=temperature, similarity="dot")
-
-    @property
-    def scale(self) -> float:
-        """The student's inverse temperature."""
-        return self.distillation.scale
-
-    @property
-    def teacher_temperature(self) -> float:
-        """What the teacher's scores are divided by."""
-        return self.distillation.teacher_temperature
+        self._distil_lists(scale, teacher_temperature)
 
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         scores = self.row_scores(output)
-        labels = self._need_labels(labels, type(self).__name__, "teacher score list")
-        check_list_labels(type(self).__name__, labels, tuple(scores.shape))
+        labels = self._list_labels(labels, scores.shape[0], scores.shape[1])
         return self.distillation(scores_as_output(scores), labels)
 
 

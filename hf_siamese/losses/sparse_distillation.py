@@ -8,14 +8,13 @@ from typing import Any
 
 import torch
 
-from .base import check_list_labels, check_margin_labels, positive_number
-from .distillation import ListDistillationLoss, MarginMSELoss
+from .distillation import ListDistillationLoss, ListTeacher, MarginMSELoss, MarginTeacher
 from .sparse import FlopsRegularizedLoss
 
 ROWS = "(query, positive, negative[, negative_2, ...])"
 
 
-class SparseMarginMSELoss(FlopsRegularizedLoss):
+class SparseMarginMSELoss(MarginTeacher, FlopsRegularizedLoss):
     """`MarginMSELoss` on the dot products of sparse vectors (`SparseSiameseModel`), plus the FLOPS regulariser:
 
         loss = mean over rows i and negatives j of (scale * (q_i . p_i - q_i . n_ij) - margin_ij) ** 2
@@ -46,22 +45,15 @@ class SparseMarginMSELoss(FlopsRegularizedLoss):
         warmup_ratio: float = 1 / 3,
     ) -> None:
         super().__init__(query_regularizer, document_regularizer, warmup_ratio)
-        scale = positive_number("SparseMarginMSELoss", "scale", scale)
-        self.distillation = MarginMSELoss(similarity="dot", scale=scale)
-
-    @property
-    def scale(self) -> float:
-        """The multiplier of the student's margins."""
-        return self.distillation.scale
+        self._distil_margins(scale)
 
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         vectors, queries, documents = self.split_rows(output, 3, ROWS)
-        labels = self._need_labels(labels, "SparseMarginMSELoss", "teacher margin (or score)")
-        check_margin_labels("SparseMarginMSELoss", labels, len(vectors), vectors.shape[1] - 2)
+        labels = self._margin_labels(labels, len(vectors), vectors.shape[1] - 2)
         return self.distillation(output, labels) + self.regularizer(queries, documents)
 
 
-class SparseListDistillationLoss(FlopsRegularizedLoss):
+class SparseListDistillationLoss(ListTeacher, FlopsRegularizedLoss):
     """`ListDistillationLoss` on the dot products of sparse vectors (`SparseSiameseModel`), plus the FLOPS
     regulariser:
 
@@ -91,27 +83,11 @@ class SparseListDistillationLoss(FlopsRegularizedLoss):
         warmup_ratio: float = 1 / 3,
     ) -> None:
         super().__init__(query_regularizer, document_regularizer, warmup_ratio)
-        owner = "SparseListDistillationLoss"
-        scale, temperature = (
-            positive_number(owner, "scale", scale),
-            positive_number(owner, "teacher_temperature", teacher_temperature),
-        )
-        self.distillation = ListDistillationLoss(scale=scale, teacher_temperature=temperature, similarity="dot")
-
-    @property
-    def scale(self) -> float:
-        """The student's inverse temperature."""
-        return self.distillation.scale
-
-    @property
-    def teacher_temperature(self) -> float:
-        """What the teacher's scores are divided by."""
-        return self.distillation.teacher_temperature
+        self._distil_lists(scale, teacher_temperature)
 
     def forward(self, output: Any, labels: torch.Tensor | None) -> torch.Tensor:
         vectors, queries, documents = self.split_rows(output, 3, ROWS)
-        labels = self._need_labels(labels, "SparseListDistillationLoss", "teacher score list")
-        check_list_labels("SparseListDistillationLoss", labels, (len(vectors), vectors.shape[1] - 1))
+        labels = self._list_labels(labels, len(vectors), vectors.shape[1] - 1)
         return self.distillation(output, labels) + self.regularizer(queries, documents)
 
 

@@ -26,7 +26,7 @@ from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_multivector import MULTIVECTOR_TASKS, MultiVectorConfig
-from .multivector_scoring import as_padded, maxsim, maxsim_pairwise, pad_vectors
+from .multivector_scoring import maxsim, maxsim_pairwise, pad_vectors
 from .text_encoding import TextEncoding, checked_texts, evaluating, longest_first, used_width
 
 PUNCTUATION = tuple(string.punctuation)  # ColBERT's document skiplist
@@ -290,10 +290,7 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
     ) -> torch.Tensor:
         """`(n_queries, n_documents)` scores by the config's similarity (MaxSim, or MeanMaxSim) of token vectors as
         `encode` gives them: lists of `(n_tokens, dim)` tensors, or padded `(n, tokens, dim)` tensors with masks."""
-        queries, query_mask = as_padded(queries, query_mask)
-        documents, document_mask = as_padded(documents, document_mask)
-        mean = self.config.similarity == "meanmaxsim"
-        return maxsim(queries, query_mask, documents, document_mask, length_normalize=mean)
+        return maxsim(queries, query_mask, documents, document_mask, length_normalize=self._mean_maxsim)
 
     def similarity_pairwise(
         self,
@@ -303,10 +300,12 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
         document_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """`(n,)` scores of matched pairs (query i with document i), forms as `similarity`."""
-        queries, query_mask = as_padded(queries, query_mask)
-        documents, document_mask = as_padded(documents, document_mask)
-        mean = self.config.similarity == "meanmaxsim"
-        return maxsim_pairwise(queries, query_mask, documents, document_mask, length_normalize=mean)
+        return maxsim_pairwise(queries, query_mask, documents, document_mask, length_normalize=self._mean_maxsim)
+
+    @property
+    def _mean_maxsim(self) -> bool:
+        """Whether the config scores by MeanMaxSim (MaxSim over the query's kept tokens) rather than MaxSim."""
+        return self.config.similarity == "meanmaxsim"
 
     # ------------------------------------------------------------------------------------------------ building
 

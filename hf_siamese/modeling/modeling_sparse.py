@@ -32,7 +32,15 @@ from .configuration_sparse import SparseSiameseConfig
 from .modeling_siamese import settle_attention
 from .sparse_csr import SparseAutoEncoder, build_dense, csr_vectors, load_dense
 from .sparse_head import pass_through_head
-from .text_encoding import TextEncoding, checked_texts, evaluating, longest_first, token_limit, used_width
+from .text_encoding import (
+    TextEncoding,
+    checked_texts,
+    evaluating,
+    longest_first,
+    rows_in_input_order,
+    token_limit,
+    used_width,
+)
 
 TASKS = ("query", "document")
 
@@ -80,6 +88,34 @@ def keep_largest(vectors: torch.Tensor, count: int | None) -> torch.Tensor:
         return vectors
     top = torch.topk(vectors, count, dim=-1)
     return torch.zeros_like(vectors).scatter(-1, top.indices, top.values)
+
+
+def pooled_weights(
+    logits: torch.Tensor, attention_mask: torch.Tensor, pooling: str, activation: str, max_active_dims: int | None
+) -> torch.Tensor:
+    """`(batch, seq, vocab)` MLM logits -> `(batch, vocab)` document vectors: term weights pooled over the real tokens
+    by `pooling` ("max", else summed), then each row's `max_active_dims` largest kept."""
+    if pooling == "max":
+        pooled = max_pooled_weights(logits, attention_mask, activation)
+    else:
+        pooled = term_weights(logits, attention_mask, activation).sum(dim=1)
+    return keep_largest(pooled, max_active_dims)
+
+
+def looked_up_weights(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    weights: torch.Tensor,
+    ignore_ids: Sequence[int] | None,
+    max_active_dims: int | None,
+) -> torch.Tensor:
+    """Inference-free query vectors: `weights` (one per vocabulary term) of each term the `(batch, seq_len)` ids hold
+    (each counted once; padding and `ignore_ids` left out), then each row's `max_active_dims` largest kept."""
+    present = torch.zeros(input_ids.shape[0], weights.shape[0], device=input_ids.device)
+    present = present.scatter(1, input_ids, attention_mask.to(present.dtype))
+    if ignore_ids:
+        present[:, torch.tensor(ignore_ids, device=input_ids.device)] = 0
+    return keep_largest(present * weights, max_active_dims)
 
 
 class SparseSiamesePreTrainedModel(TextEncoding, PreTrainedModel):
@@ -172,11 +208,8 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
         logits = self.encoder(**inputs, return_dict=True).logits
-        if self.config.pooling == "max":
-            pooled = max_pooled_weights(logits, attention_mask, self.config.activation)
-        else:
-            pooled = term_weights(logits, attention_mask, self.config.activation).sum(dim=1)
-        vectors = keep_largest(pooled, self.config.max_active_dims)
+        config = self.config
+        vectors = pooled_weights(logits, attention_mask, config.pooling, config.activation, config.max_active_dims)
         return SparseSiameseOutput(sparse_embedding=vectors, sentence_embedding=vectors)
 
     def _grouped(
@@ -218,11 +251,10 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
             )
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        present = torch.zeros(input_ids.shape[0], self.query_weights.shape[0], device=input_ids.device)
-        present = present.scatter(1, input_ids, attention_mask.to(present.dtype))
-        if self.config.query_ignore_ids:
-            present[:, torch.tensor(self.config.query_ignore_ids, device=input_ids.device)] = 0
-        return keep_largest(present * self.query_weights, self.config.max_active_dims)
+        config = self.config
+        return looked_up_weights(
+            input_ids, attention_mask, self.query_weights, config.query_ignore_ids, config.max_active_dims
+        )
 
     # ------------------------------------------------------------------------------------------------ encoding
 
@@ -268,10 +300,7 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
                 else:
                     vectors = self(**tokens).sparse_embedding
                 rows.append(keep_largest(vectors.float(), max_active_dims).cpu())
-        width = self.config.vector_size
-        dense = torch.cat(rows) if rows else torch.zeros(0, width)
-        if rows:
-            dense = dense[torch.argsort(torch.tensor([i for chosen in batches for i in chosen]))]
+        dense = rows_in_input_order(rows, batches, self.config.vector_size)
         result = dense.to_sparse().coalesce() if convert_to_sparse_tensor else dense
         return result[0] if single else result
 
@@ -396,4 +425,12 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         self.query_weights.copy_(idf.to(self.query_weights.dtype))
 
 
-__all__ = ["SparseSiameseModel", "SparseSiameseOutput", "keep_largest", "max_pooled_weights", "term_weights"]
+__all__ = [
+    "SparseSiameseModel",
+    "SparseSiameseOutput",
+    "keep_largest",
+    "looked_up_weights",
+    "max_pooled_weights",
+    "pooled_weights",
+    "term_weights",
+]

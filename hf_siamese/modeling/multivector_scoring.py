@@ -66,16 +66,17 @@ def _best_per_query_token(similarities: torch.Tensor, doc_mask: torch.Tensor) ->
 
 
 def maxsim(
-    query_vectors: torch.Tensor,
+    query_vectors: torch.Tensor | Sequence[torch.Tensor],
     query_mask: torch.Tensor | None,
-    doc_vectors: torch.Tensor,
+    doc_vectors: torch.Tensor | Sequence[torch.Tensor],
     doc_mask: torch.Tensor | None,
     *,
     length_normalize: bool = False,
 ) -> torch.Tensor:
     """MaxSim of every query with every document: `(nq, q_tokens, dim)` and `(nd, d_tokens, dim)` padded vectors
-    with their bool masks of kept tokens (None: all kept) -> `(nq, nd)` float32 scores. `length_normalize`: divided
-    by each query's number of kept tokens (MeanMaxSim). Documents are scored in blocks that bound the memory."""
+    with their bool masks of kept tokens (None: all kept), or the other forms `as_padded` reads -> `(nq, nd)` float32
+    scores. `length_normalize`: divided by each query's number of kept tokens (MeanMaxSim). Documents are scored in
+    blocks that bound the memory."""
     queries, q_mask = as_padded(query_vectors, query_mask)
     docs, d_mask = as_padded(doc_vectors, doc_mask)
     queries, docs = queries.float(), docs.to(queries.device).float()
@@ -95,9 +96,9 @@ def maxsim(
 
 
 def maxsim_pairwise(
-    query_vectors: torch.Tensor,
+    query_vectors: torch.Tensor | Sequence[torch.Tensor],
     query_mask: torch.Tensor | None,
-    doc_vectors: torch.Tensor,
+    doc_vectors: torch.Tensor | Sequence[torch.Tensor],
     doc_mask: torch.Tensor | None,
     *,
     length_normalize: bool = False,

@@ -77,6 +77,14 @@ def longest_first(items: Sequence[str], batch_size: int) -> list[list[int]]:
     return [order[start : start + batch_size] for start in range(0, len(items), batch_size)]
 
 
+def rows_in_input_order(rows: Sequence[torch.Tensor], batches: Sequence[Sequence[int]], width: int) -> torch.Tensor:
+    """The `(len(batch), width)` results of `longest_first`'s `batches` (`rows`, one tensor per batch) as one
+    `(n, width)` tensor in the input order; `(0, width)` where there are none."""
+    if not rows:
+        return torch.zeros(0, width)
+    return torch.cat(list(rows))[torch.argsort(torch.tensor([i for chosen in batches for i in chosen]))]
+
+
 @contextmanager
 def evaluating(model: nn.Module) -> Iterator[None]:
     """`model` in eval mode for the block, then back in the mode it had."""
@@ -127,5 +135,6 @@ __all__ = [
     "evaluating",
     "longest_first",
     "max_tokens",
+    "rows_in_input_order",
     "token_limit",
 ]

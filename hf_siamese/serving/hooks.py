@@ -171,16 +171,32 @@ def encoder_graph_spec(model: Any, tokenizer: Any) -> GraphSpec:
         padded, _, _ = tokenize_sorted(inputs, tokenizer, model.config.effective_max_seq_length, CALIBRATION_BATCH)
         return [{name: batch[name].numpy() for name in names} for batch in padded]
 
+    return text_graph_spec(model, tokenizer, names, ENCODER_OUTPUT, compare, batches)
+
+
+def text_graph_spec(
+    model: Any,
+    tokenizer: Any,
+    names: list[str],
+    output_name: str,
+    compare: Callable[[Path, str, str, list[Any]], tuple[np.ndarray, np.ndarray]],
+    batches: Callable[[list[Any] | None], list[dict[str, np.ndarray]]],
+    what: str = "embeddings",
+) -> GraphSpec:
+    """The `GraphSpec` of a model over texts whose `encoder` is the graph: `output_name` out per token (batch and
+    sequence axes dynamic), traced on `sample_inputs`, checked on `CHECK_TEXTS` by `compare`, calibrated on
+    `batches`, its int8 results (`what`) judged by their mean cosine similarity to the float32 ones."""
     return GraphSpec(
         model=model.encoder,
         names=names,
-        output_name=ENCODER_OUTPUT,
+        output_name=output_name,
         output_axes={0: "batch_size", 1: "sequence_length"},
         sample=sample_inputs(tokenizer, names),
         compare=compare,
         check_items=list(CHECK_TEXTS),
         calibration_batches=batches,
-        agreement=cosine_agreement("embeddings"),
+        agreement=cosine_agreement(what),
+        what=what,
     )
 
 
@@ -279,5 +295,6 @@ __all__ = [
     "cross_encoder_graph_spec",
     "draw_calibration",
     "encoder_graph_spec",
+    "text_graph_spec",
     "write_plain_layout",
 ]

@@ -29,18 +29,10 @@ import numpy as np
 import torch
 
 from ..modeling.kinds import kind_of_model, kind_of_path
-from ..modeling.modeling_sparse import TASKS, keep_largest, max_pooled_weights, term_weights
-from ..modeling.text_encoding import longest_first
+from ..modeling.modeling_sparse import TASKS, keep_largest, looked_up_weights, pooled_weights
+from ..modeling.text_encoding import longest_first, rows_in_input_order
 from .graphs import CALIBRATION_BATCH, GraphSpec, float_cpu_copy
-from .hooks import (
-    CHECK_TEXTS,
-    ExportHooks,
-    check_calibration,
-    check_calibration_size,
-    cosine_agreement,
-    export_tokenizer,
-    sample_inputs,
-)
+from .hooks import ExportHooks, check_calibration, check_calibration_size, export_tokenizer, text_graph_spec
 from .names import CROSS_ENCODER_OUTPUT
 from .runtime import ExportedGraph, ExportedGraphError, check_settings
 
@@ -152,18 +144,7 @@ def sparse_graph_spec(model: Any, tokenizer: Any) -> GraphSpec:
             padded.append({name: np.asarray(tokens[name], dtype=np.int64) for name in names})
         return padded
 
-    return GraphSpec(
-        model=model.encoder,
-        names=names,
-        output_name=SPARSE_OUTPUT,
-        output_axes={0: "batch_size", 1: "sequence_length"},
-        sample=sample_inputs(tokenizer, names),
-        compare=compare,
-        check_items=list(CHECK_TEXTS),
-        calibration_batches=batches,
-        agreement=cosine_agreement("sparse vectors"),
-        what="sparse vectors",
-    )
+    return text_graph_spec(model, tokenizer, names, SPARSE_OUTPUT, compare, batches, "sparse vectors")
 
 
 @dataclass
@@ -343,9 +324,7 @@ class ExportedSparseEncoder(ExportedGraph):
             )  # fmt: skip
             vectors = self._lookup(tokens) if lookup else self._document_vectors(tokens)
             rows.append(keep_largest(vectors, max_active_dims))
-        dense = torch.cat(rows) if rows else torch.zeros(0, self.vocab_size)
-        if rows:
-            dense = dense[torch.argsort(torch.tensor([i for chosen in batches for i in chosen]))]
+        dense = rows_in_input_order(rows, batches, self.vocab_size)
         result = dense.to_sparse().coalesce() if convert_to_sparse_tensor else dense
         return result[0] if single else result
 
@@ -360,22 +339,17 @@ class ExportedSparseEncoder(ExportedGraph):
     def _document_vectors(self, tokens: Any) -> torch.Tensor:
         """The graph's logits of a tokenized batch, pooled as the torch model pools them."""
         logits = torch.from_numpy(np.array(self._run(dict(tokens)), dtype=np.float32))
-        mask = tokens["attention_mask"]
+        layout = self.layout
         with torch.no_grad():
-            if self.layout.pooling == "max":
-                pooled = max_pooled_weights(logits, mask, self.layout.activation)
-            else:
-                pooled = term_weights(logits, mask, self.layout.activation).sum(dim=1)
-        return keep_largest(pooled, self.layout.max_active_dims)
+            return pooled_weights(
+                logits, tokens["attention_mask"], layout.pooling, layout.activation, layout.max_active_dims
+            )
 
     def _lookup(self, tokens: Any) -> torch.Tensor:
         """An inference-free model's query vectors: the table's weight of each term present (once; no specials)."""
-        weights = self.layout.query_weights
-        present = torch.zeros(tokens["input_ids"].shape[0], weights.shape[0])
-        present = present.scatter(1, tokens["input_ids"], tokens["attention_mask"].to(present.dtype))
-        if self.query_ignore_ids:
-            present[:, torch.tensor(self.query_ignore_ids)] = 0
-        return keep_largest(present * weights, self.layout.max_active_dims)
+        layout = self.layout
+        ids, mask = tokens["input_ids"], tokens["attention_mask"]
+        return looked_up_weights(ids, mask, layout.query_weights, self.query_ignore_ids, layout.max_active_dims)
 
 
 def _token_limit(encoder_config: dict[str, Any], tokenizer: Any) -> int:

@@ -6,12 +6,13 @@ share), work and scratch folders removed however a run ends (`work_folder`, `tem
 of what a killed run left. The bottom layer: the formats (export), retrieval (index) and command layers use it,
 and it imports nothing of hf_siamese."""
 
-from .files import replace_file, write_atomic, write_text_atomic
+from .files import read_json_object, replace_file, write_atomic, write_text_atomic
 from .folders import move_files_into, recover_output, replace_folder, staging_folder, temporary_folder, work_folder
 from .locks import OutputBusyError, exclusive_output
 from .rows import row_file_kind, write_rows
 
 __all__ = [
+    "read_json_object",
     "OutputBusyError",
     "exclusive_output",
     "move_files_into",

@@ -47,4 +47,16 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return write_atomic(path, lambda temporary: temporary.write_text(text, encoding="utf-8"))
 
 
-__all__ = ["replace_file", "write_atomic", "write_text_atomic"]
+def read_json_object(path: str | os.PathLike) -> dict | None:
+    """The JSON object in the file at `path`, or None where there is none to read: no file, unreadable, not JSON, or
+    JSON but not an object (what a stopped or foreign write may leave; the caller decides what that means)."""
+    import json
+
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+__all__ = ["read_json_object", "replace_file", "write_atomic", "write_text_atomic"]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.digest import TextDigest
-from ..storage import write_text_atomic
+from ..storage import read_json_object, write_text_atomic
 
 SETTINGS_FILE = "train_settings.json"
 RUN_FORMAT = "hf-siamese-train-run"
@@ -119,7 +119,7 @@ def _decide(path: Path, settings: dict[str, Any], overwrite: bool, replace_runs:
     shown = [name for name in entries if not name.startswith(".")]
     if not shown:
         return RunFolder(path, settings, others=entries)
-    record = _read_json(path / SETTINGS_FILE)
+    record = read_json_object(path / SETTINGS_FILE)
     ours = record is not None and record.get("format") == RUN_FORMAT
     owned = _owned(path, entries, record if ours else None)
     others = [name for name in entries if name not in owned]
@@ -165,7 +165,7 @@ def _decide(path: Path, settings: dict[str, Any], overwrite: bool, replace_runs:
     remove = [c.name for c in checkpoints if c not in resumable or differs]
     note = None
     if last is not None:
-        state = _read_json(last / "trainer_state.json") or {}
+        state = read_json_object(last / "trainer_state.json") or {}
         steps = f"step {state.get('global_step')} of {state.get('max_steps')}"
         note = f"resuming from {last} ({steps}); {_OVERWRITE}"
     elif remove:
@@ -204,7 +204,7 @@ def _owned(path: Path, names: list[str], record: dict[str, Any] | None) -> set[s
 def _code_files(path: Path) -> set[str]:
     """The remote code of the model saved in `path`: the modules its config.json's `auto_map` names, and for
     hf-siamese's model the sibling modules `save_pretrained` copies with them."""
-    auto_map = (_read_json(path / "config.json") or {}).get("auto_map")
+    auto_map = (read_json_object(path / "config.json") or {}).get("auto_map")
     references = auto_map.values() if isinstance(auto_map, dict) else []
     names = set()
     for reference in references:
@@ -222,7 +222,7 @@ def _index_entries(path: Path) -> set[str]:
     from ..retrieval.index.lexical import LEXICAL_DIR
     from ..retrieval.stores.folder import EMBEDDINGS_DIR, FORMAT_NAME, INDEX_FILE, TEXTS_FILE
 
-    if (_read_json(path / INDEX_FILE) or {}).get("format") != FORMAT_NAME:
+    if (read_json_object(path / INDEX_FILE) or {}).get("format") != FORMAT_NAME:
         return set()
     return {INDEX_FILE, TEXTS_FILE, EMBEDDINGS_DIR, LEXICAL_DIR}
 
@@ -232,7 +232,7 @@ def _foreign(path: Path, names: list[str]) -> tuple[str | None, bool]:
     delete it."""
     from ..retrieval.stores.folder import FORMAT_NAME, INDEX_FILE
 
-    if (_read_json(path / INDEX_FILE) or {}).get("format") == FORMAT_NAME:
+    if (read_json_object(path / INDEX_FILE) or {}).get("format") == FORMAT_NAME:
         return f"a vector index ({INDEX_FILE})", True
     if (path / "config.json").is_file():
         return "a model (config.json) saved by another run", True
@@ -262,7 +262,7 @@ def _checkpoints(path: Path) -> list[Path]:
 
 def _complete(checkpoint: Path) -> bool:
     """The Trainer writes `trainer_state.json` last: readable, with weights there, the checkpoint was saved whole."""
-    if _read_json(checkpoint / "trainer_state.json") is None:
+    if read_json_object(checkpoint / "trainer_state.json") is None:
         return False
     return any(checkpoint.rglob("*.safetensors")) or (checkpoint / "pytorch_model.bin").is_file()
 
@@ -270,14 +270,6 @@ def _complete(checkpoint: Path) -> bool:
 def _resumable(checkpoint: Path) -> bool:
     """Complete and with the optimizer's state (a best-recipe selection checkpoint holds only the weights)."""
     return _complete(checkpoint) and any(checkpoint.glob("optimizer*"))
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _short(value: Any) -> str:

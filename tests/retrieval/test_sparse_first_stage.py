@@ -22,9 +22,9 @@ from hf_siamese.cross_encoder import CrossEncoder
 from hf_siamese.data.beir import read_beir
 from hf_siamese.evaluation.retrieval import RetrievalEvaluator, evaluate_retrieval
 from hf_siamese.metrics import judged_queries, retrieval_metrics
-from hf_siamese.retrieval.corpus_search import search_corpus
+from hf_siamese.retrieval.corpus_search import search_corpus, search_corpus_exact
 from hf_siamese.retrieval.ranking import sparse as sparse_module
-from hf_siamese.retrieval.ranking.sparse import search_corpus_exact, sparse_search
+from hf_siamese.retrieval.ranking.sparse import sparse_search
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
 

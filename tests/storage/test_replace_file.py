@@ -34,3 +34,15 @@ def test_a_failed_move_keeps_the_old_file(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError):
         replace_file(tmp_path / "new.tmp", tmp_path / "folder")
     assert (tmp_path / "new.tmp").read_text() == "new" and (tmp_path / "folder").is_dir()
+
+
+def test_read_json_object_reads_an_object_and_nothing_else(tmp_path: Path) -> None:
+    from hf_siamese.storage import read_json_object
+
+    (tmp_path / "good.json").write_text('{"a": 1}', encoding="utf-8")
+    (tmp_path / "list.json").write_text("[1, 2]", encoding="utf-8")
+    (tmp_path / "cut.json").write_text('{"a": ', encoding="utf-8")
+    assert read_json_object(tmp_path / "good.json") == {"a": 1}
+    assert read_json_object(tmp_path / "list.json") is None
+    assert read_json_object(tmp_path / "cut.json") is None
+    assert read_json_object(tmp_path / "missing.json") is None

@@ -288,25 +288,10 @@ def _build_index(
         builder.finish()
     elif (staging / LEXICAL_DIR).exists():  # left by a stopped build that had one
         shutil.rmtree(staging / LEXICAL_DIR)
-    shutil.rmtree(staging / SPARSE_DIR, ignore_errors=True)  # left by a stopped build: made anew or not at all
-    if sparse is not None:  # the second pass, over the staged texts: swapped into place with the rest
-        stored = datasets.Dataset.from_file(str(staging / TEXTS_FILE))
-        sparse_record = write_sparse_part(
-            staging / SPARSE_DIR, texts_in_batches(stored, shard_size or 10_000), *sparse, batch_size
-        )
-        del stored
-    if token_model is not None:  # resumed after a stop, as the vectors are
-        stored = datasets.Dataset.from_file(str(staging / TEXTS_FILE))
-        multivector_record = write_multivector_part(
-            staging / MULTIVECTOR_DIR, stored, *token_model, precision=multivector[2],
-            corpus_key=corpus_fingerprint(row_ids), batch_size=batch_size, shard_size=shard_size or 10_000,
-        )  # fmt: skip
-        del stored
-    else:
-        shutil.rmtree(staging / MULTIVECTOR_DIR, ignore_errors=True)
-    shutil.rmtree(staging / COMPACT_DIR, ignore_errors=True)  # left by a stopped build: made anew or not at all
-    if compact[0] != "float32":
-        compact_record = write_compact_part(staging / COMPACT_DIR, vectors, compact[0], similarity, compact[1])
+    records = _write_parts(
+        staging, vectors, row_ids, similarity, sparse=sparse, token_model=token_model, multivector=multivector,
+        compact=compact, batch_size=batch_size, shard_size=shard_size or 10_000,
+    )  # fmt: skip
     search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
     if calibration is not None and search is None:
         logger.info("%s: exact search (%d documents): the calibration queries are not needed", output, len(vectors))
@@ -323,17 +308,42 @@ def _build_index(
         )  # fmt: skip
     if builder is not None:
         info["lexical"] = LexicalIndex.record_of(staging / LEXICAL_DIR)
-    if sparse is not None:
-        info["sparse"] = sparse_record
-    if token_model is not None:
-        info["multivector"] = multivector_record
-    if compact[0] != "float32":
-        info["compact"] = compact_record
+    info.update(records)
     del vectors, search
     (staging / INDEX_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     replace_folder(staging, output)
     keep_one_copy(output / EMBEDDINGS_DIR)  # after the swap: a kill before it leaves a complete index either way
     return VectorIndex.load(output)
+
+
+def _write_parts(
+    staging: Path, vectors: np.ndarray, row_ids: Sequence[Any], similarity: str, *, sparse: Any, token_model: Any,
+    multivector: tuple[Any, Any, str], compact: tuple[str, int | None], batch_size: int, shard_size: int,
+) -> dict[str, Any]:  # fmt: skip
+    """The parts a build writes after the vectors, into `staging` (each made anew, or its folder left by a stopped
+    build removed): the learned-sparse part (a second pass over the staged texts), the multi-vector part (resumed
+    after a stop, as the vectors are) and the compact vectors; returns their records by index.json key."""
+    records: dict[str, Any] = {}
+    shutil.rmtree(staging / SPARSE_DIR, ignore_errors=True)
+    if sparse is not None:
+        stored = datasets.Dataset.from_file(str(staging / TEXTS_FILE))
+        records["sparse"] = write_sparse_part(
+            staging / SPARSE_DIR, texts_in_batches(stored, shard_size), *sparse, batch_size
+        )
+        del stored
+    if token_model is not None:
+        stored = datasets.Dataset.from_file(str(staging / TEXTS_FILE))
+        records["multivector"] = write_multivector_part(
+            staging / MULTIVECTOR_DIR, stored, *token_model, precision=multivector[2],
+            corpus_key=corpus_fingerprint(row_ids), batch_size=batch_size, shard_size=shard_size,
+        )  # fmt: skip
+        del stored
+    else:
+        shutil.rmtree(staging / MULTIVECTOR_DIR, ignore_errors=True)
+    shutil.rmtree(staging / COMPACT_DIR, ignore_errors=True)
+    if compact[0] != "float32":
+        records["compact"] = write_compact_part(staging / COMPACT_DIR, vectors, compact[0], similarity, compact[1])
+    return records
 
 
 def index_record(

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...storage import write_text_atomic
+from ...storage import read_json_object, write_text_atomic
 from .fingerprint import recorded_name
 from .parts import resolve_part_model
 from .sparse_part import sparse_fingerprint
@@ -135,14 +135,6 @@ class _Arrays:
                 handle.write(_header(dtype, shapes[name]))
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
 def write_multivector_part(
     folder: Path,
     corpus: Any,
@@ -164,10 +156,10 @@ def write_multivector_part(
         "fingerprint": multivector_fingerprint(model), "precision": precision, "corpus": corpus_key,
         "count": len(corpus), "dim": int(model.config.embedding_dim),
     }  # fmt: skip
-    record = _read_json(folder / MULTIVECTOR_FILE)
+    record = read_json_object(folder / MULTIVECTOR_FILE)
     if record is not None and record.get("key") == key and not (folder / PROGRESS_FILE).exists():
         return record  # finished by a run stopped before the swap
-    progress = _read_json(folder / PROGRESS_FILE)
+    progress = read_json_object(folder / PROGRESS_FILE)
     if progress is None or progress.get("key") != key or not (folder / "vectors.npy").is_file():
         shutil.rmtree(folder, ignore_errors=True)
         progress = {"key": key, "documents": 0, "tokens": 0}

@@ -123,8 +123,7 @@ def mine_hard_negatives(
         sparse = (*sparse[:2], anchor_prompt, corpus_prompt)
     filters = margin is not None or max_score is not None
     anchor_column, positive_column, anchors, positives = _anchors_and_positives(dataset, anchor_column, positive_column)
-    if range_max is None:
-        range_max = range_min + max(100, 10 * num_negatives)
+    range_max = range_min + max(100, 10 * num_negatives) if range_max is None else range_max
     kept, negatives, count = mine_corpus(
         anchors, positives, model, list(dict.fromkeys(positives)) if corpus is None else corpus, embeddings_dir,
         _picker(num_negatives, margin, max_score, sampling), num_negatives=num_negatives, range_min=range_min,
@@ -135,14 +134,10 @@ def mine_hard_negatives(
         lexical_settings=lexical_settings, model_scores=filters,
         sparse=sparse if "sparse" in lists or (kind == "sparse" and filters) else None,
     )  # fmt: skip
-    _check_kept(
-        len(anchors), len(kept), num_negatives,
-        f"ranks {range_min}..{range_max - 1} of {count} documents by {' + '.join(lists)}, margin={margin}, "
-        f"max_score={max_score}",
-    )  # fmt: skip
+    ranks = f"ranks {range_min}..{range_max - 1} of {count} documents by {' + '.join(lists)}"
+    _check_kept(len(anchors), len(kept), num_negatives, f"{ranks}, margin={margin}, max_score={max_score}")
     columns = {anchor_column: [anchors[i] for i in kept], positive_column: [positives[i] for i in kept]}
-    for n in range(num_negatives):
-        columns[f"negative_{n + 1}"] = [row[n] for row in negatives]
+    columns.update({f"negative_{n + 1}": [row[n] for row in negatives] for n in range(num_negatives)})
     return datasets.Dataset.from_dict(columns)
 
 

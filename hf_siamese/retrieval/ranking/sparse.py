@@ -1,5 +1,5 @@
 """Exact search by a learned-sparse model (`SparseSiameseModel`: SPLADE, inference-free): the first stage of a
-retrieval evaluation (`RetrievalEvaluator` with a sparse model), of `search --corpus` with one and of hard-negative
+retrieval evaluation (`RetrievalEvaluator` with a sparse model), of `search_corpus` with one and of hard-negative
 mining by one (`mining_sparse`); an index keeps its documents' weights as its sparse part (`sparse_part`).
 
 The corpus is encoded with `task="document"` a batch at a time into one CSR matrix (scipy.sparse: only the active
@@ -17,8 +17,6 @@ from typing import Any
 import numpy as np
 
 from ...modeling.kinds import kind_of_model
-from ..fusion.rerank import RERANK_TOP, check_rerank, rerank_hits
-from ..index.fingerprint import corpus_fingerprint
 from .own import best_by_chunks, check_search, encoded_batches, encoded_run_texts
 
 BLOCK_ELEMENTS = 1 << 24  # scores held at a time (64 MiB of float32): queries per chunk = this / corpus size
@@ -123,92 +121,10 @@ def check_sparse_first_stage(first_stage: str, index: Any = None) -> None:
         )
 
 
-def query_prompt(model: Any, prompt_name: str | None) -> str | None:
-    """The query prompt `prompt_name` names among the sparse model's prompts (None: the model's own "query" one)."""
-    if prompt_name is None:
-        return None
-    prompts = getattr(model.config, "prompts", None) or {}
-    if prompt_name not in prompts:
-        raise ValueError(f"prompt_name={prompt_name!r}: the model has no such prompt; it has {sorted(prompts)}")
-    return prompts[prompt_name]
-
-
-def search_corpus_exact(
-    model: Any,
-    source: Any,
-    queries: Sequence[str],
-    top_k: int = 10,
-    *,
-    tokenizer: Any = None,
-    text_column: str = "text",
-    id_column: str | None = None,
-    batch_size: int = 32,
-    prompt_name: str | None = None,
-    rerank: Any = None,
-    rerank_top: int = RERANK_TOP,
-    first_stage_weight: float | None = None,
-    show_progress_bar: bool = False,
-) -> list[list[dict[str, Any]]]:
-    """The `top_k` hits of each query in a corpus (anything `open_corpus` reads, read twice: the texts of the hits
-    are read back) ranked exactly by a model's own scores, a sparse model's dot products of term weights or a
-    multi-vector model's MaxSim of token vectors, as `search_corpus` gives them (`rank`, `score`, `id`, `text`;
-    reranked hits add `first_stage_rank` and `first_stage_score`). Ids: `id_column`'s, else the row positions."""
-    from ...data.corpus_stream import open_corpus
-    from ..index.matrix import texts_of
-    from .maxsim import encode_multivector, is_multivector_model, maxsim_search
-
-    multi = is_multivector_model(model)
-    encode = encode_multivector if multi else encode_sparse
-
-    ids: list[Any] = []
-
-    def texts() -> Iterable[str]:
-        for row, (doc_id, text) in enumerate(open_corpus(source, text_column, id_column)):
-            ids.append(doc_id if id_column else row)
-            yield text
-
-    corpus = encode(
-        model, texts(), task="document", tokenizer=tokenizer, batch_size=batch_size,
-        show_progress_bar=show_progress_bar, total=len(source) if isinstance(source, list | tuple) else None,
-    )  # fmt: skip
-    if not ids:
-        raise ValueError("the corpus is empty: there is nothing to search")
-    if len(set(ids)) != len(ids):
-        seen: set[Any] = set()
-        duplicate = next(i for i in ids if i in seen or seen.add(i))
-        raise ValueError(f"two rows of the corpus have the id {duplicate!r} ({id_column}); every id must be unique")
-    vectors = encode(
-        model, list(queries), task="query", tokenizer=tokenizer, batch_size=batch_size,
-        prompt=query_prompt(model, prompt_name),
-    )  # fmt: skip
-    depth = top_k if rerank is None else check_rerank(rerank, rerank_top, top_k, len(ids))
-    if multi:
-        mean = getattr(model.config, "similarity", "maxsim") == "meanmaxsim"
-        scores, rows = maxsim_search(vectors, corpus, depth, length_normalize=mean)
-    else:
-        scores, rows = sparse_search(vectors, corpus, depth)
-    del corpus
-    found = texts_of(source, set(rows.ravel().tolist()), text_column, id_column)
-    results = [
-        [
-            {"rank": rank, "score": score, "id": ids[row], "text": found[row]}
-            for rank, (score, row) in enumerate(zip(query_scores, query_rows, strict=True), start=1)
-        ]
-        for query_scores, query_rows in zip(scores.tolist(), rows.tolist(), strict=True)
-    ]
-    if rerank is None:
-        return results
-    return rerank_hits(
-        rerank, queries, results, top_k, batch_size, show_progress_bar=show_progress_bar,
-        first_stage_weight=first_stage_weight, corpus=corpus_fingerprint(ids),
-    )  # fmt: skip
-
-
 __all__ = [
     "check_sparse_first_stage",
     "encode_sparse",
     "is_sparse_model",
-    "search_corpus_exact",
     "sparse_run",
     "sparse_search",
     "to_csr",
