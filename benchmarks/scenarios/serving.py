@@ -130,7 +130,7 @@ def quality(library: str, row: str, work: Path, files: dict, st_python: Path | N
     from scipy.stats import spearmanr
 
     from hf_siamese.data import read_sts_benchmark
-    from hf_siamese.metrics import retrieval_metrics_from_embeddings
+    from hf_siamese.retrieval import retrieval_metrics_from_embeddings
 
     cache.parent.mkdir(parents=True, exist_ok=True)
     embeddings = {}

@@ -12,7 +12,6 @@ weighting: `pip install 'hf-siamese[lexical]'`).
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -103,11 +102,12 @@ def bm25_pairs(
     English stemming and stopwords) and each is searched against them; a sentence sharing no term with any other
     pairs with none (fewer than `neighbours` pairs where fewer sentences share its terms)."""
     from ..retrieval.index.lexical import build_lexical_index, require_lexical
+    from ..storage import temporary_folder
 
     _check_neighbours(neighbours, "bm25 neighbours")
     unique = _distinct(sentences, "bm25_pairs")
     require_lexical(settings.stemmer if settings is not None else True)
-    with tempfile.TemporaryDirectory(prefix="hf-siamese-bm25-") as folder:
+    with temporary_folder("bm25") as folder:
         index = build_lexical_index(unique, folder, settings)
         _, found = index.search(unique, min(neighbours + 1, len(unique)))
         del index  # the memory-mapped matrices close before the folder goes (Windows)
