@@ -109,3 +109,20 @@ def corpus_fingerprint(ids: Any) -> str:
         digest.update(name.encode())
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def check_part_model(
+    record: dict[str, Any], model: Any, fingerprint: Any, part: str, remedy: str, model_words: str = ""
+) -> None:
+    """Raise `ValueError` unless `model` has the fingerprint `record["model"]` keeps (`fingerprint(model)` computes
+    it), naming the part, both models with their fingerprints (the recorded one after `model_words`, e.g. "sparse
+    model "), and the `remedy`: the check of an index part's own model (the learned-sparse part's, the multi-vector
+    part's) before it encodes a query."""
+    recorded, current = record["model"].get("fingerprint"), fingerprint(model)
+    if current != recorded:
+        built = record["model"].get("name_or_path") or "(an unnamed model)"
+        given = recorded_name(getattr(model.config, "name_or_path", "")) or "(an unnamed model)"
+        raise ValueError(
+            f"{part} was built with {model_words}{built!r} (fingerprint {str(recorded)[:12]}), not {given!r} "
+            f"(fingerprint {current[:12]}): {remedy}"
+        )

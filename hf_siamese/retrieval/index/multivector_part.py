@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from ...storage import read_json_object, write_text_atomic
-from .fingerprint import recorded_name
+from .fingerprint import check_part_model
 from .parts import resolve_part_model
 from .sparse_part import sparse_fingerprint
 
@@ -236,16 +236,14 @@ class MultiVectorPart:
 
     def check_model(self, model: Any) -> None:
         """Raise `ValueError` unless `model` has the recorded fingerprint, naming both models."""
-        recorded, current = self.record["model"].get("fingerprint"), multivector_fingerprint(model)
-        if current != recorded:
-            given = recorded_name(getattr(model.config, "name_or_path", "")) or "(an unnamed model)"
-            raise ValueError(
-                f"the multi-vector part of the index {os.fspath(self.folder.parent)!r} was built with "
-                f"{self.model_name or '(an unnamed model)'!r} (fingerprint {str(recorded)[:12]}), not {given!r} "
-                f"(fingerprint {current[:12]}): rerank with the model that built it, or rebuild the part with "
-                f"'hf-siamese index --add-multi-vector {os.fspath(self.folder.parent)} --multi-vector-model MV "
-                "--overwrite'"
-            )
+        index = os.fspath(self.folder.parent)
+        remedy = (
+            "rerank with the model that built it, or rebuild the part with 'hf-siamese index --add-multi-vector "
+            f"{index} --multi-vector-model MV --overwrite'"
+        )
+        check_part_model(
+            self.record, model, multivector_fingerprint, f"the multi-vector part of the index {index!r}", remedy
+        )
 
 
 __all__ = [

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..ranking.sparse import encode_sparse, sparse_search
-from .fingerprint import recorded_name
+from .fingerprint import check_part_model
 from .parts import resolve_part_model
 
 SPARSE_DIR, SPARSE_FILE = "sparse", "sparse.json"
@@ -126,14 +126,9 @@ class SparseQueryEncoder:
 
     def use_model(self, model: Any, tokenizer: Any = None) -> None:
         """Search with `model` (and `tokenizer`): refused unless it has the recorded fingerprint."""
-        recorded, current = self.record["model"].get("fingerprint"), sparse_fingerprint(model)
-        if current != recorded:
-            given = recorded_name(getattr(model.config, "name_or_path", "")) or "(an unnamed model)"
-            raise ValueError(
-                f"the sparse part of this index was built with sparse model {self.model_name or '(unnamed)'!r} "
-                f"(fingerprint {str(recorded)[:12]}), not {given!r} (fingerprint {current[:12]}): search with the "
-                f"sparse model that built it, or {self.rebuild}"
-            )
+        remedy = f"search with the sparse model that built it, or {self.rebuild}"
+        part = "the sparse part of this index"
+        check_part_model(self.record, model, sparse_fingerprint, part, remedy, model_words="sparse model ")
         self.model, self.tokenizer = model, tokenizer
 
     def encode_queries(self, queries: list[str], batch_size: int = 32) -> Any:
