@@ -97,6 +97,16 @@ def run_train(args: argparse.Namespace) -> int:
         eval_columns=parse_columns(args.eval_columns, "--eval-columns"),
         eval_dataset_config=args.eval_dataset_config, max_eval=args.max_eval, seed=args.seed,
     )  # fmt: skip
+    if args.negatives_from is not None and args.hard_negatives is None:
+        raise ValueError(f"--negatives-from {args.negatives_from} ranks mined negatives: give --hard-negatives N")
+    if args.hard_negatives is not None:
+        from ..training.hard_negatives import with_hard_negatives
+
+        sets = with_hard_negatives(
+            sets, args.train, args.model or default_model_path(), args.hard_negatives, kind=args.kind,
+            negatives_from=args.negatives_from or "hybrid", pooling=args.pooling, normalize=args.normalize,
+            max_seq_length=args.max_seq_length, seed=args.seed,
+        )  # fmt: skip
     if args.interpolate == "auto" and sets.eval is None:
         raise ValueError("--interpolate auto chooses ALPHA by the score on --eval; give --eval, or a number for ALPHA")
     if args.kind != "dense":

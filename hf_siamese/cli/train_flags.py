@@ -8,6 +8,7 @@ from typing import Any
 
 from ..losses.quantization_aware import QUANTIZATION_AWARE
 from ..modeling.kinds import model_kinds
+from ..training.hard_negatives import NEGATIVES_FROM
 from ..training.objective import ROW_LOSSES
 from ..training.recipe import RECIPES
 from .arguments import (
@@ -74,6 +75,19 @@ def _add_data_group(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval-columns", metavar="NAME=COLUMN,...", help="select/rename eval columns")
     group.add_argument("--eval-dataset-config", metavar="NAME", help="configuration (subset) of a Hub eval dataset")
     group.add_argument("--max-eval", type=positive_int, metavar="N", help="evaluate on N random pairs only")
+    group.add_argument(
+        "--hard-negatives",
+        type=positive_int,
+        metavar="N",
+        help="with --train BEIR_DIR: add N negatives to every (query, relevant document) row, mined from the folder's "
+        "corpus before training by the start model and BM25 fused (--negatives-from); default: none",
+    )
+    group.add_argument(
+        "--negatives-from",
+        choices=NEGATIVES_FROM,
+        help="the first stage that ranks the mined negatives: hybrid (the start model's ranking fused with BM25's, the "
+        "default), lexical (BM25 alone), dense / sparse (the start model alone)",
+    )
 
 
 def _add_objective_group(parser: argparse.ArgumentParser) -> None:

@@ -120,6 +120,33 @@ def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys
         assert code == 1 and fragment in err.splitlines()[-1], err
 
 
+def test_train_mines_hard_negatives_from_a_beir_folder(beir_and_encoder, tmp_path, capsys) -> None:
+    encoder, beir = beir_and_encoder
+    argv = ["train", "--model", encoder, "--train", beir, "--eval", beir, "--eval-split", "test", "--batch-size", "4"]
+    code, out, err = run_cli(
+        [*argv, "--kind", "sparse", "--hard-negatives", "2", "--output-dir", tmp_path / "sp"], capsys
+    )
+    assert code == 0, err
+    assert "(train split) + 2 hard negatives (hybrid)" in out and "loss SparseMultipleNegativesRankingLoss" in out
+    code, out, err = run_cli(
+        [*argv, "--hard-negatives", "1", "--negatives-from", "lexical", "--output-dir", tmp_path / "dense"], capsys
+    )
+    assert code == 0 and "+ 1 hard negatives (lexical)" in out, err
+    (tmp_path / "pairs.jsonl").write_text('{"anchor": "a dog", "positive": "a cat"}\n' * 4)
+    for bad, fragment in (
+        (["--negatives-from", "lexical"], "--negatives-from lexical ranks mined negatives: give --hard-negatives N"),
+        (["--kind", "multi-vector", "--hard-negatives", "1"], "--hard-negatives with --kind multi-vector"),
+        (["--hard-negatives", "0"], "--hard-negatives"),
+    ):
+        code, _, err = run_cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
+        assert code != 0 and fragment in err.splitlines()[-1], (bad, err)
+    code, _, err = run_cli(
+        ["train", "--model", encoder, "--train", tmp_path / "pairs.jsonl", "--hard-negatives", "1",
+         "--output-dir", tmp_path / "bad"], capsys,
+    )  # fmt: skip
+    assert code == 1 and "mines from a BEIR folder's corpus" in err.splitlines()[-1], err
+
+
 def _csr_model(normalize: bool = False) -> SparseSiameseModel:
     torch.manual_seed(0)
     return SparseSiameseModel.from_dense(make_tiny_model(), hidden_dim=64, k=4, k_aux=8, normalize=normalize)

@@ -1,0 +1,70 @@
+"""Hard negatives for a fine-tuning run from a BEIR folder (`hf-siamese train --train BEIR_DIR --hard-negatives N`):
+each (query, relevant document) row gets `N` documents of the folder's corpus that the first stage ranks high but that
+are not judged relevant, mined before training by the model the run starts from (`mine_hard_negatives`). The first
+stage is the hybrid one by default: the start model's ranking (a dense model's vectors, a sparse model's term
+weights) fused with BM25's by reciprocal ranks, so a start model that ranks poorly (a new SPLADE head) still gets the
+lexical neighbours. The rows then train as any (anchor, positive, negatives) rows do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+NEGATIVES_FROM = ("hybrid", "lexical", "dense", "sparse")
+
+
+def with_hard_negatives(
+    sets: Any,
+    beir_folder: str | os.PathLike | None,
+    model_path: str,
+    num_negatives: int,
+    *,
+    kind: str = "dense",
+    negatives_from: str = "hybrid",
+    pooling: str | None = None,
+    normalize: bool | None = None,
+    max_seq_length: int | None = None,
+    batch_size: int = 64,
+    seed: int = 42,
+    show_progress_bar: bool = False,
+) -> Any:
+    """`sets` (`data.training_sets.TrainingSets` read from the BEIR folder `beir_folder`) with `num_negatives` mined
+    negatives added to every training row, from the folder's corpus, by `negatives_from` ("hybrid": the start model's
+    own ranking fused with BM25; "lexical": BM25 alone; "dense" / "sparse": the model's own ranking alone) with the
+    model the run starts from (`model_path` built as `fine_tune` builds it, `kind` "dense" or "sparse"). Rows left
+    without `num_negatives` candidates are dropped (a warning counts them). A multi-vector start model is refused:
+    mine its rows with `mine` first."""
+    from ..data.beir import is_beir_folder, read_corpus
+    from ..retrieval.mining.negatives import mine_hard_negatives
+    from .fine_tune import encoder_to_train
+
+    if isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1:
+        raise ValueError(f"--hard-negatives {num_negatives!r}: expected a whole number >= 1 (negatives a row)")
+    if beir_folder is None or not is_beir_folder(beir_folder):
+        given = "no --train" if beir_folder is None else f"--train {os.fspath(beir_folder)!r} is none"
+        raise ValueError(
+            f"--hard-negatives mines from a BEIR folder's corpus, and {given}: give --train BEIR_DIR, or mine other "
+            "rows first ('hf-siamese mine')"
+        )
+    if kind not in ("dense", "sparse"):
+        raise ValueError(
+            f"--hard-negatives with --kind {kind}: mining by a {kind} model is not built; mine the rows first "
+            "('hf-siamese mine ROWS --model M --negatives-from lexical') and train on them"
+        )
+    if negatives_from not in NEGATIVES_FROM:
+        raise ValueError(f"negatives_from={negatives_from!r}; accepted: {', '.join(NEGATIVES_FROM)}")
+    model, tokenizer = encoder_to_train(
+        model_path, pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, kind=kind
+    )
+    corpus = list(read_corpus(beir_folder).values())
+    rows = mine_hard_negatives(
+        sets.train, model.eval(), corpus, num_negatives=num_negatives, negatives_from=negatives_from,
+        tokenizer=tokenizer, batch_size=batch_size, seed=seed, show_progress_bar=show_progress_bar,
+    )  # fmt: skip
+    name = f"{sets.train_name} + {num_negatives} hard negatives ({negatives_from})"
+    return dataclasses.replace(sets, train=rows, train_name=name)
+
+
+__all__ = ["NEGATIVES_FROM", "with_hard_negatives"]
