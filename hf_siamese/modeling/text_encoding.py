@@ -33,12 +33,16 @@ def max_tokens(encoder_config: Any, max_seq_length: int | None) -> int:
     return int(min(max_seq_length or positions, positions))
 
 
+def tokenizer_limit(tokenizer: Any) -> int:
+    """The tokenizer's `model_max_length`, 512 where it is unset or a placeholder (transformers' 1e30)."""
+    limit = getattr(tokenizer, "model_max_length", None)
+    return limit if isinstance(limit, int) and limit < 100_000 else 512
+
+
 def token_limit(config: Any, tokenizer: Any, ceiling: int | None = None) -> int:
-    """The most tokens a text keeps: the config's `max_seq_length`, else the tokenizer's `model_max_length` (512
-    where that is unset or a placeholder), and never more than `ceiling` (default: the config's encoder limit)."""
-    limit = config.max_seq_length or getattr(tokenizer, "model_max_length", 512)
-    limit = limit if isinstance(limit, int) and limit < 100_000 else 512
-    return min(limit, ceiling or config.effective_max_seq_length)
+    """The most tokens a text keeps: the config's `max_seq_length`, else the tokenizer's (`tokenizer_limit`), and
+    never more than `ceiling` (default: the config's encoder limit)."""
+    return min(config.max_seq_length or tokenizer_limit(tokenizer), ceiling or config.effective_max_seq_length)
 
 
 def checked_texts(texts: str | Sequence[str], task: str, tasks: Sequence[str], batch_size: Any) -> tuple[bool, list]:

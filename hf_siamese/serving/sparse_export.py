@@ -23,6 +23,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ import torch
 
 from ..modeling.kinds import kind_of_model, kind_of_path
 from ..modeling.modeling_sparse import TASKS, keep_largest, looked_up_weights, pooled_weights
-from ..modeling.text_encoding import longest_first, rows_in_input_order
+from ..modeling.text_encoding import longest_first, max_tokens, rows_in_input_order, tokenizer_limit
 from .graphs import CALIBRATION_BATCH, GraphSpec, float_cpu_copy
 from .hooks import ExportHooks, check_calibration, check_calibration_size, export_tokenizer, text_graph_spec
 from .names import CROSS_ENCODER_OUTPUT
@@ -44,7 +45,6 @@ SPARSE_OUTPUT = CROSS_ENCODER_OUTPUT
 INFERENCE_FREE_TRANSFORMER = "document_0_Transformer"
 # SpladePooling's activation names -> SparseSiameseConfig's.
 _ACTIVATIONS = {"relu": "log1p_relu", "log1p_relu": "log1p_log1p_relu"}
-_ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
 
 
 def is_sparse_source(model: Any) -> bool:
@@ -353,14 +353,9 @@ class ExportedSparseEncoder(ExportedGraph):
 
 
 def _token_limit(encoder_config: dict[str, Any], tokenizer: Any) -> int:
-    """Texts are cut to this many tokens: the tokenizer's model_max_length (512 where it gives none), at most the
-    encoder's positions (less RoBERTa's offset): what the model read back from the folder cuts to."""
-    positions = int(encoder_config.get("max_position_embeddings") or 512)
-    if encoder_config.get("model_type") in _ROBERTA_TYPES:
-        positions -= 2
-    limit = getattr(tokenizer, "model_max_length", None)
-    limit = limit if isinstance(limit, int) and limit < 100_000 else 512
-    return min(limit, positions)
+    """Texts are cut to this many tokens: the tokenizer's limit, at most the encoder's positions (less RoBERTa's
+    offset): what the model read back from the folder cuts to (`text_encoding.max_tokens`)."""
+    return max_tokens(SimpleNamespace(**encoder_config), tokenizer_limit(tokenizer))
 
 
 __all__ = [
