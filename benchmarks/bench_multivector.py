@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -34,7 +33,14 @@ from typing import Any
 
 from bench_sparse import read_texts  # the same texts as the sparse benchmark: SciFact, else synthetic sentences
 from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
-from library_runs import add_encode_arguments, print_encode_table, run_if_child, run_libraries
+from library_runs import (
+    add_encode_arguments,
+    first_vectors,
+    print_encode_table,
+    run_if_child,
+    run_libraries,
+    timed_encodes,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact" / "corpus.jsonl"
@@ -102,20 +108,12 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             method = theirs.encode_document if task == "document" else theirs.encode_query
             return method(items, batch_size=batch, show_progress_bar=False)
 
+    def measure(task: str, items: list[str], vectors: Any) -> tuple[dict[str, float], Any]:
+        check = [torch.as_tensor(v).float().clone() for v in vectors[: spec["check"]]]
+        return {f"{task}_tokens": sum(len(v) for v in vectors) / len(items)}, check
+
     result: dict[str, Any] = {"load_s": time.perf_counter() - start, "max_length": limit}
-    check = {}
-    for task, items in (("document", texts["documents"]), ("query", texts["queries"])):
-        encode(items[:batch], task)  # warm-up: one batch
-        start = time.perf_counter()
-        vectors = encode(items, task)
-        seconds = time.perf_counter() - start
-        result[f"{task}_per_s"] = len(items) / seconds
-        result[f"{task}_tokens"] = sum(len(v) for v in vectors) / len(items)
-        check[task] = [torch.as_tensor(v).float().clone() for v in vectors[: spec["check"]]]
-    torch.save(check, spec["vectors"])
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result["threads"] = torch.get_num_threads()
-    return result
+    return timed_encodes(spec, texts, encode, measure, result)
 
 
 # ---------------------------------------------------------------------------------------------------- parent
@@ -123,15 +121,10 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 def compare(results: list[dict[str, Any]]) -> str:
     """Shapes and max abs diff of the first texts' token vectors between the first good process of each library."""
-    import torch
-
-    first = {}
-    for r in results:
-        if "error" not in r:
-            first.setdefault(r["library"], torch.load(r["vectors"], weights_only=True))
-    if len(first) < 2:
+    vectors = first_vectors(results)
+    if vectors is None:
         return "same vectors: not compared (a library has no good process)"
-    ours, theirs = first["ours"], first["st"]
+    ours, theirs = vectors
     parts = []
     for task in ours:
         pairs = list(zip(ours[task], theirs[task], strict=True))

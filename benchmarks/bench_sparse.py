@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import tempfile
 import time
@@ -33,7 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from bench_train_step import cpu_flags  # the header's CPU line, as the training benchmark prints it
-from library_runs import add_encode_arguments, print_encode_table, run_if_child, run_libraries
+from library_runs import (
+    add_encode_arguments,
+    first_vectors,
+    print_encode_table,
+    run_if_child,
+    run_libraries,
+    timed_encodes,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "retrieval" / "scifact" / "corpus.jsonl"
@@ -116,21 +122,13 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             method = theirs.encode_document if task == "document" else theirs.encode_query
             return method(items, batch_size=batch, show_progress_bar=False, convert_to_sparse_tensor=True)
 
-    result: dict[str, Any] = {"load_s": time.perf_counter() - start, "max_length": limit}
-    check = {}
-    for task, items in (("document", texts["documents"]), ("query", texts["queries"])):
-        encode(items[:batch], task)  # warm-up: one batch
-        start = time.perf_counter()
-        vectors = encode(items, task)
-        seconds = time.perf_counter() - start
+    def measure(task: str, items: list[str], vectors: Any) -> tuple[dict[str, float], Any]:
         vectors = vectors.coalesce()
-        result[f"{task}_per_s"] = len(items) / seconds
-        result[f"{task}_nnz"] = vectors._nnz() / len(items)
-        check[task] = vectors.index_select(0, torch.arange(min(spec["check"], len(items)))).to_dense()
-    torch.save(check, spec["vectors"])
-    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result["threads"] = torch.get_num_threads()
-    return result
+        check = vectors.index_select(0, torch.arange(min(spec["check"], len(items)))).to_dense()
+        return {f"{task}_nnz": vectors._nnz() / len(items)}, check
+
+    result: dict[str, Any] = {"load_s": time.perf_counter() - start, "max_length": limit}
+    return timed_encodes(spec, texts, encode, measure, result)
 
 
 # ---------------------------------------------------------------------------------------------------- parent
@@ -163,15 +161,10 @@ def padding_note(model: Path, documents: list[str], batch: int) -> str:
 
 def compare(results: list[dict[str, Any]]) -> str:
     """Max abs diff of the first vectors of each task between the first good process of each library."""
-    import torch
-
-    first = {}
-    for r in results:
-        if "error" not in r:
-            first.setdefault(r["library"], torch.load(r["vectors"], weights_only=True))
-    if len(first) < 2:
+    vectors = first_vectors(results)
+    if vectors is None:
         return "same vectors: not compared (a library has no good process)"
-    ours, theirs = first["ours"], first["st"]
+    ours, theirs = vectors
     diffs = ", ".join(f"{task} {float((ours[task] - theirs[task]).abs().max()):.2e}" for task in ours)
     scale = float(theirs["document"].abs().max())
     count = len(ours["document"])

@@ -55,6 +55,45 @@ def library_rows(results: list[dict[str, Any]], columns: int) -> Iterator[tuple[
             print(f"| {library} | error: {failed['error'][-300:]!r} |" + " |" * (columns - 2))
 
 
+def timed_encodes(
+    spec: dict[str, Any], texts: dict[str, list[str]], encode: Callable[[list[str], str], Any],
+    measure: Callable[[str, list[str], Any], tuple[dict[str, float], Any]], result: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """A child's encoding measurement, the same for every library: for documents then queries, one warm-up batch,
+    then `encode(items, task)` timed (`{task}_per_s`); `measure(task, items, vectors)` gives the task's size figures
+    and the vectors kept for the comparison, saved to `spec["vectors"]`; `result` gets the peak RSS and threads."""
+    import resource
+    import time
+
+    import torch
+
+    check = {}
+    for task in ("document", "query"):
+        items = texts["documents" if task == "document" else "queries"]
+        encode(items[: spec["batch_size"]], task)  # warm-up: one batch
+        start = time.perf_counter()
+        vectors = encode(items, task)
+        result[f"{task}_per_s"] = len(items) / (time.perf_counter() - start)
+        sizes, check[task] = measure(task, items, vectors)
+        result.update(sizes)
+    torch.save(check, spec["vectors"])
+    result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["threads"] = torch.get_num_threads()
+    return result
+
+
+def first_vectors(results: list[dict[str, Any]]) -> tuple[Any, Any] | None:
+    """(ours, theirs): the vectors `timed_encodes` saved in the first good process of each library; None where a
+    library has no good process."""
+    import torch
+
+    first = {}
+    for r in results:
+        if "error" not in r:
+            first.setdefault(r["library"], torch.load(r["vectors"], weights_only=True))
+    return (first["ours"], first["st"]) if len(first) == 2 else None
+
+
 def add_encode_arguments(parser: argparse.ArgumentParser, data: Path) -> None:
     """The options of an encode benchmark (`bench_sparse.py`, `bench_multivector.py`): the texts, the batch, the
     threads, the processes' order, the vectors compared, the timeout, and the hidden child options."""
