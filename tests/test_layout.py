@@ -88,7 +88,14 @@ REMOTE_CODE = (
 )
 
 # The sparse model kind's remote code: its own files, which may import the dense set above (CSR holds a dense model).
-SPARSE_REMOTE_CODE = ("configuration_sparse", "modeling_sparse", "sparse_csr", "sparse_head", "text_encoding")
+SPARSE_REMOTE_CODE = (
+    "configuration_sparse",
+    "modeling_sparse",
+    "sparse_csr",
+    "sparse_head",
+    "sparse_pooling",
+    "text_encoding",
+)
 
 
 def module_name(path: Path) -> str:

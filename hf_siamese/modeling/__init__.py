@@ -8,10 +8,10 @@ the model's file and, transitively, every sibling it imports relatively): they i
 public libraries. The only references to the rest of hf_siamese are three optional hooks in checkpoints (reading and
 writing the sentence-transformers layout, the Hub push with a model card), each behind `except ImportError`.
 
-configuration_sparse, modeling_sparse, sparse_csr, sparse_head and text_encoding are the sparse model kind's own set
-(`SparseSiameseConfig`, `SparseSiameseModel`: SPLADE and inference-free SPLADE term weights, and CSR, a sparse
-autoencoder over a dense `SiameseBertModel`), copied the same way and importing only each other, the dense set (for
-CSR) and public libraries.
+configuration_sparse, modeling_sparse, sparse_csr, sparse_head, sparse_pooling and text_encoding are the sparse
+kind's own set (`SparseSiameseConfig`, `SparseSiameseModel`: SPLADE and inference-free SPLADE term weights, and CSR, a
+sparse autoencoder over a dense `SiameseBertModel`), copied the same way and importing only each other, the dense set
+(for CSR) and public libraries.
 
 configuration_multivector, modeling_multivector, multivector_scoring and text_encoding are the multi-vector
 (ColBERT-style late interaction) kind's own set (`MultiVectorConfig`, `MultiVectorModel`, MaxSim), copied the same way

@@ -3,8 +3,8 @@ one sparse vector per text, as wide as the vocabulary and scored by dot product;
 queries skip the encoder and take one learned weight per vocabulary term they contain.
 
 This file is copied next to the weights when a model is saved (remote code), so it imports only its own set (the
-configuration, sparse_csr, sparse_head, the encoding it shares with the multi-vector model in text_encoding.py), the
-dense set (for CSR) and public libraries.
+configuration, sparse_csr, sparse_head, sparse_pooling, the encoding it shares with the multi-vector model in
+text_encoding.py), the dense set (for CSR) and public libraries.
 
 The document (and SPLADE query) vector of a text with tokens t_1..t_n, for vocabulary term j:
 
@@ -32,6 +32,7 @@ from .configuration_sparse import SparseSiameseConfig
 from .modeling_siamese import settle_attention
 from .sparse_csr import SparseAutoEncoder, build_dense, csr_vectors, load_dense
 from .sparse_head import pass_through_head
+from .sparse_pooling import keep_largest, max_pooled_head, pooled_weights
 from .text_encoding import (
     TextEncoding,
     checked_texts,
@@ -55,51 +56,6 @@ class SparseSiameseOutput(ModelOutput):
     sentence_embedding: torch.FloatTensor | None = None
     dense_embedding: torch.FloatTensor | None = None
     pre_activation: torch.FloatTensor | None = None
-
-
-def term_weights(logits: torch.Tensor, attention_mask: torch.Tensor, activation: str) -> torch.Tensor:
-    """`(batch, seq, vocab)` logits -> term weights, zero at padding: log1p(ReLU(logits)) (twice log1p for
-    "log1p_log1p_relu")."""
-    mask = attention_mask.unsqueeze(-1).to(logits.dtype)
-    if torch.is_grad_enabled():
-        weights = torch.log1p(torch.relu(logits * mask))
-        return torch.log1p(weights) if activation == "log1p_log1p_relu" else weights
-    # Encoding: in place, so a batch holds one (batch, seq, vocab) tensor rather than four.
-    weights = logits.mul_(mask).relu_().log1p_()
-    return weights.log1p_() if activation == "log1p_log1p_relu" else weights
-
-
-def max_pooled_weights(logits: torch.Tensor, attention_mask: torch.Tensor, activation: str) -> torch.Tensor:
-    """`(batch, seq, vocab)` logits -> `(batch, vocab)` max-pooled term weights over the real tokens. The activation
-    never decreases, so it is taken after the max: once a term rather than once a token and term (the same values);
-    the max's backward keeps only the winning positions, not a (batch, seq, vocab) tensor an activation."""
-    padding = (attention_mask == 0).unsqueeze(-1)
-    if torch.is_grad_enabled():
-        logits = logits.masked_fill(padding, torch.finfo(logits.dtype).min)
-    else:
-        logits = logits.masked_fill_(padding, torch.finfo(logits.dtype).min)
-    pooled = torch.log1p(torch.relu(logits.max(dim=1).values))
-    return torch.log1p(pooled) if activation == "log1p_log1p_relu" else pooled
-
-
-def keep_largest(vectors: torch.Tensor, count: int | None) -> torch.Tensor:
-    """`vectors` with all but each row's `count` largest weights set to zero (unchanged for None)."""
-    if count is None or count >= vectors.shape[-1]:
-        return vectors
-    top = torch.topk(vectors, count, dim=-1)
-    return torch.zeros_like(vectors).scatter(-1, top.indices, top.values)
-
-
-def pooled_weights(
-    logits: torch.Tensor, attention_mask: torch.Tensor, pooling: str, activation: str, max_active_dims: int | None
-) -> torch.Tensor:
-    """`(batch, seq, vocab)` MLM logits -> `(batch, vocab)` document vectors: term weights pooled over the real tokens
-    by `pooling` ("max", else summed), then each row's `max_active_dims` largest kept."""
-    if pooling == "max":
-        pooled = max_pooled_weights(logits, attention_mask, activation)
-    else:
-        pooled = term_weights(logits, attention_mask, activation).sum(dim=1)
-    return keep_largest(pooled, max_active_dims)
 
 
 def looked_up_weights(
@@ -207,9 +163,13 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask, **kwargs}
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
-        logits = self.encoder(**inputs, return_dict=True).logits
         config = self.config
-        vectors = pooled_weights(logits, attention_mask, config.pooling, config.activation, config.max_active_dims)
+        vectors = None
+        if config.pooling == "max":  # a BERT-layout head: the max without the (batch, seq, vocab) logits
+            vectors = max_pooled_head(self.encoder, inputs, config.activation, config.max_active_dims)
+        if vectors is None:
+            logits = self.encoder(**inputs, return_dict=True).logits
+            vectors = pooled_weights(logits, attention_mask, config.pooling, config.activation, config.max_active_dims)
         return SparseSiameseOutput(sparse_embedding=vectors, sentence_embedding=vectors)
 
     def _grouped(
@@ -425,12 +385,4 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         self.query_weights.copy_(idf.to(self.query_weights.dtype))
 
 
-__all__ = [
-    "SparseSiameseModel",
-    "SparseSiameseOutput",
-    "keep_largest",
-    "looked_up_weights",
-    "max_pooled_weights",
-    "pooled_weights",
-    "term_weights",
-]
+__all__ = ["SparseSiameseModel", "SparseSiameseOutput", "looked_up_weights"]

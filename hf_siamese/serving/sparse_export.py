@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 from ..modeling.kinds import kind_of_model, kind_of_path
-from ..modeling.modeling_sparse import TASKS, keep_largest, looked_up_weights, pooled_weights
+from ..modeling.modeling_sparse import TASKS, looked_up_weights
+from ..modeling.sparse_pooling import keep_largest, pooled_weights
 from ..modeling.text_encoding import longest_first, max_tokens, rows_in_input_order, tokenizer_limit
 from .graphs import CALIBRATION_BATCH, GraphSpec, float_cpu_copy
 from .hooks import ExportHooks, check_calibration, check_calibration_size, export_tokenizer, text_graph_spec
