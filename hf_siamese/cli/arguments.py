@@ -53,7 +53,6 @@ def number_type(
 
 positive_int = number_type(int, "a positive integer", name="positive_int", at_least=1)
 non_negative_int = number_type(int, "an integer >= 0", name="non_negative_int", at_least=0)
-non_negative_int = number_type(int, "an integer >= 0", name="non_negative_int", at_least=0)
 positive_float = number_type(float, "a positive number", name="positive_float", above=0)
 finite_float = number_type(float, "a number", name="finite_float", out_of_range="a finite number")
 unit_float = number_type(float, "a number in [0, 1]", name="unit_float", at_least=0, at_most=1)  # a weight

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..data.training_sets import read_training_sets
 from ..training.fine_tune import fine_tune
+from ..training.hard_negatives import default_hard_negatives, with_hard_negatives
 from ..training.objective import Objective, choose_objective
 from ..training.recipe import resolve_recipe
 from .common import (
@@ -97,13 +98,12 @@ def run_train(args: argparse.Namespace) -> int:
         eval_columns=parse_columns(args.eval_columns, "--eval-columns"),
         eval_dataset_config=args.eval_dataset_config, max_eval=args.max_eval, seed=args.seed,
     )  # fmt: skip
-    if args.negatives_from is not None and args.hard_negatives is None:
+    negatives = default_hard_negatives(args.kind, args.train) if args.hard_negatives is None else args.hard_negatives
+    if args.negatives_from is not None and not negatives:
         raise ValueError(f"--negatives-from {args.negatives_from} ranks mined negatives: give --hard-negatives N")
-    if args.hard_negatives is not None:
-        from ..training.hard_negatives import with_hard_negatives
-
+    if negatives:
         sets = with_hard_negatives(
-            sets, args.train, args.model or default_model_path(), args.hard_negatives, kind=args.kind,
+            sets, args.train, args.model or default_model_path(), negatives, kind=args.kind,
             negatives_from=args.negatives_from or "hybrid", pooling=args.pooling, normalize=args.normalize,
             max_seq_length=args.max_seq_length, seed=args.seed,
         )  # fmt: skip

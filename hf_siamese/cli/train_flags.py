@@ -8,7 +8,7 @@ from typing import Any
 
 from ..losses.quantization_aware import QUANTIZATION_AWARE
 from ..modeling.kinds import model_kinds
-from ..training.hard_negatives import NEGATIVES_FROM
+from ..training.hard_negatives import NEGATIVES_FROM, SPARSE_HARD_NEGATIVES
 from ..training.objective import ROW_LOSSES
 from ..training.recipe import RECIPES
 from .arguments import (
@@ -16,6 +16,7 @@ from .arguments import (
     add_model_arguments,
     interpolate_option,
     loss_option,
+    non_negative_int,
     positive_float,
     positive_int,
     warmup_ratio,
@@ -77,10 +78,11 @@ def _add_data_group(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-eval", type=positive_int, metavar="N", help="evaluate on N random pairs only")
     group.add_argument(
         "--hard-negatives",
-        type=positive_int,
+        type=non_negative_int,
         metavar="N",
         help="with --train BEIR_DIR: add N negatives to every (query, relevant document) row, mined from the folder's "
-        "corpus before training by the start model and BM25 fused (--negatives-from); default: none",
+        f"corpus before training by the start model and BM25 fused (--negatives-from); default: "
+        f"{SPARSE_HARD_NEGATIVES} for --kind sparse (chosen on held-out SciFact train claims), else none; 0: none",
     )
     group.add_argument(
         "--negatives-from",

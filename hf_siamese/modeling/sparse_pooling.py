@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+SCREEN_ERROR = 1.0 / 64  # bounds |bfloat16 logit - float32 logit| in |h| |e| units (bfloat16 rounds by 2^-8, 3 times)
 BLOCK_TOKENS = 512  # real tokens multiplied at once on a CPU: a (vocab, 512) block of logits
 DENSE_SHARE = 8  # more than 1/8 of the terms past the screen: one float32 product beats gathering their rows
 ACCELERATOR_BLOCK = 1 << 28  # logits held at once on an accelerator (1 GiB of float32)
@@ -71,9 +72,6 @@ def pooled_weights(
     else:
         pooled = term_weights(logits, attention_mask, activation).sum(dim=1)
     return keep_largest(pooled, max_active_dims)
-
-
-SCREEN_ERROR = 1.0 / 64  # bounds |bfloat16 logit - float32 logit| in |h| |e| units (bfloat16 rounds by 2^-8, 3 times)
 
 
 def fast_bfloat16(device: torch.device) -> bool:

@@ -106,7 +106,8 @@ def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys
     argv = ["train", "--kind", "sparse", "--model", encoder, "--train", beir, "--eval", beir, "--eval-split", "test"]
     code, out, err = run_cli([*argv, "--output-dir", tmp_path / "out", "--batch-size", "4"], capsys)
     assert code == 0, err
-    assert "(train split) (14 rows), loss SparseMultipleNegativesRankingLoss" in out
+    # A sparse model from a BEIR folder mines one hybrid negative a row unless told (SPARSE_HARD_NEGATIVES).
+    assert "(train split) + 1 hard negatives (hybrid)" in out and "loss SparseMultipleNegativesRankingLoss" in out
     assert "nDCG@10 x100 on" in out and "before training" in out
     model = AutoModel.from_pretrained(tmp_path / "out")
     assert isinstance(model, SparseSiameseModel) and model.config.architecture == "splade"
@@ -132,11 +133,16 @@ def test_train_mines_hard_negatives_from_a_beir_folder(beir_and_encoder, tmp_pat
         [*argv, "--hard-negatives", "1", "--negatives-from", "lexical", "--output-dir", tmp_path / "dense"], capsys
     )
     assert code == 0 and "+ 1 hard negatives (lexical)" in out, err
+    code, out, err = run_cli(
+        [*argv, "--kind", "sparse", "--hard-negatives", "0", "--output-dir", tmp_path / "none"], capsys
+    )
+    assert code == 0 and "(train split) (14 rows), loss SparseMultipleNegativesRankingLoss" in out, err
     (tmp_path / "pairs.jsonl").write_text('{"anchor": "a dog", "positive": "a cat"}\n' * 4)
     for bad, fragment in (
         (["--negatives-from", "lexical"], "--negatives-from lexical ranks mined negatives: give --hard-negatives N"),
         (["--kind", "multi-vector", "--hard-negatives", "1"], "--hard-negatives with --kind multi-vector"),
-        (["--hard-negatives", "0"], "--hard-negatives"),
+        (["--hard-negatives", "-1"], "--hard-negatives"),
+        (["--hard-negatives", "0", "--negatives-from", "dense"], "give --hard-negatives N"),
     ):
         code, _, err = run_cli([*argv, "--output-dir", tmp_path / "bad", *bad], capsys)
         assert code != 0 and fragment in err.splitlines()[-1], (bad, err)
