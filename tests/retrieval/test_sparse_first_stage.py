@@ -95,8 +95,8 @@ def test_the_sparse_first_stage_measures_the_by_hand_ranking(files: Path, tiny_t
 def test_sparse_search_breaks_ties_by_corpus_row_and_bounds_its_blocks(monkeypatch, tiny_tokenizer) -> None:
     queries = torch.tensor([[1.0, 0, 0], [0, 0, 2]]).to_sparse()
     corpus = torch.tensor([[0, 1.0, 0], [1, 0, 0], [0, 0, 1], [1, 0, 0], [0, 0, 1]]).to_sparse()
-    scores, rows = sparse_search(queries, corpus, 4)
-    assert rows.tolist() == [[1, 3, 0, 2], [2, 4, 0, 1]] and scores[:, :2].tolist() == [[1, 1], [2, 2]]
+    scores_first, rows_first = sparse_search(queries, corpus, 4)
+    assert rows_first.tolist() == [[1, 3, 0, 2], [2, 4, 0, 1]] and scores_first[:, :2].tolist() == [[1, 1], [2, 2]]
     assert sparse_search(queries, corpus, 99)[1].shape == (2, 5)  # at most the corpus
     model = _sparse_model()
     texts = [" ".join(random.Random(i).choices(WORDS[:60], k=6)) for i in range(20)]
@@ -110,6 +110,11 @@ def test_sparse_search_breaks_ties_by_corpus_row_and_bounds_its_blocks(monkeypat
     np.testing.assert_allclose(whole[0], scores, rtol=1e-5)
     with pytest.raises(ValueError, match="top_k"):
         sparse_search(queries, corpus, 0)
+    by_term = sparse_module.term_major(corpus)  # made once for a corpus searched again and again
+    again = sparse_search(queries, corpus, 4, by_term=by_term)
+    assert again[1].tolist() == rows_first.tolist() and np.array_equal(again[0], scores_first)
+    with pytest.raises(ValueError, match=r"by_term is \(5, 3\), not the corpus \(5, 3\) transposed"):
+        sparse_search(queries, corpus, 4, by_term=by_term.T)
 
 
 def test_a_reranker_reranks_the_sparse_hits(files: Path, tiny_tokenizer) -> None:

@@ -87,6 +87,18 @@ def test_the_sparse_part_ranks_as_the_exact_sparse_search(files: Path, tmp_path:
     np.testing.assert_allclose(index.sparse.matrix.toarray(), corpus.toarray(), rtol=1e-6)  # every batch, in order
 
 
+def test_the_sparse_part_transposes_its_matrix_once(files: Path, tmp_path: Path, tiny_tokenizer, monkeypatch) -> None:
+    """The term-major matrix a search multiplies by is made on the first search and kept, not remade per search (a
+    pass over the whole part)."""
+    _build(files, tmp_path / "idx", tiny_tokenizer)
+    made = []
+    real = sparse_part.term_major
+    monkeypatch.setattr(sparse_part, "term_major", lambda matrix: made.append(1) or real(matrix))
+    index = load_index(tmp_path / "idx")
+    first = index.search(None, QUERIES, top_k=4, first_stage="sparse")
+    assert index.search(None, QUERIES, top_k=4, first_stage="sparse") == first and len(made) == 1
+
+
 def test_dense_plus_sparse_is_reciprocal_rank_fusion_by_hand(files: Path, tmp_path: Path, tiny_tokenizer) -> None:
     index, model, n = _build(files, tmp_path / "idx", tiny_tokenizer), make_tiny_model(), len(_texts(files))
     dense = index.search(model, QUERIES, top_k=n, first_stage="dense", tokenizer=tiny_tokenizer)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..ranking.sparse import encode_sparse, sparse_search
+from ..ranking.sparse import encode_sparse, sparse_search, term_major
 from .fingerprint import check_part_model
 from .parts import resolve_part_model
 
@@ -151,7 +151,7 @@ class SparsePart(SparseQueryEncoder):
     def __init__(self, folder: Path, record: dict[str, Any], matrix: Any) -> None:
         rebuild = "rebuild the part with 'hf-siamese index --add-sparse IDX --sparse-model SPARSE_DIR --overwrite'"
         super().__init__(record, os.fspath(folder), rebuild)
-        self.folder, self.matrix = folder, matrix
+        self.folder, self.matrix, self.by_term = folder, matrix, None
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> SparsePart:
@@ -172,7 +172,9 @@ class SparsePart(SparseQueryEncoder):
 
     def search(self, queries: list[str], k: int, batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows), each `(n, min(k, count))`, best first, equal scores by the lower row."""
-        return sparse_search(self.encode_queries(queries, batch_size), self.matrix, k)
+        if self.by_term is None:  # made on the first search and kept: one pass over the part, not one a search
+            self.by_term = term_major(self.matrix)
+        return sparse_search(self.encode_queries(queries, batch_size), self.matrix, k, by_term=self.by_term)
 
 
 __all__ = [

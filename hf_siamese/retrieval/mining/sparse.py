@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ranking.sparse import encode_sparse, sparse_search
+from ..ranking.sparse import encode_sparse, sparse_search, term_major
 
 
 class SparseBuilder:
@@ -53,6 +53,7 @@ class SparseSide:
         anchor_prompt: str | None, document_prompt: str | None, show_progress_bar: bool = False,
     ) -> None:  # fmt: skip
         self.model, self.tokenizer, self.corpus, self.batch_size = model, tokenizer, corpus, batch_size
+        self.by_term: Any = None
         self.document_prompt = document_prompt
         self.anchors = encode_sparse(
             model, anchors, task="query", tokenizer=tokenizer, batch_size=batch_size, prompt=anchor_prompt,
@@ -61,7 +62,9 @@ class SparseSide:
 
     def search(self, queries: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows) of the anchors' rows `queries` (a CSR slice of `anchors`), `k` each, best first."""
-        return sparse_search(queries, self.corpus, k)
+        if self.by_term is None:  # one transpose of the corpus for every chunk of anchors
+            self.by_term = term_major(self.corpus)
+        return sparse_search(queries, self.corpus, k, by_term=self.by_term)
 
     def scores(self, anchor: int, rows: np.ndarray) -> np.ndarray:
         """The model's scores (dot products) of the corpus `rows` to the distinct anchor number `anchor`."""

@@ -67,14 +67,24 @@ def encode_sparse(
     return scipy.sparse.vstack(blocks, format="csr", dtype=np.float32)
 
 
-def sparse_search(queries: Any, corpus: Any, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+def term_major(corpus: Any) -> Any:
+    """`(n_corpus, vocab)` sparse vectors (scipy.sparse or torch) -> the `(vocab, n_corpus)` float32 CSR matrix that
+    `sparse_search` multiplies queries by: made once for a corpus searched many times (`by_term=`)."""
+    import scipy.sparse
+
+    corpus = corpus if scipy.sparse.issparse(corpus) else to_csr(corpus)
+    return corpus.T.tocsr().astype(np.float32)
+
+
+def sparse_search(queries: Any, corpus: Any, top_k: int, *, by_term: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """`(scores, rows)`, each `(n_queries, min(top_k, n_corpus))`: every query's best corpus rows by dot product of
     the `(n_queries, vocab)` and `(n_corpus, vocab)` sparse matrices (scipy.sparse or torch), best first, equal
     scores by the lower row. Scored a chunk of queries at a time: at most `BLOCK_ELEMENTS` scores (or one query's)
-    are held at once."""
+    are held at once. `by_term`: `term_major(corpus)` made before, for a corpus searched again and again (else made
+    here, a pass over the whole corpus)."""
     import scipy.sparse
 
-    queries, corpus = (m if scipy.sparse.issparse(m) else to_csr(m) for m in (queries, corpus))
+    queries = queries if scipy.sparse.issparse(queries) else to_csr(queries)
     check_search(top_k, corpus.shape[0])
     if queries.shape[1] != corpus.shape[1]:
         raise ValueError(
@@ -82,7 +92,13 @@ def sparse_search(queries: Any, corpus: Any, top_k: int) -> tuple[np.ndarray, np
             "same model"
         )
     queries = queries.tocsr().astype(np.float32)
-    by_term = corpus.T.tocsr().astype(np.float32)  # (vocab, n_corpus): query rows times it give the scores
+    if by_term is None:
+        by_term = term_major(corpus)
+    elif by_term.shape != (corpus.shape[1], corpus.shape[0]):
+        raise ValueError(
+            f"by_term is {tuple(by_term.shape)}, not the corpus {tuple(corpus.shape)} transposed: "
+            "give term_major(corpus)"
+        )
     n_queries, n_corpus, k = queries.shape[0], corpus.shape[0], min(int(top_k), corpus.shape[0])
     return best_by_chunks(
         n_queries, n_corpus, k, lambda start, stop: (queries[start:stop] @ by_term).toarray(), BLOCK_ELEMENTS
@@ -127,5 +143,6 @@ __all__ = [
     "is_sparse_model",
     "sparse_run",
     "sparse_search",
+    "term_major",
     "to_csr",
 ]
