@@ -44,9 +44,9 @@ def with_hard_negatives(
     """`sets` (`data.training_sets.TrainingSets` read from the BEIR folder `beir_folder`) with `num_negatives` mined
     negatives added to every training row, from the folder's corpus, by `negatives_from` ("hybrid": the start model's
     own ranking fused with BM25; "lexical": BM25 alone; "dense" / "sparse": the model's own ranking alone) with the
-    model the run starts from (`model_path` built as `fine_tune` builds it, `kind` "dense" or "sparse"). Rows left
-    without `num_negatives` candidates are dropped (a warning counts them). A multi-vector start model is refused:
-    mine its rows with `mine` first."""
+    model the run starts from (`model_path` built as `fine_tune` builds it, `kind` "dense" or "sparse"; for
+    "multi-vector" its encoder as the dense model it is, mean-pooled as its checkpoint says: MaxSim over a whole corpus
+    is the slow first stage). Rows left without `num_negatives` candidates are dropped (a warning counts them)."""
     from ..data.beir import is_beir_folder, read_corpus
     from ..retrieval.mining.negatives import mine_hard_negatives
     from .fine_tune import encoder_to_train
@@ -59,16 +59,19 @@ def with_hard_negatives(
             f"--hard-negatives mines from a BEIR folder's corpus, and {given}: give --train BEIR_DIR, or mine other "
             "rows first ('hf-siamese mine')"
         )
-    if kind not in ("dense", "sparse"):
-        raise ValueError(
-            f"--hard-negatives with --kind {kind}: mining by a {kind} model is not built; mine the rows first "
-            "('hf-siamese mine ROWS --model M --negatives-from lexical') and train on them"
-        )
+    if kind not in ("dense", "sparse", "multi-vector"):
+        raise ValueError(f"--hard-negatives with --kind {kind!r}; accepted kinds: dense, sparse, multi-vector")
     if negatives_from not in NEGATIVES_FROM:
         raise ValueError(f"negatives_from={negatives_from!r}; accepted: {', '.join(NEGATIVES_FROM)}")
+    if kind == "multi-vector" and negatives_from == "sparse":
+        raise ValueError(
+            "--negatives-from sparse ranks by a sparse model, and a multi-vector run mines with its encoder as a dense "
+            "model: give --negatives-from hybrid, dense or lexical"
+        )
     model, tokenizer = encoder_to_train(
-        model_path, pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, kind=kind
-    )
+        model_path, pooling=pooling, normalize=normalize, max_seq_length=max_seq_length,
+        kind="dense" if kind == "multi-vector" else kind,
+    )  # fmt: skip
     corpus = list(read_corpus(beir_folder).values())
     rows = mine_hard_negatives(
         sets.train, model.eval(), corpus, num_negatives=num_negatives, negatives_from=negatives_from,

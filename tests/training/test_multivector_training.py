@@ -206,6 +206,9 @@ def test_train_kind_multivector_from_a_beir_folder(beir_and_encoder, tmp_path, c
     assert model.config.model_type == "siamese-multivector" and model.config.query_expansion == "fixed"
     vectors = model.encode(["a dog plays"], task="query")[0]
     assert vectors.shape == (32, 128)  # ColBERT's defaults: 32 query tokens (expanded), 128 dims
+    # Hard negatives: mined by its encoder as a dense model fused with BM25 (MaxSim over a corpus is the slow stage).
+    code, out, err = run_cli([*argv, "--hard-negatives", "1", "--output-dir", tmp_path / "hn"], capsys)
+    assert code == 0 and "(train split) + 1 hard negatives (hybrid)" in out, err
     for bad, fragment in (
         (["--pooling", "cls"], "--pooling set(s) a dense model; --kind multi-vector trains token vectors"),
         (["--loss", "mnr"], "--loss mnr: mnr train(s) a dense model; a multi-vector model trains on"),

@@ -140,7 +140,7 @@ def test_train_mines_hard_negatives_from_a_beir_folder(beir_and_encoder, tmp_pat
     (tmp_path / "pairs.jsonl").write_text('{"anchor": "a dog", "positive": "a cat"}\n' * 4)
     for bad, fragment in (
         (["--negatives-from", "lexical"], "--negatives-from lexical ranks mined negatives: give --hard-negatives N"),
-        (["--kind", "multi-vector", "--hard-negatives", "1"], "--hard-negatives with --kind multi-vector"),
+        (["--kind", "multi-vector", "--hard-negatives", "1", "--negatives-from", "sparse"], "mines with its encoder"),
         (["--hard-negatives", "-1"], "--hard-negatives"),
         (["--hard-negatives", "0", "--negatives-from", "dense"], "give --hard-negatives N"),
     ):
