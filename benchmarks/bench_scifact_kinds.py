@@ -94,10 +94,16 @@ def main() -> None:
         from hf_siamese import mine_hard_negatives
 
         start = time.perf_counter()
+        miner = model.eval()
+        if not sparse:  # a multi-vector run mines with its encoder as a dense model (train --hard-negatives does)
+            from hf_siamese.training.fine_tune import encoder_to_train
+
+            miner = encoder_to_train(path, kind="dense")[0].eval()
         mined = mine_hard_negatives(
-            Dataset.from_list(rows), model.eval(), list(train.corpus.values()), num_negatives=args.hard_negatives,
+            Dataset.from_list(rows), miner, list(train.corpus.values()), num_negatives=args.hard_negatives,
             negatives_from="hybrid", tokenizer=tokenizer, batch_size=32, show_progress_bar=False,
         )  # fmt: skip
+        del miner
         rows, mined_s = mined.to_list(), time.perf_counter() - start
         model.train()
     header = f"# bench_scifact_kinds ({args.kind}) on {cpu_flags()}; torch {torch.__version__}; {len(rows)} train rows"

@@ -114,7 +114,7 @@ def run_train(args: argparse.Namespace) -> int:
     objective = _objective(args, sets.train, sets.train_name)
     recipe = resolve_recipe(
         args.recipe, objective.loss.label_kind, sets.eval,
-        epochs=args.epochs, average_weights=args.average_weights, interpolate=args.interpolate,
+        epochs=args.epochs, average_weights=args.average_weights, interpolate=args.interpolate, kind=args.kind,
     )  # fmt: skip
     output_dir = args.output_dir or (DEMO_OUTPUT_DIR if sets.demo else "runs/hf-siamese")
     arguments = _training_arguments(args, output_dir, periodic_eval=bool(args.eval_steps and sets.eval))

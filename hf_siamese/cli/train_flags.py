@@ -147,7 +147,9 @@ def _add_training_group(parser: argparse.ArgumentParser) -> None:
         "scored pairs: default for a score loss with scored --eval pairs); plain: train --epochs and keep the last "
         "weights (default otherwise). --epochs, --[no-]average-weights and --interpolate override its parts",
     )
-    group.add_argument("--epochs", type=positive_float, help="default: 4 with --recipe best, else 1")
+    group.add_argument(
+        "--epochs", type=positive_float, help="default: 4 with --recipe best, else 1 (2 for --kind sparse)"
+    )
     group.add_argument("--batch-size", type=positive_int, default=16, help="per device (default: %(default)s)")
     group.add_argument("--lr", type=float, default=5e-5, help="learning rate (default: 5e-5)")
     group.add_argument(
