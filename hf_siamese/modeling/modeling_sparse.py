@@ -32,7 +32,7 @@ from .configuration_sparse import SparseSiameseConfig
 from .modeling_siamese import settle_attention
 from .sparse_csr import SparseAutoEncoder, build_dense, csr_vectors, load_dense
 from .sparse_head import pass_through_head
-from .sparse_pooling import keep_largest, max_pooled_head, pooled_weights
+from .sparse_pooling import encoder_term_weights, keep_largest
 from .text_encoding import (
     TextEncoding,
     checked_texts,
@@ -164,12 +164,7 @@ class SparseSiameseModel(SparseSiamesePreTrainedModel):
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
         config = self.config
-        vectors = None
-        if config.pooling == "max":  # a BERT-layout head: the max without the (batch, seq, vocab) logits
-            vectors = max_pooled_head(self.encoder, inputs, config.activation, config.max_active_dims)
-        if vectors is None:
-            logits = self.encoder(**inputs, return_dict=True).logits
-            vectors = pooled_weights(logits, attention_mask, config.pooling, config.activation, config.max_active_dims)
+        vectors = encoder_term_weights(self.encoder, inputs, config.pooling, config.activation, config.max_active_dims)
         return SparseSiameseOutput(sparse_embedding=vectors, sentence_embedding=vectors)
 
     def _grouped(

@@ -216,14 +216,16 @@ def bert_head(encoder: nn.Module) -> tuple[nn.Module, nn.Module, nn.Linear] | No
     return body, transform, decoder
 
 
-def max_pooled_head(
-    encoder: nn.Module, inputs: dict[str, Any], activation: str, max_active_dims: int | None
-) -> torch.Tensor | None:
-    """Max-pooled term weights of `inputs` through a BERT-layout `encoder` without its full logits (`max_decoded`),
-    each row's `max_active_dims` largest kept; None for another layout."""
-    parts = bert_head(encoder)
+def encoder_term_weights(
+    encoder: nn.Module, inputs: dict[str, Any], pooling: str, activation: str, max_active_dims: int | None
+) -> torch.Tensor:
+    """`(batch, vocab)` term weights of `inputs` through the masked-language `encoder`, pooled by `pooling`, each
+    row's `max_active_dims` largest kept. Max pooling through a BERT-layout head never makes the full logits
+    (`max_decoded`); sum pooling or another layout pools them (`pooled_weights`)."""
+    parts = bert_head(encoder) if pooling == "max" else None
     if parts is None:
-        return None
+        logits = encoder(**inputs, return_dict=True).logits
+        return pooled_weights(logits, inputs["attention_mask"], pooling, activation, max_active_dims)
     body, transform, decoder = parts
     hidden = transform(body(**inputs, return_dict=True).last_hidden_state)
     bias = decoder.bias if decoder.bias is not None else hidden.new_zeros(decoder.weight.shape[0])
@@ -235,10 +237,10 @@ __all__ = [
     "activate",
     "bert_head",
     "blocked_max",
+    "encoder_term_weights",
     "fast_bfloat16",
     "keep_largest",
     "max_decoded",
-    "max_pooled_head",
     "max_pooled_weights",
     "packed_max",
     "pooled_weights",
