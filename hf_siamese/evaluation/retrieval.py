@@ -305,30 +305,48 @@ def choose_hybrid_weight(
     depth: int = RERANK_TOP,
     metric: str = "ndcg@10",
     show_progress_bar: bool = False,
+    index: Any = None,
 ) -> tuple[float, dict[float, float]]:
     """The z-score fusion weight of the dense list (0, 0.1, ..., 1) that scores best by `metric` on this set's judged
     queries, and each weight's score (x100). Give it held-out queries (a train or dev split), never the test split
-    its result is reported on."""
+    its result is reported on.
+
+    Without `index` the two lists are `model`'s exact search of the set and BM25's (`lexical_settings`). With
+    `index` (an index of the set's corpus, `load_index`) they are the two its hybrid reads, run as its search runs
+    them: dense + BM25, or dense + learned sparse for an index with a sparse part and no lexical one (three lists
+    are fused by reciprocal ranks only: refused, naming why)."""
     from ..metrics import judged_queries, retrieval_metrics
 
     if is_sparse_model(model):
-        raise ValueError("choosing the hybrid weight fuses a dense model's list with BM25's; this model is sparse")
-    query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
-        model, dataset, tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar
-    )
+        raise ValueError(
+            "choosing the hybrid weight weighs a dense model's list against a second list; this model is sparse (an "
+            "index with a sparse part fuses its list with the dense one: give index=)"
+        )
     judged = judged_queries(dataset.qrels)
     if not judged:
         raise ValueError("choosing the hybrid weight needs queries with relevance judgements; this split has none")
-    row = {query_id: i for i, query_id in enumerate(query_ids)}
-    reach = min(depth, len(corpus_ids))
-    dense = exact_search(queries[[row[q] for q in judged]], corpus, reach, model.config.similarity)
-    lexical = lexical_run(dataset, judged, reach, lexical_settings)
+    reach = min(depth, len(dataset.corpus))
+    if index is not None:
+        if lexical_settings is not None:
+            raise ValueError("lexical_settings: the index's lexical part was built with its own settings; give none")
+        prompt = side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)
+        runs, corpus_ids = index_runs(
+            index, model, dataset, judged, reach, "hybrid", "zscore", prompt, tokenizer, batch_size
+        )  # fmt: skip
+        first, second = runs.values()
+    else:
+        query_ids, queries, corpus_ids, corpus = embed_retrieval_set(
+            model, dataset, tokenizer=tokenizer, batch_size=batch_size, show_progress_bar=show_progress_bar
+        )
+        row = {query_id: i for i, query_id in enumerate(query_ids)}
+        first = exact_search(queries[[row[q] for q in judged]], corpus, reach, model.config.similarity)
+        second = lexical_run(dataset, judged, reach, lexical_settings)
     k = int(metric.split("@")[1])
 
     def quality(rows: np.ndarray) -> float:
         return retrieval_metrics(ranked_ids(rows, judged, corpus_ids), dataset.qrels, [k], percent=True)[metric]
 
-    return choose_dense_weight(dense, lexical, quality)
+    return choose_dense_weight(first, second, quality)
 
 
 __all__ = [

@@ -67,6 +67,8 @@ def files(tmp_path_factory: pytest.TempPathFactory, tiny_tokenizer) -> Path:
         make_tiny_model(), str(beir), root / "idx", lexical=HAS_BM25, sparse_model=str(root / "sparse"), **common
     )
     build_index(make_tiny_model(), str(beir), root / "plain", lexical=False, **common)
+    sparse = str(root / "sparse")
+    build_index(make_tiny_model(), str(beir), root / "dense_sparse", lexical=False, sparse_model=sparse, **common)
     pairs = [{"anchor": _sentence(rng), "positive": corpus[i]} for i in range(0, 20, 2)]
     pairs[3]["anchor"] = pairs[2]["anchor"]  # two positives of one anchor: neither is its negative
     (root / "pairs.jsonl").write_text("".join(json.dumps(row) + "\n" for row in pairs), encoding="utf-8")
@@ -266,3 +268,33 @@ def test_three_lists_refuse_zscore_fusion(files: Path, capsys) -> None:
     argv = ["eval", files / "beir", "--index", files / "idx", "--first-stage", "hybrid", "--fusion", "zscore"]
     code, _, err = _run(argv, capsys)
     assert code == 1 and re.search(r"fusion='zscore'.*3 \(dense, lexical, sparse\)", err), err
+
+
+@needs_bm25
+def test_three_lists_refuse_choosing_a_dense_weight(files: Path, capsys) -> None:
+    argv = ["eval", files / "beir", "--index", files / "idx", "--choose-dense-weight", "--split", "test"]
+    code, _, err = _run(argv, capsys)
+    assert code == 1 and re.search(r"fusion='zscore'.*3 \(dense, lexical, sparse\)", err), err
+
+
+def test_dense_weight_of_dense_and_sparse_chosen_through_the_index(files: Path, tiny_tokenizer, capsys) -> None:
+    """--choose-dense-weight --index weighs the two lists of an index's hybrid (dense + learned sparse here); each
+    weight's figure is what eval --fusion zscore --dense-weight W measures through the same index."""
+    data, index, model = read_beir(files / "beir"), load_index(files / "dense_sparse"), make_tiny_model()
+    assert index.stage_lists("hybrid", "zscore") == ("dense", "sparse")
+    argv = ["eval", files / "beir", "--index", files / "dense_sparse", "--model", files / "dense"]
+    code, out, err = _run([*argv, "--choose-dense-weight", "--split", "test"], capsys)
+    assert code == 0, err
+    assert "dense + sparse through" in out and "note: choosing on the test split" in out
+    printed = dict(line.split()[:2] for line in out.splitlines() if re.match(r"  \d\.\d ", line))
+    assert list(printed) == [f"{0.1 * i:.1f}" for i in range(11)]
+    for weight in ("0.0", "0.3", "1.0"):
+        got = evaluate_retrieval(
+            model, data, tokenizer=tiny_tokenizer, index=index, first_stage="hybrid", fusion="zscore",
+            dense_weight=float(weight), percent=True,
+        )  # fmt: skip
+        assert printed[weight] == f"{got['ndcg@10']:.2f}"
+    sparse = evaluate_retrieval(None, data, index=index, first_stage="sparse", percent=True)
+    assert printed["0.0"] == f"{sparse['ndcg@10']:.2f}"  # weight 0: the sparse list's order
+    code, _, err = _run([*argv, "--choose-dense-weight", "--split", "test", "--k1", "1.2"], capsys)
+    assert code == 1 and "give no --language/--no-stemmer/--no-stopwords/--k1/--b" in err, err
