@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..modeling.encoding import SiameseEncodingMixin
+from ..modeling.batching import run_batches
 from .tokenization import check_pair_texts, tokenize_pairs
 
 # activation name -> the torch class sentence-transformers records (and instantiates) for it
@@ -138,14 +138,10 @@ def score_pairs(
         from tqdm.auto import tqdm
 
         progress = tqdm(total=len(batches), desc="Scoring pairs", unit="batch")
-    threads = torch.get_num_threads()
-    try:
+    try:  # run_batches restores torch's thread count itself
         items = [(torch.from_numpy(index), index) for index in batches]
-        positions, chunks = SiameseEncodingMixin._run_batches(
-            score, items, max(1, min(workers, len(batches))), progress
-        )
+        positions, chunks = run_batches(score, items, max(1, min(workers, len(batches))), progress)
     finally:
-        torch.set_num_threads(threads)
         if progress is not None:
             progress.close()
     logits = torch.empty((len(unique), num_labels), dtype=torch.float32)

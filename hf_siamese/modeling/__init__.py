@@ -13,7 +13,8 @@ kind's own set (`SparseSiameseConfig`, `SparseSiameseModel`: SPLADE and inferenc
 sparse autoencoder over a dense `SiameseBertModel`), copied the same way and importing only each other, the dense set
 (for CSR) and public libraries.
 
-configuration_multivector, modeling_multivector, multivector_scoring and text_encoding are the multi-vector
+configuration_multivector, modeling_multivector, multivector_scoring, text_encoding and batching are the multi-vector
 (ColBERT-style late interaction) kind's own set (`MultiVectorConfig`, `MultiVectorModel`, MaxSim), copied the same way
-and importing only each other and public libraries. text_encoding (what both kinds' `encode` share) is in both sets.
+and importing only each other and public libraries. text_encoding (what the sparse and multi-vector kinds' `encode`
+share) is in both of their sets; batching (its CPU batch pool, `run_batches`) is in the dense set too.
 """

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from transformers import AutoTokenizer
 
-from .batching import SortedBatches, StreamedBatches
+from .batching import SortedBatches, StreamedBatches, check_cpu_workers, run_batches
 from .devices import resolve_device
 from .short_attention import short_attention
 
@@ -214,8 +214,7 @@ class SiameseEncodingMixin:
         else:
             source = SortedBatches(inputs, tokenizer, max_length, batch_size)
 
-        threads = torch.get_num_threads()
-        workers = cpu_workers if cpu_workers is not None else threads
+        workers = cpu_workers if cpu_workers is not None else torch.get_num_threads()
         workers = min(workers, len(source)) if not streamed else 1
         dtype = cpu_dtype(dtype, device)
         runner, use_autocast = self._encode_runner(dtype, len(source), streamed)
@@ -229,7 +228,7 @@ class SiameseEncodingMixin:
 
         # On the CPU, short batches run attention key-major (short_attention.py: 2-5x faster than sdpa there).
         fast_attention = short_attention(runner.encoder) if device.type == "cpu" else contextlib.nullcontext()
-        positions, chunks = self._run_in_eval_mode(embed, source, workers, threads, fast_attention, show_progress_bar)
+        positions, chunks = self._run_in_eval_mode(embed, source, workers, fast_attention, show_progress_bar)
         self._warn_truncated(texts, unique, inputs, source.truncated, max_length)
         embeddings = in_input_order(positions, chunks, texts, unique, single)
         return embeddings.numpy() if convert_to_numpy else embeddings
@@ -258,10 +257,10 @@ class SiameseEncodingMixin:
         return self, use_autocast
 
     def _run_in_eval_mode(
-        self, embed: Any, source: Any, workers: int, threads: int, fast_attention: Any, show_progress_bar: bool
+        self, embed: Any, source: Any, workers: int, fast_attention: Any, show_progress_bar: bool
     ) -> tuple[list, list]:
-        """`_run_batches` with the model in eval mode and `fast_attention` on, a progress bar if asked; the training
-        mode and torch's thread count (`threads`) are restored afterwards, whatever happens."""
+        """`run_batches` (batching.py) with the model in eval mode and `fast_attention` on, a progress bar if asked;
+        the training mode and torch's thread count are restored afterwards, whatever happens."""
         was_training = self.training
         self.eval()
         progress = None
@@ -271,9 +270,8 @@ class SiameseEncodingMixin:
             progress = tqdm(total=len(source), desc="Encoding", unit="batch")
         try:
             with fast_attention:
-                return self._run_batches(embed, source, workers, progress)
+                return run_batches(embed, source, workers, progress)
         finally:
-            torch.set_num_threads(threads)
             self.train(was_training)
             if progress is not None:
                 progress.close()
@@ -292,27 +290,6 @@ class SiameseEncodingMixin:
             len(texts),
             max_length,
         )
-
-    @staticmethod
-    def _run_batches(embed: Any, source: Any, workers: int, progress: Any) -> tuple[list, list]:
-        """(positions, embeddings) of every `(positions, batch)` of `source`, in order: `embed` runs `workers` batches
-        at a time on threads of one torch thread each, or one after the other on the caller's threads (lazily, so a
-        streamed source is read as the batches run)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) if workers > 1 else None
-        positions, chunks = [], []
-
-        def run(item: tuple[torch.Tensor, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
-            return item[0], embed(item[1])
-
-        with pool or contextlib.nullcontext():
-            for rows, chunk in pool.map(run, source) if pool else map(run, source):
-                positions.append(rows)
-                chunks.append(chunk)
-                if progress is not None:
-                    progress.update()
-        return positions, chunks
 
     def resolve_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> str:
         """The prompt text to put before inputs: `prompt` if given, else `config.prompts[prompt_name]`, else the
@@ -337,14 +314,6 @@ class SiameseEncodingMixin:
         """The string the tokenizer sees: the prompt, then the text, lowercased when `config.do_lower_case`."""
         text = prompt + text
         return text.lower() if self.config.do_lower_case else text
-
-
-def check_cpu_workers(cpu_workers: int | None) -> None:
-    """Refuse a `cpu_workers` that is not a positive int (None: the default)."""
-    if cpu_workers is not None and (
-        isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int) or cpu_workers < 1
-    ):
-        raise ValueError(f"encode(): cpu_workers={cpu_workers!r} must be a positive int (or None for the default).")
 
 
 def checked_texts(texts: str | Sequence[str], batch_size: int) -> tuple[Sequence[str], bool]:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..formats.sentence_transformers_read import read_layout
-from ..modeling.batching import SortedBatches
+from ..modeling.batching import SortedBatches, run_batches
 from ..modeling.configuration_siamese import SiameseBertConfig
 from ..modeling.encoding import SiameseEncodingMixin, checked_texts, in_input_order, prompt_token_count
 from ..modeling.modeling_siamese import SiameseBertModel
@@ -118,14 +118,10 @@ class ExportedEncoder(ExportedGraph):
                 return self._head(torch.from_numpy(states).float(), batch["attention_mask"], prompt_length)
 
         # The torch encode's batch runner: `workers` batches at a time, each on its own thread (it sets torch's
-        # thread count to 1 for them, restored here).
-        threads = torch.get_num_threads()
+        # thread count to 1 for them and restores it).
         try:
-            positions, chunks = SiameseEncodingMixin._run_batches(
-                embed, source, min(self.workers, len(source)), progress
-            )
+            positions, chunks = run_batches(embed, source, min(self.workers, len(source)), progress)
         finally:
-            torch.set_num_threads(threads)
             if progress is not None:
                 progress.close()
         embeddings = in_input_order(positions, chunks, texts, unique, single)

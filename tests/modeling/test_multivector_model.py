@@ -226,6 +226,96 @@ def test_bad_calls_are_refused(tmp_path, tiny_tokenizer) -> None:
     assert isinstance(loaded, MultiVectorModel) and not loaded.training
 
 
+# Ten texts of varied lengths: with batch_size=3, four batches (the last one short).
+POOL_TEXTS = [
+    "dog",
+    "a man plays a guitar .",
+    "the cat , the dog !",
+    "two people ride a red bus on the road today",
+    "rain",
+    "a woman cooks soup in the kitchen and eats bread",
+    "the team won the football game in the cold rain",
+    "old car",
+    "the stock price fell today , the market rose !",
+    "a child walks in the park with a big blue ball",
+]
+
+
+def _pool_model(tokenizer) -> MultiVectorModel:
+    return _model(skiplist_ids=_punctuation(tokenizer), query_expansion="min", query_expansion_length=6,
+                  query_expansion_token_id=tokenizer.mask_token_id)  # fmt: skip
+
+
+@pytest.mark.parametrize("task", ["query", "document"])
+def test_cpu_workers_give_the_same_vectors_as_one_batch_at_a_time(tiny_tokenizer, task) -> None:
+    model = _pool_model(tiny_tokenizer)
+    one = model.encode(POOL_TEXTS, tiny_tokenizer, task=task, batch_size=3, cpu_workers=1)
+    two = model.encode(POOL_TEXTS, tiny_tokenizer, task=task, batch_size=3, cpu_workers=2)
+    default = model.encode(POOL_TEXTS, tiny_tokenizer, task=task, batch_size=3)
+    assert len({len(v) for v in one}) > 3  # varied lengths, in several batches
+    for got in (two, default):
+        assert [v.shape for v in got] == [v.shape for v in one]
+        assert max(float((a - b).abs().max()) for a, b in zip(got, one, strict=True)) <= 1e-6
+        assert all(v.dtype == torch.float32 and v.device.type == "cpu" for v in got)
+    vectors_one, mask_one = model.encode(
+        POOL_TEXTS, tiny_tokenizer, task=task, batch_size=3, padded=True, cpu_workers=1
+    )
+    vectors_two, mask_two = model.encode(
+        POOL_TEXTS, tiny_tokenizer, task=task, batch_size=3, padded=True, cpu_workers=2
+    )
+    assert torch.equal(mask_two, mask_one)
+    assert float((vectors_two - vectors_one).abs().max()) <= 1e-6
+    alone = model.encode(POOL_TEXTS[3], tiny_tokenizer, task=task, cpu_workers=2)  # one string: one batch, no pool
+    torch.testing.assert_close(alone, one[3])
+    assert model.encode([], tiny_tokenizer, task=task, cpu_workers=2) == []
+
+
+def test_cpu_workers_run_one_thread_each_and_restore_the_thread_count(tiny_tokenizer, monkeypatch) -> None:
+    import threading
+
+    model = _pool_model(tiny_tokenizer)
+    forward = model.forward
+    seen: list[tuple[int, int]] = []  # (thread id, torch threads) of each batch's forward
+    calls = threading.Lock()
+
+    def recording(*args, **kwargs):
+        with calls:
+            seen.append((threading.get_ident(), torch.get_num_threads()))
+            if fail and len(seen) == 2:
+                raise RuntimeError("boom in the second batch")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", recording)
+    threads = torch.get_num_threads()
+    fail = False
+    model.encode(POOL_TEXTS, tiny_tokenizer, batch_size=3, cpu_workers=2)
+    assert len(seen) == 4 and {n for _, n in seen} == {1}  # worker threads of one torch thread each
+    assert threading.get_ident() not in {ident for ident, _ in seen}
+    assert torch.get_num_threads() == threads
+    seen.clear()
+    model.encode(POOL_TEXTS, tiny_tokenizer, batch_size=3, cpu_workers=1)
+    assert seen == [(threading.get_ident(), threads)] * 4  # one at a time, on the caller's threads
+    fail = True
+    model.train()
+    for workers in (2, 1):
+        seen.clear()
+        with pytest.raises(RuntimeError, match="boom in the second batch"):
+            model.encode(POOL_TEXTS, tiny_tokenizer, batch_size=3, cpu_workers=workers)
+        assert torch.get_num_threads() == threads
+        assert model.training  # the mode it had
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_bad_cpu_workers_are_refused_as_the_dense_encode_refuses_them(tiny_tokenizer, bad) -> None:
+    from conftest import make_tiny_model
+
+    with pytest.raises(ValueError) as dense:
+        make_tiny_model().encode(TEXTS, tokenizer=tiny_tokenizer, cpu_workers=bad)
+    with pytest.raises(ValueError, match=re.escape(str(dense.value))):
+        _model().encode(TEXTS, tiny_tokenizer, cpu_workers=bad)
+    assert str(dense.value) == f"encode(): cpu_workers={bad!r} must be a positive int (or None for the default)."
+
+
 # ------------------------------------------------------------------------------ sentence-transformers, real weights
 
 

@@ -21,8 +21,15 @@ def test_every_remote_code_module_is_under_400_lines() -> None:
     assert max(lengths.values()) <= 400, lengths
 
 
-# The multi-vector model kind's remote code: its own files, importing only each other and public libraries.
-MULTIVECTOR_REMOTE_CODE = ("configuration_multivector", "modeling_multivector", "multivector_scoring", "text_encoding")
+# The multi-vector model kind's remote code: its own files and the dense kind's batch runner (batching), importing
+# only each other and public libraries.
+MULTIVECTOR_REMOTE_CODE = (
+    "configuration_multivector",
+    "modeling_multivector",
+    "multivector_scoring",
+    "text_encoding",
+    "batching",
+)
 
 
 def test_a_multivector_model_saves_exactly_its_own_remote_code_set(tmp_path: Path, tiny_tokenizer) -> None:
