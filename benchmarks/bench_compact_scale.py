@@ -81,7 +81,7 @@ def resident_mib(names: tuple[str, ...]) -> float:
 def child(index_dir: str, queries: int) -> None:
     import numpy as np
 
-    from hf_siamese.retrieval.index.compact import read_rows
+    from hf_siamese.retrieval.index.matrix import read_rows
     from hf_siamese.retrieval.stores import load_index
 
     index = load_index(index_dir)

@@ -76,8 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--precision", choices=PRECISIONS, default=None,
         help="how the vectors are searched: float32 (default), float16, int8 (ranges calibrated on the corpus) or "
-        "binary (sign bits, popcount Hamming): compact codes searched exactly, their best candidates rescored with "
-        "the float32 vectors kept on disk; with --set-precision: the new precision",
+        "binary (sign bits, popcount Hamming): compact codes searched exactly (int8 and binary with --approximate: "
+        "through an IVF over them), their best candidates rescored with the float32 vectors kept on disk; with "
+        "--set-precision: the new precision",
     )  # fmt: skip
     parser.add_argument(
         "--rescore", type=non_negative_int, metavar="R",
@@ -87,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set-precision", metavar="DIR",
         help="search the index DIR at --precision P (codes written from its stored vectors; nothing re-encoded; "
-        "float32 removes them); no CORPUS or -o",
+        "float32 removes them; --approximate: with an IVF over int8 or binary codes); no CORPUS or -o",
     )  # fmt: skip
     pipeline = parser.add_argument_group(
         "the pipeline kept in the index: search --index and eval --index then rerank with it, with no further flags"
@@ -106,7 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--approximate", action=argparse.BooleanOptionalAction,
         help="search through an approximate faiss index (default: from 100,000 documents on, when faiss is "
-        "installed); --no-approximate: exact search",
+        "installed); with --precision int8|binary: an IVF over the codes, nprobe chosen by measured recall (default: "
+        "none, the codes searched exactly); --no-approximate: exact search",
     )  # fmt: skip
     parser.add_argument(
         "--calibration-queries", metavar="FILE",
@@ -269,7 +271,7 @@ def _set_precision(args: argparse.Namespace) -> int:
             "--set-precision DIR sets the precision of an existing index: give "
             + (f"no {', '.join(given)}" if given else "--precision float32|float16|int8|binary")
         )
-    index = set_precision(args.set_precision, args.precision, rescore=args.rescore)
+    index = set_precision(args.set_precision, args.precision, rescore=args.rescore, approximate=args.approximate)
     print(f"{args.set_precision} now searches {describe_precision(index)[2:] or 'its float32 vectors'}")
     return 0
 

@@ -18,6 +18,7 @@ from hf_siamese.retrieval.exact import exact_search, unit_rows
 from hf_siamese.retrieval.index import compact
 from hf_siamese.retrieval.index.additions import set_precision
 from hf_siamese.retrieval.index.compact import CompactPart, Quantizer, bytes_per_document, write_compact_part
+from hf_siamese.retrieval.index.matrix import read_rows
 from hf_siamese.retrieval.stores import build_index, load_index
 
 QUERIES = ["a man plays the guitar", "dog in the park", "the market price fell"]
@@ -154,8 +155,8 @@ def test_bad_inputs_are_refused_naming_the_value(built: Path, corpus: list[str],
         build_index(model, corpus, tmp_path / "a", tokenizer=tiny_tokenizer, precision="int4")
     with pytest.raises(ValueError, match="rescore=-1"):
         build_index(model, corpus, tmp_path / "a", tokenizer=tiny_tokenizer, precision="binary", rescore=-1)
-    with pytest.raises(ValueError, match="approximate=True"):
-        build_index(model, corpus, tmp_path / "a", tokenizer=tiny_tokenizer, precision="binary", approximate=True)
+    with pytest.raises(ValueError, match="approximate=True .*precision='float16'.* serves precision int8 and binary"):
+        build_index(model, corpus, tmp_path / "a", tokenizer=tiny_tokenizer, precision="float16", approximate=True)
     euclidean = make_tiny_model()
     euclidean.config.similarity = "euclidean"
     with pytest.raises(ValueError, match="'euclidean': keep precision='float32'"):
@@ -235,8 +236,8 @@ def test_rows_read_from_a_memory_mapped_file_are_the_rows(tmp_path: Path) -> Non
     np.save(tmp_path / "vectors.npy", vectors)
     mapped = np.load(tmp_path / "vectors.npy", mmap_mode="r")
     rows = np.array([0, 7, 8, 49])
-    assert np.array_equal(compact.read_rows(mapped, rows), vectors[rows])
-    assert np.array_equal(compact.read_rows(vectors, rows), vectors[rows])  # an array in memory: indexed
+    assert np.array_equal(read_rows(mapped, rows), vectors[rows])
+    assert np.array_equal(read_rows(vectors, rows), vectors[rows])  # an array in memory: indexed
 
 
 def test_int8_scores_are_the_same_through_faiss_and_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,8 +16,10 @@ from ..stores import load_index
 from ..stores.folder import VectorIndex
 from .compact import COMPACT_DIR, check_rescore, write_compact_part
 from .compact import check_precision as check_compact_precision
+from .compact_ivf import check_approximate_precision
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings
 from .multivector_part import MULTIVECTOR_DIR, check_precision, resolve_multivector_model, write_multivector_part
+from .parts import faiss_available
 from .pipeline import load_reranker, pipeline_record
 from .sparse_part import SPARSE_DIR, resolve_sparse_model, texts_in_batches, write_sparse_part
 
@@ -119,18 +121,31 @@ def add_multivector(
     return VectorIndex.load(index.path)
 
 
-def set_precision(path: str | os.PathLike, precision: str, *, rescore: int | None = None) -> VectorIndex:
+def set_precision(
+    path: str | os.PathLike, precision: str, *, rescore: int | None = None, approximate: bool | None = None
+) -> VectorIndex:
     """Search the index folder at `path` at `precision` (`compact.py`: "float16", "int8", "binary" codes written from
     its stored float32 vectors, which rescore the candidates; "float32" removes them), with `rescore` (None: the
-    precision's default); nothing is re-encoded. Returns the index loaded."""
+    precision's default); nothing is re-encoded. `approximate=True` (int8, binary; faiss): the candidates through an
+    IVF over the codes (`compact_ivf.py`); None or False: the codes searched exactly. Returns the index loaded."""
     check_compact_precision(precision)
     rescore = None if rescore is None else check_rescore(rescore)
+    if approximate:
+        if precision == "float32":
+            raise ValueError(
+                "approximate=True (--approximate) with precision='float32': set_precision writes compact codes; an "
+                "approximate index of the float32 vectors is built with the index (build_index(approximate=True))"
+            )
+        check_approximate_precision(precision)
+        if not faiss_available():
+            raise ImportError("approximate=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
     with exclusive_output(path, "a build of this index"):
         index = VectorIndex.load(path)
         if index.ann is not None or index.info.get("backend") == "approximate":
             raise ValueError(
                 f"the index {os.fspath(index.path)!r} searches through an approximate index of its float32 vectors; "
-                "compact vectors are searched exactly: rebuild it with --precision (and without --approximate)"
+                "compact vectors replace it: rebuild it with --precision int8|binary (--approximate for an IVF over "
+                "the codes)"
             )
         target, staging = index.path / COMPACT_DIR, index.path / f".{COMPACT_DIR}.building"
         shutil.rmtree(staging, ignore_errors=True)
@@ -139,7 +154,9 @@ def set_precision(path: str | os.PathLike, precision: str, *, rescore: int | Non
             shutil.rmtree(target, ignore_errors=True)
             return VectorIndex.load(index.path)
         try:
-            record = write_compact_part(staging, index.embeddings, precision, index.similarity, rescore)
+            record = write_compact_part(
+                staging, index.embeddings, precision, index.similarity, rescore, approximate=bool(approximate)
+            )
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -15,7 +15,8 @@ An index folder holds:
     embeddings/ann the approximate index (`ann_build.build_ann_index`), from `ann.EXACT_BELOW` documents on when faiss
                    is installed and the similarity is one faiss serves
     compact/       the vectors at a lower precision (`compact.py`: float16, int8 or binary codes), with `precision=`:
-                   searched first, the best candidates rescored with embeddings/vectors.npy
+                   searched first, the best candidates rescored with embeddings/vectors.npy; with `approximate=True`
+                   (int8, binary) an IVF over the codes gives the candidates (`compact_ivf.py`)
     multivector/   the documents' token vectors by a multi-vector model (`multivector_part.py`), with
                    `multivector_model=` (or added later: `add_multivector`), for a MaxSim rerank
     sparse/        the learned-sparse part (`sparse_part.py`: CSR arrays of a sparse model's term weights), with
@@ -50,6 +51,7 @@ from ..corpus import encode_corpus
 from ..stores.folder import EMBEDDINGS_DIR, FORMAT_NAME, FORMAT_VERSION, INDEX_FILE, TEXTS_FILE, VectorIndex
 from .compact import COMPACT_DIR, check_compact_similarity, check_rescore, write_compact_part
 from .compact import check_precision as check_compact_precision
+from .compact_ivf import check_approximate_precision
 from .fingerprint import corpus_fingerprint, model_fingerprint, recorded_name
 from .lexical import LEXICAL_DIR, LexicalBuilder, LexicalIndex, LexicalSettings, TermTokenizer, wants_lexical
 from .matrix import corpus_matrix, keep_one_copy, neighbour_search
@@ -192,7 +194,8 @@ def build_folder_index(
             index's only; a stopped build resumes it too.
         precision: how the vectors are searched (`compact.py`): "float32" (default), or "float16", "int8" (ranges
             calibrated on the corpus) or "binary" (sign bits, Hamming distance), kept beside the float32 vectors,
-            which rescore the best candidates; exact search over the compact vectors (no approximate index); for the
+            which rescore the best candidates; the codes are searched exactly, or with `approximate=True` (int8,
+            binary) through an IVF over them, nprobe chosen by measured recall (None: exact at every size); for the
             cosine and dot similarities. A Milvus collection takes "int8": the engine's scalar-quantized index
             (IVF_SQ8 or HNSW_SQ, `milvus_build.engine_dense_index`). `rescore`: the candidates rescored, as a
             multiple of max(top_k, 100) (None: the precision's default, `compact.RESCORE`; 0: none), changed at
@@ -220,7 +223,7 @@ def _build_index(
     approximate: bool | None, calibration_queries: Any, embeddings_dir: Any, show_progress_bar: bool,
     overwrite: bool, lexical: bool | None, lexical_settings: LexicalSettings | None, sparse: Any = None,
     sparse_tokenizer: Any = None, multivector: tuple[Any, Any, str] = (None, None, "float16"),
-    compact: tuple[str, int | None] = ("float32", None),
+    compact: tuple[Any, ...] = ("float32", None),
 ) -> VectorIndex:  # fmt: skip
     """`build_folder_index` under the output's lock."""
     recover_output(output)  # first: a half-swapped old index is an existing index
@@ -236,12 +239,9 @@ def _build_index(
         raise ImportError("approximate=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)")
     if compact[0] != "float32":
         if approximate:
-            raise ValueError(
-                f"approximate=True (--approximate) with precision={compact[0]!r}: compact vectors are searched "
-                "exactly (no approximate index over the codes yet); give one of them"
-            )
+            check_approximate_precision(compact[0])
         check_compact_similarity(compact[0], similarity)
-        approximate = False
+        compact, approximate = (*compact, bool(approximate)), False  # the IVF, if any, is over the codes
     if approximate is None and not (similarity in FAISS_METRICS and faiss_available()):
         approximate = False
     with_lexical = wants_lexical(lexical, lexical_settings)
@@ -290,10 +290,10 @@ def _build_index(
         shutil.rmtree(staging / LEXICAL_DIR)
     records = _write_parts(
         staging, vectors, row_ids, similarity, sparse=sparse, token_model=token_model, multivector=multivector,
-        compact=compact, batch_size=batch_size, shard_size=shard_size or 10_000,
+        compact=compact, batch_size=batch_size, shard_size=shard_size or 10_000, calibration=calibration,
     )  # fmt: skip
     search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
-    if calibration is not None and search is None:
+    if calibration is not None and search is None and not (records.get("compact") or {}).get("approximate"):
         logger.info("%s: exact search (%d documents): the calibration queries are not needed", output, len(vectors))
     info = index_record(
         model, model_fingerprint(model), model.resolve_prompt(prompt_name, prompt),
@@ -318,11 +318,13 @@ def _build_index(
 
 def _write_parts(
     staging: Path, vectors: np.ndarray, row_ids: Sequence[Any], similarity: str, *, sparse: Any, token_model: Any,
-    multivector: tuple[Any, Any, str], compact: tuple[str, int | None], batch_size: int, shard_size: int,
+    multivector: tuple[Any, Any, str], compact: tuple[Any, ...], batch_size: int, shard_size: int,
+    calibration: np.ndarray | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The parts a build writes after the vectors, into `staging` (each made anew, or its folder left by a stopped
     build removed): the learned-sparse part (a second pass over the staged texts), the multi-vector part (resumed
-    after a stop, as the vectors are) and the compact vectors; returns their records by index.json key."""
+    after a stop, as the vectors are) and the compact vectors (precision, rescore and whether with an IVF, measured
+    on the `calibration` query vectors where given); returns their records by index.json key."""
     records: dict[str, Any] = {}
     shutil.rmtree(staging / SPARSE_DIR, ignore_errors=True)
     if sparse is not None:
@@ -342,7 +344,10 @@ def _write_parts(
         shutil.rmtree(staging / MULTIVECTOR_DIR, ignore_errors=True)
     shutil.rmtree(staging / COMPACT_DIR, ignore_errors=True)
     if compact[0] != "float32":
-        records["compact"] = write_compact_part(staging / COMPACT_DIR, vectors, compact[0], similarity, compact[1])
+        records["compact"] = write_compact_part(
+            staging / COMPACT_DIR, vectors, compact[0], similarity, compact[1], approximate=compact[2],
+            calibration=calibration,
+        )  # fmt: skip
     return records
 
 

@@ -22,13 +22,16 @@ of each precision (`RESCORE`) was chosen on SciFact's train claims (benchmarks/R
 On disk, beside the float32 vectors (embeddings/vectors.npy):
 
     compact/  compact.json (precision, dim, count, rescore, bytes a document, how the ranges were set), codes.npy
-              (count x bytes a document: float16, int8 or uint8 words of bits), and for int8 centers.npy / steps.npy
+              (count x bytes a document: float16, int8 or uint8 words of bits), and for int8 centers.npy / steps.npy;
+              with `approximate=True` (int8, binary) ivf.faiss, an IVF over the codes that gives the candidates
+              instead of the exact scan, its nprobe chosen by measured recall (`compact_ivf.py`)
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,18 @@ import numpy as np
 
 from ...storage import write_atomic
 from ..exact import TIE_MARGIN, best_first, merge_top_k, unit_rows
+from .compact_ivf import (
+    IVF_FILE,
+    build_compact_ivf,
+    check_approximate_precision,
+    describe_ivf,
+    ivf_candidates,
+    load_ivf,
+)
+from .matrix import read_block, read_rows
 from .parts import faiss_available
+
+logger = logging.getLogger(__name__)
 
 PRECISIONS = ("float32", "float16", "int8", "binary")
 RESCORE = {"float16": 0, "int8": 1, "binary": 4}
@@ -88,40 +102,8 @@ def describe_precision(index: Any) -> str:
         return f", int8 vectors (the engine's {engine_index} index, {index.dim} bytes a document)"
     if part is None:
         return ""
-    return f", {part.precision} vectors ({part.record['bytes_per_document']} bytes a document), rescore {index.rescore}"
-
-
-def _read_block(codes: np.ndarray, start: int, stop: int) -> np.ndarray:
-    """Rows `start:stop` of `codes`: read from its file when it is a memory-mapped one (not mapped: see `read_rows`),
-    else sliced."""
-    name = getattr(codes, "filename", None)
-    if not (isinstance(codes, np.memmap) and name and codes.flags.c_contiguous):
-        return np.asarray(codes[start:stop])
-    width = codes.shape[1] * codes.dtype.itemsize
-    with open(name, "rb") as file:
-        file.seek(codes.offset + start * width)
-        data = file.read((stop - start) * width)
-    return np.frombuffer(data, dtype=codes.dtype).reshape(stop - start, codes.shape[1])
-
-
-def read_rows(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The float32 rows `rows` (sorted) of `vectors`. A memory-mapped C-ordered float32 file is read with one
-    `os.pread` a row, not through its mapping: a page fault would map the cached pages around each row too (the
-    kernel's fault-around), and a few hundred scattered rows a query would soon hold the whole file in this process's
-    memory; read like this they stay in the page cache, shared, never this process's."""
-    name = getattr(vectors, "filename", None)
-    if not (isinstance(vectors, np.memmap) and name and vectors.dtype == np.float32 and vectors.flags.c_contiguous):
-        return np.asarray(vectors[rows], dtype=np.float32)
-    width = vectors.shape[1] * 4
-    out = np.empty((len(rows), vectors.shape[1]), np.float32)
-    target = out.view(np.uint8).reshape(len(rows), width)
-    descriptor = os.open(name, os.O_RDONLY)
-    try:
-        for position, row in enumerate(rows.tolist()):
-            target[position] = np.frombuffer(os.pread(descriptor, width, vectors.offset + row * width), np.uint8)
-    finally:
-        os.close(descriptor)
-    return out
+    described = f", {part.precision} vectors ({part.record['bytes_per_document']} bytes a document), rescore "
+    return described + f"{index.rescore}{describe_ivf(part.approximate)}"
 
 
 def _sample(vectors: np.ndarray, rows: int) -> np.ndarray:
@@ -187,6 +169,10 @@ class CompactPart:
         self.precision, self.similarity = record["precision"], record["similarity"]
         self.rescore = int(record["rescore"])
         self._scalar_index: Any = None  # int8 through faiss: its scalar quantizer holding our codes, made on first use
+        self.approximate: dict[str, Any] | None = record.get("approximate")  # the IVF over the codes, if built
+        self.nprobe: int | None = None  # the IVF's lists probed (None: the recorded nprobe)
+        self._ivf: Any = None  # opened on first use
+        self._warned = False  # that faiss is missing, so the IVF is not used
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> CompactPart:
@@ -198,6 +184,8 @@ class CompactPart:
             names = ("centers", "steps") if record["precision"] == "int8" else ()
             arrays = {name: np.load(folder / f"{name}.npy", allow_pickle=False) for name in names}
             expected = (record["count"], record["bytes_per_document"] // (2 if record["precision"] == "float16" else 1))
+            if record.get("approximate") and not (folder / IVF_FILE).is_file():
+                raise ValueError(f"{IVF_FILE} missing")
         except (OSError, ValueError, KeyError) as err:
             raise ValueError(f"corrupt compact vectors in {os.fspath(folder)!r} ({err}); rebuild the index") from None
         if codes.shape != expected:
@@ -205,8 +193,32 @@ class CompactPart:
             raise ValueError(f"corrupt compact vectors in {where!r}: codes {codes.shape}, expected {expected}")
         return cls(folder, record, codes, Quantizer(record["precision"], record["dim"], **arrays))
 
-    def _candidates(self, queries: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, rows) of the `depth` best rows of each query by the codes alone, best first."""
+    def _probes(self, nprobe: Any) -> int | None:
+        """The IVF lists to probe (`nprobe`, else `self.nprobe`, else the recorded one), or None for the exact scan:
+        no IVF, every list (the same rows, faster), or no faiss (a warning)."""
+        if nprobe is not None and (isinstance(nprobe, bool) or not isinstance(nprobe, (int, np.integer)) or nprobe < 1):
+            raise ValueError(f"nprobe={nprobe!r}: expected an int >= 1 (the IVF lists over the codes to probe)")
+        if self.approximate is None:
+            if nprobe is not None:
+                raise ValueError(f"nprobe={nprobe!r}: these compact vectors have no IVF (built without --approximate)")
+            return None
+        probes = int(nprobe or self.nprobe or self.approximate["nprobe"])
+        if probes >= self.approximate["lists"]:
+            return None
+        if not faiss_available():
+            if not self._warned:
+                logger.warning("faiss is not installed: the compact codes are searched exactly, not through their IVF")
+                self._warned = True
+            return None
+        return probes
+
+    def _candidates(self, queries: np.ndarray, depth: int, probes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of the `depth` best rows of each query by the codes alone, best first: through the IVF at
+        `probes` lists, else all of them."""
+        if probes is not None:
+            if self._ivf is None:
+                self._ivf = load_ivf(self.folder, self.precision)
+            return best_first(*ivf_candidates(self, self._ivf, queries, depth, probes))
         faiss = importlib.import_module("faiss") if self.precision != "float16" and faiss_available() else None
         if faiss is not None and self.precision == "binary":
             distances, rows = faiss.knn_hamming(self.quantizer.encode(queries), np.ascontiguousarray(self.codes), depth)
@@ -232,25 +244,26 @@ class CompactPart:
             faiss.copy_array_to_vector(trained, index.sq.trained)
             index.is_trained = True
             for start in range(0, len(self.codes), _CHUNK):
-                block = _read_block(self.codes, start, min(start + _CHUNK, len(self.codes)))
+                block = read_block(self.codes, start, min(start + _CHUNK, len(self.codes)))
                 index.add_sa_codes((block.astype(np.int16) + 127).astype(np.uint8))
             self._scalar_index = index
         return self._scalar_index
 
     def search(
-        self, queries: np.ndarray, k: int, vectors: np.ndarray, rescore: int | None = None
+        self, queries: np.ndarray, k: int, vectors: np.ndarray, rescore: int | None = None, nprobe: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(scores, rows), each (n, k), best first, of float32 `queries` against the index: `rescore` x max(k, 100)
-        candidates by the codes, scored again with the rows of the float32 `vectors` (None: the recorded setting;
-        0: the compact scores)."""
+        candidates by the codes (through their IVF where built, at `nprobe` lists; None: the recorded nprobe),
+        scored again with the rows of the float32 `vectors` (None: the recorded setting; 0: the compact scores)."""
         rescore = self.rescore if rescore is None else check_rescore(rescore)
+        probes = self._probes(nprobe)
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         queries = unit_rows(queries) if self.similarity == "cosine" else queries
         count = len(self.codes)
         if not rescore:
-            return self._candidates(queries, min(k, count))
+            return self._candidates(queries, min(k, count), probes)
         depth = min(count, rescore * max(k, RESCORE_FLOOR) + TIE_MARGIN)
-        _, rows = self._candidates(queries, depth)
+        _, rows = self._candidates(queries, depth, probes)
         return rescore_rows(queries, rows, vectors, self.similarity, min(k, count))
 
 
@@ -264,6 +277,9 @@ def rescore_rows(
     for start in range(0, len(rows), query_chunk):
         part = rows[start : start + query_chunk]
         wanted = np.unique(part[part >= 0])
+        if not len(wanted):  # an IVF's probed lists held no row for these queries
+            scores[start : start + query_chunk] = -np.inf
+            continue
         found = read_rows(vectors, wanted)
         found = unit_rows(found) if similarity == "cosine" else found
         every = queries[start : start + query_chunk] @ found.T  # (chunk, wanted): small, one matrix product
@@ -272,12 +288,19 @@ def rescore_rows(
     return best_first(scores, rows, k)
 
 
-def write_compact_part(folder: Path, vectors: np.ndarray, precision: str, similarity: str, rescore: int | None) -> dict:
+def write_compact_part(
+    folder: Path, vectors: np.ndarray, precision: str, similarity: str, rescore: int | None, *,
+    approximate: bool = False, calibration: np.ndarray | None = None,
+) -> dict:  # fmt: skip
     """Write `vectors` (a (count, dim) float32 memmap, read a chunk at a time) at `precision` into `folder`; returns
-    its record (compact.json). A `ValueError` for float32 or a similarity the compact search does not serve."""
+    its record (compact.json, written last). `approximate`: also the IVF over the codes (int8, binary;
+    `compact_ivf.py`), its nprobe measured on `calibration` query vectors where given. A `ValueError` for float32, a
+    similarity the compact search does not serve or an IVF for float16."""
     if check_precision(precision) == "float32":
         raise ValueError("precision='float32' keeps the vectors as they are: no compact part to write")
     check_compact_similarity(precision, similarity)
+    if approximate:
+        check_approximate_precision(precision)
     rescore = RESCORE[precision] if rescore is None else check_rescore(rescore)
     count, dim = (int(n) for n in vectors.shape)
     quantizer = Quantizer.fit(vectors, precision, unit=similarity == "cosine")
@@ -307,6 +330,11 @@ def write_compact_part(folder: Path, vectors: np.ndarray, precision: str, simila
         "bytes_per_document": per_row,
         "ranges": f"quantiles {QUANTILES} of {min(count, CALIBRATION_ROWS)} rows" if precision == "int8" else None,
     }
+    if approximate:
+        codes = np.load(folder / "codes.npy", mmap_mode="r", allow_pickle=False)
+        part = CompactPart(folder, record, codes, quantizer)
+        record["approximate"] = build_compact_ivf(part, vectors, calibration=calibration)
+        del part, codes
     (folder / "compact.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
 
@@ -322,7 +350,6 @@ __all__ = [
     "describe_precision",
     "check_precision",
     "check_rescore",
-    "read_rows",
     "rescore_rows",
     "write_compact_part",
 ]

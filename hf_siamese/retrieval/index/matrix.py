@@ -1,8 +1,10 @@
 """The vectors of an embedded corpus as one matrix, and the search over it: `corpus_matrix` stacks the shards of an
 `encode_corpus` folder once into a memory-mapped `vectors.npy` (`keep_one_copy` then drops the shards),
-`vector_chunks` reads it a chunk at a time without touching the map, `texts_of` reads the texts of some rows back from
-the source, and `neighbour_search` / `matrix_search` search the matrix (an approximate faiss index kept beside it from
-`ann.EXACT_BELOW` vectors on, else exact search). The index build, corpus search, mining and similar pairs share them.
+`vector_chunks` reads it a chunk at a time without touching the map (`read_block` / `read_rows`: a run of rows / some
+rows of a stored matrix, read from its file rather than through the map), `texts_of` reads the texts of some rows
+back from the source, and `neighbour_search` / `matrix_search` search the matrix (an approximate faiss index kept
+beside it from `ann.EXACT_BELOW` vectors on, else exact search). The index build, corpus search, mining and similar
+pairs share them.
 """
 
 from __future__ import annotations
@@ -155,12 +157,47 @@ def matrix_search(vectors: Any, folder: Path, similarity: str, approximate: bool
     return lambda queries, k: exact_search(queries, vectors, top_k=k, similarity=similarity)
 
 
+def read_block(codes: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Rows `start:stop` of `codes`: read from its file when it is a memory-mapped one (not mapped: see `read_rows`),
+    else sliced."""
+    name = getattr(codes, "filename", None)
+    if not (isinstance(codes, np.memmap) and name and codes.flags.c_contiguous):
+        return np.asarray(codes[start:stop])
+    width = codes.shape[1] * codes.dtype.itemsize
+    with open(name, "rb") as file:
+        file.seek(codes.offset + start * width)
+        data = file.read((stop - start) * width)
+    return np.frombuffer(data, dtype=codes.dtype).reshape(stop - start, codes.shape[1])
+
+
+def read_rows(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The float32 rows `rows` (sorted) of `vectors`. A memory-mapped C-ordered float32 file is read with one
+    `os.pread` a row, not through its mapping: a page fault would map the cached pages around each row too (the
+    kernel's fault-around), and a few hundred scattered rows a query would soon hold the whole file in this process's
+    memory; read like this they stay in the page cache, shared, never this process's."""
+    name = getattr(vectors, "filename", None)
+    if not (isinstance(vectors, np.memmap) and name and vectors.dtype == np.float32 and vectors.flags.c_contiguous):
+        return np.asarray(vectors[rows], dtype=np.float32)
+    width = vectors.shape[1] * 4
+    out = np.empty((len(rows), vectors.shape[1]), np.float32)
+    target = out.view(np.uint8).reshape(len(rows), width)
+    descriptor = os.open(name, os.O_RDONLY)
+    try:
+        for position, row in enumerate(rows.tolist()):
+            target[position] = np.frombuffer(os.pread(descriptor, width, vectors.offset + row * width), np.uint8)
+    finally:
+        os.close(descriptor)
+    return out
+
+
 __all__ = [
     "Search",
     "corpus_matrix",
     "keep_one_copy",
     "matrix_search",
     "neighbour_search",
+    "read_block",
+    "read_rows",
     "texts_of",
     "vector_chunks",
 ]

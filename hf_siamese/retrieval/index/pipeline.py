@@ -212,7 +212,18 @@ def _compact_line(record: dict[str, Any] | None) -> list[str]:
     return [
         f"- precision: {record['precision']} ({record['bytes_per_document']} bytes a document, float32 "
         f"{4 * record['dim']}), the best {record['rescore']} x max(top-k, 100) rescored with the float32 vectors"
+        + _ivf_words(record.get("approximate"))
     ]
+
+
+def _ivf_words(ivf: dict[str, Any] | None) -> str:
+    """The card's words on the IVF over the compact codes, where there is one."""
+    if not ivf:
+        return ""
+    return (
+        f"; candidates through an IVF over the codes ({ivf['lists']} lists, nprobe {ivf['nprobe']}, recall@10 "
+        f"{ivf['recall@10']} of the exact search's on {ivf['queries']} {ivf['measured_on']})"
+    )
 
 
 def _multivector_line(record: dict[str, Any] | None) -> list[str]:

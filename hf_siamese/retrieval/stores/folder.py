@@ -55,7 +55,6 @@ class VectorIndex(SearchIndex):
     def __init__(self, path: Path, info: dict[str, Any], corpus: Any, vectors: np.ndarray, ann: Any) -> None:
         self.path, self.info, self.corpus, self.ann = path, info, corpus, ann
         self.location = os.fspath(path)
-        self.backend = "approximate" if ann is not None else "exact"
         self.dim, self.settings, self.model_name = info["dim"], info["settings"], info["model"]["name_or_path"]
         self.similarity = info["settings"]["similarity"]
         self.embeddings = vectors  # (count, dim) float32, memory-mapped
@@ -63,6 +62,8 @@ class VectorIndex(SearchIndex):
         self._lexical: LexicalIndex | None = None
         self._sparse: SparsePart | None = None
         self.compact = CompactPart.load(path / COMPACT_DIR) if info.get("compact") else None
+        ivf = self.compact is not None and self.compact.approximate is not None  # an IVF over the compact codes
+        self.backend = "approximate" if ann is not None or ivf else "exact"
         self._rescore: int | None = None
 
     @property
