@@ -8,7 +8,7 @@ from typing import Any
 
 from ..losses.quantization_aware import QUANTIZATION_AWARE
 from ..modeling.kinds import model_kinds
-from ..training.hard_negatives import NEGATIVES_FROM, SPARSE_HARD_NEGATIVES
+from ..training.hard_negatives import NEGATIVES_FROM
 from ..training.objective import ROW_LOSSES
 from ..training.recipe import RECIPES
 from .arguments import (
@@ -81,8 +81,8 @@ def _add_data_group(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         metavar="N",
         help="with --train BEIR_DIR: add N negatives to every (query, relevant document) row, mined from the folder's "
-        f"corpus before training by the start model and BM25 fused (--negatives-from); default: "
-        f"{SPARSE_HARD_NEGATIVES} for --kind sparse (chosen on held-out SciFact train claims), else none; 0: none",
+        "corpus before training by the start model and BM25 fused (--negatives-from); default: "
+        "1 for --kind sparse and --kind multi-vector (chosen on held-out SciFact train claims), else none; 0: none",
     )
     group.add_argument(
         "--negatives-from",

@@ -13,17 +13,19 @@ import os
 from typing import Any
 
 NEGATIVES_FROM = ("hybrid", "lexical", "dense", "sparse")
-# A sparse model trained from a BEIR folder mines this many a row unless told: on 162 held-out SciFact train claims one
-# hybrid negative gave +2.3 and +0.8 nDCG@10 (two seeds) with half the active terms (benchmarks/RESULTS.md).
-SPARSE_HARD_NEGATIVES = 1
+# A sparse or multi-vector model trained from a BEIR folder mines this many a row unless told (KIND_HARD_NEGATIVES):
+# on 162 held-out SciFact train claims one hybrid negative gave a sparse model +2.3 and +0.8 nDCG@10 (two seeds) with
+# half the active terms, and a multi-vector model, with two epochs, 76.87 against 72.54 for one epoch without
+# (benchmarks/RESULTS.md). A dense model mines none unless told.
+KIND_HARD_NEGATIVES = {"sparse": 1, "multi-vector": 1}
 
 
 def default_hard_negatives(kind: str, train: str | os.PathLike | None) -> int:
-    """Negatives mined a row when `train --hard-negatives` is not given: `SPARSE_HARD_NEGATIVES` for a sparse model
-    trained from a BEIR folder, else none."""
+    """Negatives mined a row when `train --hard-negatives` is not given: `KIND_HARD_NEGATIVES` of the kind for a
+    model trained from a BEIR folder, else none."""
     from ..data.beir import is_beir_folder
 
-    return SPARSE_HARD_NEGATIVES if kind == "sparse" and train is not None and is_beir_folder(train) else 0
+    return KIND_HARD_NEGATIVES.get(kind, 0) if train is not None and is_beir_folder(train) else 0
 
 
 def with_hard_negatives(
@@ -81,4 +83,4 @@ def with_hard_negatives(
     return dataclasses.replace(sets, train=rows, train_name=name)
 
 
-__all__ = ["NEGATIVES_FROM", "SPARSE_HARD_NEGATIVES", "default_hard_negatives", "with_hard_negatives"]
+__all__ = ["KIND_HARD_NEGATIVES", "NEGATIVES_FROM", "default_hard_negatives", "with_hard_negatives"]

@@ -6,7 +6,7 @@
 best epoch's weights or the mean of the epoch-end weights, whichever scores higher on `--eval`, then moves back toward
 the base model's weights by the alpha that scores best on `--eval` (WiSE-FT). It is the default where it applies: a
 score loss (cosine, CoSENT, AnglE, scored MNR) with scored `--eval` pairs, the built-in demo included. `plain` trains
-`--epochs` (default 1; 2 for a sparse model, `KIND_PLAIN_EPOCHS`) and keeps the last weights, unless
+`--epochs` (default 1; 2 for a sparse or multi-vector model, `KIND_PLAIN_EPOCHS`) and keeps the last weights, unless
 `--average-weights` / `--interpolate` say otherwise.
 Options given explicitly (`--epochs`, `--[no-]average-weights`, `--interpolate`) override the recipe's part.
 """
@@ -25,7 +25,7 @@ PLAIN_EPOCHS = 1.0
 # A kind's own plain default: a sparse model's new head needs more than one pass. On 162 held-out SciFact train claims,
 # one mined negative a row, two epochs scored 71.31 and 72.34 nDCG@10 against one epoch's 67.24 and 68.70 (seeds 42
 # and 7; benchmarks/RESULTS.md).
-KIND_PLAIN_EPOCHS = {"sparse": 2.0}
+KIND_PLAIN_EPOCHS = {"sparse": 2.0, "multi-vector": 2.0}
 
 
 @dataclass(frozen=True)

@@ -98,10 +98,11 @@ def test_read_training_sets_demo_and_bad_inputs(files: Path) -> None:
 
 
 def test_a_plain_run_trains_its_kinds_default_epochs() -> None:
-    """A sparse model's plain run trains KIND_PLAIN_EPOCHS (2, chosen on held-out SciFact claims); the others one
-    epoch; `--epochs` wins over both."""
+    """A sparse or multi-vector model's plain run trains KIND_PLAIN_EPOCHS (2, chosen on held-out SciFact claims); a
+    dense one one epoch; `--epochs` wins over both."""
     assert resolve_recipe("plain", None, None, kind="sparse").epochs == 2.0
-    assert resolve_recipe("plain", None, None, kind="multi-vector").epochs == 1.0
+    assert resolve_recipe("plain", None, None, kind="multi-vector").epochs == 2.0
+    assert resolve_recipe("plain", None, None, kind="dense").epochs == 1.0
     assert resolve_recipe("plain", None, None).epochs == 1.0
     assert resolve_recipe("plain", None, None, epochs=3, kind="sparse").epochs == 3
     assert "recipe plain: 2 epoch(s)" in resolve_recipe(None, None, None, kind="sparse").describe()

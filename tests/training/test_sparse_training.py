@@ -106,7 +106,7 @@ def test_train_kind_sparse_from_a_beir_folder(beir_and_encoder, tmp_path, capsys
     argv = ["train", "--kind", "sparse", "--model", encoder, "--train", beir, "--eval", beir, "--eval-split", "test"]
     code, out, err = run_cli([*argv, "--output-dir", tmp_path / "out", "--batch-size", "4"], capsys)
     assert code == 0, err
-    # A sparse model from a BEIR folder mines one hybrid negative a row unless told (SPARSE_HARD_NEGATIVES).
+    # A sparse model from a BEIR folder mines one hybrid negative a row unless told (KIND_HARD_NEGATIVES).
     assert "(train split) + 1 hard negatives (hybrid)" in out and "loss SparseMultipleNegativesRankingLoss" in out
     assert "nDCG@10 x100 on" in out and "before training" in out
     model = AutoModel.from_pretrained(tmp_path / "out")
