@@ -263,10 +263,11 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
         """Token vectors of `texts` as `task` ("query" or "document"; the config's prompt for it is put first unless
         `prompt` is given), float32 on the CPU.
 
-        `cpu_workers`: on the CPU, batches run this many at a time, each on one thread, instead of one at a time on
-        all threads: sentence-sized matmuls split badly across cores (the dense model's encode measured 1.3x the
-        texts/s on 2 cores). Defaults to `torch.get_num_threads()`; 1 runs one batch at a time on all threads. The
-        thread setting is restored afterwards. Ignored on other devices.
+        `cpu_workers`: on the CPU, batches run this many at a time, each on one thread (`batching.run_batches`, as
+        the dense model's encode runs sentences: 1.3x there). Default 1, one batch at a time on all threads: for
+        SciFact abstracts (210 tokens a text) two workers measured 1.05x the documents/s and 0.97x the queries/s on 2
+        cores, at 1.45x the peak memory (benchmarks/RESULTS.md). The thread setting is restored afterwards. Ignored on
+        other devices.
 
         Returns a list of `(n_kept_tokens, dim)` tensors, one per text (one string: its tensor); with `padded=True`
         a tuple `(vectors (n, max_kept, dim), mask (n, max_kept))` instead: the kept vectors left-aligned, zeros
@@ -277,7 +278,7 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
         prefix = self._task_prompt(task, prompt)
         device = next(self.parameters()).device
         batches = longest_first(items, batch_size)
-        workers = min(cpu_workers or torch.get_num_threads(), len(batches)) if device.type == "cpu" else 1
+        workers = min(cpu_workers or 1, len(batches)) if device.type == "cpu" else 1
         # A fast tokenizer sets its padding and truncation on shared state per call: one batch tokenizes at a time
         # (the others' forward passes run meanwhile).
         tokenizing = threading.Lock()
