@@ -148,7 +148,9 @@ def _add_training_group(parser: argparse.ArgumentParser) -> None:
         "weights (default otherwise). --epochs, --[no-]average-weights and --interpolate override its parts",
     )
     group.add_argument(
-        "--epochs", type=positive_float, help="default: 4 with --recipe best, else 1 (2 for --kind sparse)"
+        "--epochs",
+        type=positive_float,
+        help="default: 4 with --recipe best, else 1 (2 for --kind sparse and multi-vector)",
     )
     group.add_argument("--batch-size", type=positive_int, default=16, help="per device (default: %(default)s)")
     group.add_argument("--lr", type=float, default=5e-5, help="learning rate (default: 5e-5)")
