@@ -15,8 +15,8 @@ from typing import Any
 NEGATIVES_FROM = ("hybrid", "lexical", "dense", "sparse")
 # A sparse or multi-vector model trained from a BEIR folder mines this many a row unless told (KIND_HARD_NEGATIVES):
 # on 162 held-out SciFact train claims one hybrid negative gave a sparse model +2.3 and +0.8 nDCG@10 (two seeds) with
-# half the active terms, and a multi-vector model, with two epochs, 76.87 against 72.54 for one epoch without
-# (benchmarks/RESULTS.md). A dense model mines none unless told.
+# half the active terms, and a multi-vector model, with two epochs, +4.3 and +3.9 over one epoch without (two seeds;
+# benchmarks/RESULTS.md). A dense model mines none unless told.
 KIND_HARD_NEGATIVES = {"sparse": 1, "multi-vector": 1}
 
 
