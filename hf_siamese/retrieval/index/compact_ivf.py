@@ -24,7 +24,6 @@ The nprobe fits the recorded rescore: a lower `rescore` at search time loses rec
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 from pathlib import Path
@@ -34,7 +33,15 @@ import numpy as np
 
 from ...storage import write_atomic
 from ..exact import unit_rows
-from .ann import EXACT_BELOW, RECALL_AT, RECALL_TARGET, TRAIN_PER_CENTROID, _ivf_lists, choose_factory
+from .ann import (
+    EXACT_BELOW,
+    RECALL_AT,
+    RECALL_TARGET,
+    TRAIN_PER_CENTROID,
+    _import_faiss,
+    _ivf_lists,
+    choose_factory,
+)
 from .ann_build import nprobe_ladder
 from .ann_chunks import _drop_self
 from .matrix import read_block, read_rows
@@ -68,13 +75,6 @@ def compact_lists(count: int, dim: int) -> int:
 def describe_ivf(record: dict[str, Any] | None) -> str:
     """ ", IVF over the codes (64 lists, nprobe 8)" where the compact part has one, else ""."""
     return f", IVF over the codes ({record['lists']} lists, nprobe {record['nprobe']})" if record else ""
-
-
-def _import_faiss() -> Any:
-    try:
-        return importlib.import_module("faiss")
-    except ImportError as err:
-        raise ImportError("approximate=True needs faiss: pip install 'hf-siamese[index]' (faiss-cpu)") from err
 
 
 def write_ivf(index: Any, path: Path) -> None:
