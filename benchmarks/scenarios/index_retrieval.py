@@ -52,13 +52,13 @@ def ndcg(rankings: dict[str, list[str]], qrels: Any) -> float:
 def nprobe_rows(index: Any, ivf: Any, ann: Any, factory: str, train: tuple, test: tuple) -> list[tuple]:
     """(nprobe, recall@10 on the train claims, train nDCG@10, test nDCG@10) at each nprobe the build tries, up to
     every list; `train` and `test` are (BEIR split, its query vectors). The ANN index's nprobe is left as it was."""
-    from hf_siamese.retrieval.index.ann import _ivf_lists
+    from hf_siamese.retrieval.index.ann import ivf_lists
     from hf_siamese.retrieval.index.ann_build import nprobe_ladder
 
     (train_split, calibration), (test_split, test_vectors) = train, test
     chosen, ladder = ann.nprobe, []
     exact_top = [[h["id"] for h in row] for row in index.search_embeddings(calibration, top_k=10)]
-    for probes in nprobe_ladder(_ivf_lists(factory)):
+    for probes in nprobe_ladder(ivf_lists(factory)):
         ann.nprobe = probes
         found = [[h["id"] for h in row] for row in ivf.search_embeddings(calibration, top_k=10)]
         train_recall = float(np.mean([len(set(a) & set(b)) / len(b) for a, b in zip(found, exact_top, strict=True)]))

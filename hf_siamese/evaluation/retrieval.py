@@ -234,11 +234,9 @@ class RetrievalEvaluator(Evaluator):
         runs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         corpus_ids: Any = list(dataset.corpus)
         if self.index is not None:
-            prompt = "" if model is None else side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)
             runs, corpus_ids = index_runs(
-                self.index, model, dataset, judged, reach, first_stage, self.fusion, prompt, self.tokenizer,
-                self.batch_size,
-            )  # fmt: skip
+                self.index, model, dataset, judged, reach, first_stage, self.fusion, self.tokenizer, self.batch_size
+            )
             lists = tuple(runs)
         else:
             lists = stage_lists(first_stage, lexical=True, sparse=False)
@@ -329,10 +327,7 @@ def choose_hybrid_weight(
     if index is not None:
         if lexical_settings is not None:
             raise ValueError("lexical_settings: the index's lexical part was built with its own settings; give none")
-        prompt = side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)
-        runs, corpus_ids = index_runs(
-            index, model, dataset, judged, reach, "hybrid", "zscore", prompt, tokenizer, batch_size
-        )  # fmt: skip
+        runs, corpus_ids = index_runs(index, model, dataset, judged, reach, "hybrid", "zscore", tokenizer, batch_size)
         first, second = runs.values()
     else:
         query_ids, queries, corpus_ids, corpus = embed_retrieval_set(

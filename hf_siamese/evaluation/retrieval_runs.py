@@ -13,6 +13,7 @@ import numpy as np
 from ..data.beir import RetrievalDataset
 from ..retrieval.fusion.hybrid import fuse_runs, stage_scores
 from ..retrieval.index.lexical import LexicalSettings, build_lexical_index
+from ..retrieval.prompts import QUERY_PROMPT_NAMES, side_prompt
 from ..storage import temporary_folder
 
 
@@ -57,12 +58,12 @@ def candidates(
 
 def index_runs(
     index: Any, model: Any, dataset: RetrievalDataset, judged: list[str], reach: int, first_stage: str,
-    fusion: str | None, prompt: str, tokenizer: Any, batch_size: int,
+    fusion: str | None, tokenizer: Any, batch_size: int,
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:  # fmt: skip
     """Each list's run of the judged queries through `index` (those `first_stage` reads there:
     `index.stage_lists`, run by `index.stage_runs` as its search runs them; the dense list's queries embedded by
-    `model` with `prompt`, the sparse list's by the index's recorded sparse model), `reach` deep, and the document
-    id of every row they found, checked against the set's corpus."""
+    `model` with the set's query prompt, else the model's; the sparse list's by the index's recorded sparse model),
+    `reach` deep, and the document id of every row they found, checked against the set's corpus."""
     if len(index) != len(dataset.corpus):
         raise ValueError(
             f"the index {index.location!r} holds {len(index)} documents, the set {dataset.name!r} "
@@ -78,6 +79,7 @@ def index_runs(
                 f"({index.model_name or 'unnamed'!r}), or first_stage='lexical' / 'sparse'"
             )
         index.check_model(model)
+        prompt = side_prompt(model, dataset.query_prompt, QUERY_PROMPT_NAMES)
         vectors = model.encode(texts, tokenizer=tokenizer, batch_size=batch_size, convert_to_numpy=True, prompt=prompt)
     runs = index.stage_runs(texts, vectors, reach, first_stage, fusion)
     runs = {name: runs[name] for name in lists}  # in fusion order

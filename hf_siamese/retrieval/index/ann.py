@@ -65,7 +65,8 @@ def _check_int(name: str, value: Any, low: int) -> None:
         raise ValueError(f"{name}={value!r}: expected an int >= {low}")
 
 
-def _import_faiss() -> Any:
+def import_faiss() -> Any:
+    """The faiss module, or an `ImportError` naming how to install it (`INSTALL_HINT`)."""
     try:
         import faiss
     except ImportError as err:
@@ -111,7 +112,8 @@ def part_name(number: int) -> str:
     return f"part-{number:05d}.faiss"
 
 
-def _ivf_lists(factory: str) -> int | None:
+def ivf_lists(factory: str) -> int | None:
+    """The number of inverted lists of a faiss `factory` string ("IVF4096,Flat" -> 4096), None for no IVF."""
     found = re.search(r"IVF(\d+)", factory)
     return int(found.group(1)) if found else None
 
@@ -213,7 +215,7 @@ class AnnIndex:
                 the chunks were added; e.g. `lambda rows: embeddings[rows]` on a memmap), else from the index's
                 `reconstruct`: exact for Flat and IVF,Flat, approximate for SQ8 / PQ (only the code is stored).
         """
-        faiss = _import_faiss()
+        faiss = import_faiss()
         top_k = check_top_k(top_k)
         for name, value, low in (
             ("nprobe", nprobe, 1),
@@ -248,7 +250,7 @@ class AnnIndex:
         rows = positions[valid]
         if source is None:
             if not self._direct_map:  # 8 bytes a vector, made on first use (a built index gets one at build)
-                faiss = _import_faiss()
+                faiss = import_faiss()
                 _extract_ivf(faiss, self.index).make_direct_map()
                 self._direct_map = True
             try:
@@ -282,7 +284,7 @@ class AnnIndex:
 def load_ann_index(path: str | os.PathLike, *, mmap: bool = True) -> AnnIndex:
     """Open an index folder written by `build_ann_index`; `mmap` maps the faiss file and the ids instead of reading
     them (see the module docstring for which index types faiss can map; the others are read, with a log message)."""
-    faiss = _import_faiss()
+    faiss = import_faiss()
     path = Path(path)
     where = os.fspath(path)
     if not path.is_dir():

@@ -33,15 +33,15 @@ from .ann import (
     Chunk,
     _check_int,
     _extract_ivf,
-    _import_faiss,
-    _ivf_lists,
     _read_info,
     _search_params,
     choose_factory,
+    import_faiss,
+    ivf_lists,
     load_ann_index,
     part_name,
 )
-from .ann_chunks import _chunks, _collect_ids, _drop_self, _passes, _reservoir_sample
+from .ann_chunks import _chunks, _collect_ids, _passes, _reservoir_sample, drop_self
 from .parts import FAISS_METRICS
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def build_ann_index(
         overwrite: replace an existing non-empty `output_dir`. The index is written beside it and renamed into place,
             so a failed build leaves what was there intact.
     """
-    faiss = _import_faiss()
+    faiss = import_faiss()
     _check_build(similarity, train_size, nprobe, count, part_bytes, recall_target)
     calibration, held_out = _recall_setup(recall_queries, similarity)
     source, output, start = _passes(chunks), Path(output_dir), time.perf_counter()
@@ -117,7 +117,7 @@ def build_ann_index(
         source, factory, compress, count, dim, train_size, held_out, seed, similarity
     )
     queries, own_rows, k_eval = _recall_queries(calibration, sample, positions, held_out, count, dim)
-    if _ivf_lists(factory) and nprobe is None and not (k_eval and len(queries)):
+    if ivf_lists(factory) and nprobe is None and not (k_eval and len(queries)):
         raise ValueError("nprobe=None picks nprobe by measured recall: give recall_queries >= 1 (and 2+ vectors)")
     training = sample[len(sample) - training_rows :]  # the shuffled sample's end: disjoint from the queries if N allows
     index, ivf = _new_index(faiss, dim, factory, similarity, seed)
@@ -186,16 +186,16 @@ def _draw_sample(
         return min(rows, train_size or TRAIN_PER_CENTROID * (lists or 256))
 
     if count is None:  # the row count is not known before the first pass: size the sample for the largest case
-        lists = _ivf_lists(factory) if factory else LARGEST_SMALL_IVF
+        lists = ivf_lists(factory) if factory else LARGEST_SMALL_IVF
         cap = wanted_training(lists, 1 << 62) + held_out
     else:
-        cap = wanted_training(_ivf_lists(factory or choose_factory(count, 4)), count) + held_out
+        cap = wanted_training(ivf_lists(factory or choose_factory(count, 4)), count) + held_out
     positions, sample, rows, dim = _reservoir_sample(source, cap, seed=seed, dim=dim, similarity=similarity)
     if count is not None and rows != count:
         raise ValueError(f"count={count} but the chunks gave {rows} rows")
     count = rows
     factory = factory or choose_factory(count, dim, compress)
-    training_rows = wanted_training(_ivf_lists(factory), count)
+    training_rows = wanted_training(ivf_lists(factory), count)
     if len(sample) < min(count, training_rows + held_out):  # a default factory above 1M wants more: re-draw
         positions, sample, _, _ = _reservoir_sample(
             source, training_rows + held_out, seed=seed, dim=dim, similarity=similarity
@@ -402,11 +402,11 @@ def _measure_recall(
     recall = None
     if not (k and len(queries)):
         return nprobe, recall, curve
-    exact = _drop_self(best[1], own_rows, k)
+    exact = drop_self(best[1], own_rows, k)
     ladder = [nprobe] if nprobe or ivf is None else nprobe_ladder(ivf.nlist)
     # (a non-IVF index: one measurement, at its defaults)
     for probes in dict.fromkeys(ladder):
-        found = _drop_self(search(queries, k + 1, probes), own_rows, k)
+        found = drop_self(search(queries, k + 1, probes), own_rows, k)
         recall = float((found[:, :, None] == exact[:, None, :]).any(2).mean())
         curve.append([probes, round(recall, 4)])
         if recall >= target:

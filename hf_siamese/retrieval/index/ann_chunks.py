@@ -119,7 +119,7 @@ def _collect_ids(parts: list[np.ndarray]) -> np.ndarray:
     return ids
 
 
-def _drop_self(found: np.ndarray, own: np.ndarray | None, k: int) -> np.ndarray:
+def drop_self(found: np.ndarray, own: np.ndarray | None, k: int) -> np.ndarray:
     """The first k of each row other than the query's own row (held-out queries are corpus rows; real queries are
     not, so finding themselves must not count as recall). `own` None: calibration queries, nothing to drop."""
     if own is None:

@@ -38,12 +38,12 @@ from .ann import (
     RECALL_AT,
     RECALL_TARGET,
     TRAIN_PER_CENTROID,
-    _import_faiss,
-    _ivf_lists,
     choose_factory,
+    import_faiss,
+    ivf_lists,
 )
 from .ann_build import nprobe_ladder
-from .ann_chunks import _drop_self
+from .ann_chunks import drop_self
 from .matrix import read_block, read_rows
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def check_approximate_precision(precision: str) -> None:
 def compact_lists(count: int, dim: int) -> int:
     """The IVF's lists for `count` rows: `choose_factory`'s (below `EXACT_BELOW`, where it chooses exact search, its
     rule for larger corpora: the power of two at or above 4 x sqrt(count)), at least 1 and at most `count`."""
-    lists = _ivf_lists(choose_factory(count, dim)) if count >= EXACT_BELOW else None
+    lists = ivf_lists(choose_factory(count, dim)) if count >= EXACT_BELOW else None
     lists = lists or 1 << math.ceil(math.log2(4 * math.sqrt(count)))
     return max(1, min(lists, count))
 
@@ -79,14 +79,14 @@ def describe_ivf(record: dict[str, Any] | None) -> str:
 
 def write_ivf(index: Any, path: Path) -> None:
     """The faiss index written to `path` whole or not at all (a temporary file renamed into place)."""
-    faiss = _import_faiss()
+    faiss = import_faiss()
     write = faiss.write_index_binary if isinstance(index, faiss.IndexBinary) else faiss.write_index
     write_atomic(path, lambda temporary: write(index, str(temporary)))
 
 
 def load_ivf(folder: Path, precision: str) -> Any:
     """The IVF in `folder`, memory-mapped where this faiss can (read otherwise); a `ValueError` naming a bad file."""
-    faiss = _import_faiss()
+    faiss = import_faiss()
     read = faiss.read_index_binary if precision == "binary" else faiss.read_index
     path = str(folder / IVF_FILE)
     try:
@@ -102,7 +102,7 @@ def load_ivf(folder: Path, precision: str) -> Any:
 def ivf_candidates(part: Any, index: Any, queries: np.ndarray, depth: int, nprobe: int) -> tuple[np.ndarray, Any]:
     """(scores, rows), best first as faiss gives them, of the `depth` best rows by the codes in the `nprobe` lists
     nearest each query (float32 `queries`, unit rows for cosine); a slot with no row: -1, score -inf."""
-    faiss = _import_faiss()
+    faiss = import_faiss()
     params = faiss.SearchParametersIVF(nprobe=nprobe)
     if part.precision == "binary":
         distances, rows = index.search(part.quantizer.encode(queries), depth, params=params)
@@ -154,7 +154,7 @@ def build_compact_ivf(
     """Build the IVF of the compact part `part` (its codes written, `compact.CompactPart`) from the float32 `vectors`
     (a memmap, read a chunk at a time), write it into the part's folder and choose its nprobe (module docstring);
     returns compact.json's "approximate" record. `calibration`: query vectors to measure on (else held-out rows)."""
-    faiss = _import_faiss()
+    faiss = import_faiss()
     count = len(part.codes)
     lists = compact_lists(count, part.quantizer.dim)
     order = np.random.default_rng(seed).permutation(count)
@@ -195,10 +195,10 @@ def _choose_nprobe(
     k = min(RECALL_AT, len(part.codes) - extra)
     if k < 1 or not len(queries):
         return lists, None, {}
-    exact = _drop_self(part.search(queries, k + extra, vectors, nprobe=lists)[1], own, k)
+    exact = drop_self(part.search(queries, k + extra, vectors, nprobe=lists)[1], own, k)
     curve: dict[str, float] = {}
     for probes in nprobe_ladder(lists):
-        found = _drop_self(part.search(queries, k + extra, vectors, nprobe=probes)[1], own, k)
+        found = drop_self(part.search(queries, k + extra, vectors, nprobe=probes)[1], own, k)
         recall = float((found[:, :, None] == exact[:, None, :]).any(2).mean())
         curve[str(probes)] = round(recall, 4)
         if recall >= RECALL_TARGET:
