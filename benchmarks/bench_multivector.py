@@ -17,6 +17,11 @@ reports documents/s, queries/s, the mean kept token vectors of a document and a 
 
     python benchmarks/bench_multivector.py [--docs 512] [--queries 256] [--threads N] [--orders ours,st,st,ours]
         [--data ../shared/data/retrieval/scifact/corpus.jsonl] [--batch-size 32] [--check 8] [--timeout 900]
+        [--dtype float32|bfloat16]
+
+`--dtype bfloat16` runs both libraries in bfloat16 (on a CPU with AMX or AVX512-BF16): ours through
+`encode(dtype=torch.bfloat16)` (a bfloat16 copy of the weights), sentence-transformers' model moved to bfloat16 with
+`.to(torch.bfloat16)` (its documented way to lower the precision); the vectors are compared in float32.
 """
 
 from __future__ import annotations
@@ -95,13 +100,15 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         ours, tokenizer = load_multivector_model(spec["model"], device="cpu")
         limit = ours._token_limit(tokenizer)
 
+        dtype = getattr(torch, spec["dtype"])
+
         def encode(items: list[str], task: str) -> list[Any]:
-            return ours.encode(items, tokenizer, task=task, batch_size=batch)
+            return ours.encode(items, tokenizer, task=task, batch_size=batch, dtype=dtype)
 
     else:
         from sentence_transformers import MultiVectorEncoder
 
-        theirs = MultiVectorEncoder(spec["model"], device="cpu")
+        theirs = MultiVectorEncoder(spec["model"], device="cpu").to(getattr(torch, spec["dtype"]))
         limit = theirs.max_seq_length
 
         def encode(items: list[str], task: str) -> list[Any]:
@@ -141,6 +148,7 @@ def compare(results: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_encode_arguments(parser, DEFAULT_DATA)
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="both libraries run in it")
     args = parser.parse_args()
     if run_if_child(args, child):
         return
@@ -151,7 +159,7 @@ def main() -> None:
         f"# bench_multivector on {cpu_flags()}; torch {torch.__version__}, transformers {version('transformers')}, "
         f"sentence-transformers {version('sentence-transformers')}; {len(documents)} documents, {len(queries)} "
         f"queries, batch {args.batch_size}, max {MAX_LENGTH} tokens (queries {QUERY_LENGTH}, expanded), {DIM}-wide "
-        f"token vectors, {args.threads} threads",
+        f"token vectors, {args.threads} threads, {args.dtype}",
         flush=True,
     )
     print(f"texts: {source}", flush=True)
@@ -160,7 +168,7 @@ def main() -> None:
         build_model(work / "model")
         (work / "texts.json").write_text(json.dumps({"documents": documents, "queries": queries}), encoding="utf-8")
         base = dict(model=str(work / "model"), texts=str(work / "texts.json"), threads=args.threads)
-        base.update(batch_size=args.batch_size, check=args.check)
+        base.update(batch_size=args.batch_size, check=args.check, dtype=args.dtype)
         files = lambda i, library: {"vectors": str(work / f"{i}_{library}.pt")}  # noqa: E731
         results = run_libraries(__file__, base, args.orders, files, timeout=args.timeout)
         loads = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (1 min)"

@@ -50,9 +50,9 @@ def native_low_precision_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """bfloat16/float16 encode tests run the low-precision paths on every CPU, also on one that only emulates those
     dtypes (where encode() would run float32 instead): the tests check behaviour, not this machine's instructions.
     tests/test_encode_dtype.py undoes this to test the fallback itself."""
-    import hf_siamese.modeling.encoding
+    import hf_siamese.modeling.low_precision
 
-    monkeypatch.setattr(hf_siamese.modeling.encoding, "native_low_precision", lambda dtype: True)
+    monkeypatch.setattr(hf_siamese.modeling.low_precision, "native_low_precision", lambda dtype: True)
 
 
 @pytest.fixture(scope="session")

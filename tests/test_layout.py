@@ -79,6 +79,7 @@ REMOTE_CODE = (
     "checkpoints",
     "weight_files",
     "encoding",
+    "low_precision",
     "batching",
     "devices",
     "packing",

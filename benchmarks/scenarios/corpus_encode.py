@@ -209,7 +209,7 @@ def target_lines(synth: dict[tuple, dict[str, Any]], sizes: list[int]) -> list[s
 def header(args: argparse.Namespace, n_real: int) -> str:
     import torch
 
-    from hf_siamese.modeling.encoding import native_low_precision
+    from hf_siamese.modeling.low_precision import native_low_precision
 
     return (
         f"{datetime.date.today().isoformat()}; {cpu_flags()} "

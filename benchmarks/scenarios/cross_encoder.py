@@ -56,7 +56,7 @@ def main() -> None:
     from sentence_transformers import CrossEncoder as TheirCrossEncoder
 
     from hf_siamese import CrossEncoder
-    from hf_siamese.modeling.encoding import native_low_precision
+    from hf_siamese.modeling.low_precision import native_low_precision
 
     scifact = read_scifact(split="test")
     rng = random.Random(0)

@@ -100,7 +100,7 @@ def train_theirs(recipe: dict, rows: dict, start: str, work: str, bf16: bool):
         train_dataset=data, loss=loss,
     )  # fmt: skip
     seconds = trainer.train().metrics["train_runtime"]
-    from hf_siamese.modeling.encoding import native_low_precision
+    from hf_siamese.modeling.low_precision import native_low_precision
 
     if native_low_precision(torch.bfloat16):  # score as bench_cross_encoder's bfloat16 rows do: the model in bf16
         model.save_pretrained(f"{work}/trained")

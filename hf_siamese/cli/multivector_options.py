@@ -84,7 +84,7 @@ def run_add_multivector(args: argparse.Namespace) -> int:
     model, tokenizer = load_multivector_option(args.multi_vector_model, args.device)
     index = add_multivector(
         args.add_multi_vector, model, tokenizer=tokenizer, precision=args.multi_vector_precision or "float16",
-        overwrite=args.overwrite, batch_size=args.batch_size,
+        overwrite=args.overwrite, batch_size=args.batch_size, dtype=args.dtype,
     )  # fmt: skip
     print(f"added {describe_multivector_part(index.info['multivector'])} to {args.add_multi_vector}")
     return 0
@@ -111,7 +111,8 @@ def describe_multivector_part(record: dict[str, Any]) -> str:
     """One line: what an index's multi-vector part holds."""
     return (
         f"the multi-vector part ({record['count']} documents, {record['tokens']} token vectors, {record['precision']}, "
-        f"{record['bytes_per_token']} bytes a token, model {record['model']['name_or_path']})"
+        f"{record['bytes_per_token']} bytes a token, encoded in {record.get('dtype', 'float32')}, model "
+        f"{record['model']['name_or_path']})"
     )
 
 

@@ -27,7 +27,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTok
 
 from ..formats.local_paths import is_hub_id
 from ..modeling.devices import resolve_device
-from ..modeling.encoding import cached_low_precision_copy, cpu_dtype, native_low_precision
+from ..modeling.low_precision import cached_low_precision_copy, cpu_dtype, native_low_precision
 from ..modeling.weight_files import naming_damaged_weights
 from ..storage import replace_folder, staging_folder
 from .forward import pair_logits

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..modeling.encoding import native_low_precision
+from ..modeling.low_precision import native_low_precision
 from .names import ONNX_FILES, OPENVINO_FILES, require
 
 logger = logging.getLogger(__name__)

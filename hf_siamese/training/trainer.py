@@ -21,7 +21,7 @@ from ..losses import (
     SparseMultipleNegativesRankingLoss,
     get_loss,
 )
-from ..modeling import encoding
+from ..modeling import low_precision
 from ..modeling.modeling_multivector import MultiVectorModel
 from ..modeling.modeling_siamese import HEAD_PARAMETER_PREFIXES, SiameseBertModel
 from ..modeling.modeling_sparse import SparseSiameseModel
@@ -129,7 +129,8 @@ class SiameseTrainer(ThroughputLogMixin, HostFreeStepMixin, SiameseEvaluationMix
         self.check_parallel_setup()
         prepare_step(self, model, model.encoder if getattr(model, "packing", False) else None)
         for flag, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
-            if getattr(self.args, flag) and self.args.device.type == "cpu" and not encoding.native_low_precision(dtype):
+            emulated = not low_precision.native_low_precision(dtype)
+            if getattr(self.args, flag) and self.args.device.type == "cpu" and emulated:
                 logger.warning(
                     "TrainingArguments(%s=True) on a CPU without native %s matrix instructions: PyTorch emulates "
                     "them, several times slower than float32 (bfloat16 encode measured 6x slower on an AVX2 CPU). "

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import SENTENCES, make_tiny_model
 
-from hf_siamese.modeling import encoding
+from hf_siamese.modeling import low_precision as encoding
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def test_emulated_bfloat16_runs_float32_and_warns_once(emulated, tiny_tokenizer,
     model = make_tiny_model()
     texts = SENTENCES * 4
     reference = model.encode(texts, tokenizer=tiny_tokenizer, batch_size=2)
-    with caplog.at_level(logging.WARNING, logger="hf_siamese.modeling.encoding"):
+    with caplog.at_level(logging.WARNING, logger="hf_siamese.modeling.low_precision"):
         first = model.encode(texts, tokenizer=tiny_tokenizer, batch_size=2, dtype=torch.bfloat16)
         second = model.encode(texts, tokenizer=tiny_tokenizer, batch_size=2, dtype=torch.bfloat16)
     assert torch.equal(first, reference) and torch.equal(second, reference)

@@ -305,6 +305,35 @@ def test_cpu_workers_run_one_thread_each_and_restore_the_thread_count(tiny_token
         assert model.training  # the mode it had
 
 
+@pytest.mark.parametrize("batch_size", [1, 64])  # a batch a text: a bfloat16 copy of the weights; one batch: autocast
+def test_bfloat16_encode_keeps_the_same_tokens_and_close_vectors(tiny_tokenizer, batch_size) -> None:
+    from hf_siamese.modeling import low_precision
+
+    model = _pool_model(tiny_tokenizer)
+    for task in ("query", "document"):
+        full = model.encode(POOL_TEXTS, tiny_tokenizer, task=task, batch_size=batch_size)
+        low = model.encode(POOL_TEXTS, tiny_tokenizer, task=task, batch_size=batch_size, dtype=torch.bfloat16)
+        assert [v.shape for v in low] == [v.shape for v in full]  # the same kept tokens
+        assert all(v.dtype == torch.float32 for v in low)
+        assert any(not torch.equal(a, b) for a, b in zip(low, full, strict=True))  # it did run in bfloat16
+        assert min(float(F.cosine_similarity(a, b).min()) for a, b in zip(low, full, strict=True)) > 0.99
+        same = model.encode(POOL_TEXTS, tiny_tokenizer, task=task, batch_size=batch_size, dtype=torch.float32)
+        assert all(torch.equal(a, b) for a, b in zip(same, full, strict=True))
+    assert (model in low_precision._COPIES) == (batch_size == 1)
+
+
+def test_bfloat16_encode_on_a_cpu_that_emulates_it_runs_float32(tiny_tokenizer, monkeypatch) -> None:
+    from hf_siamese.modeling import low_precision
+
+    monkeypatch.setattr(low_precision, "native_low_precision", lambda dtype: False)
+    monkeypatch.setattr(low_precision, "_WARNED_EMULATED", set())
+    model = _pool_model(tiny_tokenizer)
+    full = model.encode(POOL_TEXTS, tiny_tokenizer, batch_size=1)
+    low = model.encode(POOL_TEXTS, tiny_tokenizer, batch_size=1, dtype=torch.bfloat16)
+    assert all(torch.equal(a, b) for a, b in zip(low, full, strict=True))
+    assert model not in low_precision._COPIES
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
 def test_bad_cpu_workers_are_refused_as_the_dense_encode_refuses_them(tiny_tokenizer, bad) -> None:
     from conftest import make_tiny_model

@@ -73,7 +73,7 @@ def test_bad_cpu_workers(tiny_tokenizer, bad) -> None:
 
 
 def test_bf16_encode_on_cpu_runs_a_bf16_copy_and_keeps_the_model_float32(tiny_tokenizer) -> None:
-    from hf_siamese.modeling.encoding import LOW_PRECISION_COPY
+    from hf_siamese.modeling.low_precision import LOW_PRECISION_COPY
 
     model = make_tiny_model()
     model.tokenizer = tiny_tokenizer

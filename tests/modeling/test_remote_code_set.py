@@ -29,6 +29,7 @@ MULTIVECTOR_REMOTE_CODE = (
     "multivector_scoring",
     "text_encoding",
     "batching",
+    "low_precision",
 )
 
 

@@ -10,7 +10,7 @@ from conftest import SENTENCES, make_tiny_model
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 import hf_siamese.modeling.short_attention as short
-from hf_siamese.modeling.encoding import _COPIES, cached_low_precision_copy
+from hf_siamese.modeling.low_precision import _COPIES, cached_low_precision_copy
 
 
 class Attention(torch.nn.Module):

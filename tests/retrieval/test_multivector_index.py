@@ -112,6 +112,24 @@ def test_the_stored_token_vectors_are_encodes_at_each_precision(files: Path, tmp
     reader = MultiVectorReranker.load(tmp_path / "st")
     for row in (0, 7):
         torch.testing.assert_close(reader.model.encode(texts[row], task="document"), expected[row], atol=1e-5, rtol=0)
+    assert record["dtype"] == part.record["dtype"] == "float32"
+
+
+def test_the_index_dtype_encodes_the_multivector_part_too(files: Path, tmp_path: Path, tiny_tokenizer) -> None:
+    model, texts = _mv_model(), _texts(files)
+    full = model.encode(texts, tiny_tokenizer, task="document")
+    low = model.encode(texts, tiny_tokenizer, task="document", dtype=torch.bfloat16)
+    index = _build(files, tmp_path / "idx", tiny_tokenizer, multivector_model=str(files / "mv"), dtype="bfloat16")
+    assert index.info["multivector"]["dtype"] == "bfloat16" and index.info["multivector"]["key"]["dtype"] == "bfloat16"
+    assert any(not torch.equal(a, b) for a, b in zip(low, full, strict=True))
+    for row, vectors in enumerate(low):
+        torch.testing.assert_close(index.multivector.document(row), vectors, atol=1e-3, rtol=0)
+    _build(files, tmp_path / "plain", tiny_tokenizer)
+    added = add_multivector(tmp_path / "plain", model, tokenizer=tiny_tokenizer, dtype="bfloat16")
+    assert added.multivector.record["dtype"] == "bfloat16"
+    with pytest.raises(ValueError, match="dtype='float64'"):
+        add_multivector(tmp_path / "plain", model, tokenizer=tiny_tokenizer, dtype="float64", overwrite=True)
+    assert load_index(tmp_path / "plain").multivector.record["dtype"] == "bfloat16"  # the refused call changed nothing
 
 
 def _by_hand(model, tokenizer, index, query: str, candidates: list[dict]) -> list[tuple]:

@@ -101,12 +101,13 @@ def add_multivector(
     overwrite: bool = False,
     batch_size: int = 32,
     shard_size: int = 10_000,
+    dtype: str | Any = None,
 ) -> Any:
     """Add the multi-vector part to an index folder: its stored texts encoded by `multivector_model` (a folder or Hub
-    id, or a loaded `MultiVectorModel` with `tokenizer`), the token vectors stored at `precision` ("float16" or
-    "int8": `multivector_part.py`); the vectors are kept. A stopped run resumes its finished shards when called
-    again (`.multivector.building` in the index). An existing part is replaced only with `overwrite=True`, once the
-    new one is complete; returns the index loaded."""
+    id, or a loaded `MultiVectorModel` with `tokenizer`) in `dtype` (None: float32; "bfloat16"), the token vectors
+    stored at `precision` ("float16" or "int8": `multivector_part.py`); the vectors are kept. A stopped run resumes
+    its finished shards when called again (`.multivector.building` in the index). An existing part is replaced only
+    with `overwrite=True`, once the new one is complete; returns the index loaded."""
     check_precision(precision)
     with exclusive_output(path, "a build of this index"):
         index = VectorIndex.load(path)
@@ -115,7 +116,7 @@ def add_multivector(
         target, staging = index.path / MULTIVECTOR_DIR, index.path / f".{MULTIVECTOR_DIR}.building"
         record = write_multivector_part(
             staging, index.corpus, model, tokenizer, name, precision=precision, corpus_key=index.info.get("corpus"),
-            batch_size=batch_size, shard_size=shard_size,
+            batch_size=batch_size, shard_size=shard_size, dtype=dtype,
         )  # fmt: skip
         _swap_in(index, staging, target, "multivector", record)
     return VectorIndex.load(index.path)

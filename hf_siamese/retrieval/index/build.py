@@ -172,6 +172,7 @@ def build_folder_index(
         shard_size: rows embedded and written at a time (what memory holds of the corpus; default 10,000, or what
             a stopped build of the same output used, so that it resumes).
         dtype: `"bfloat16"` / `"float16"` (or the torch dtype) to embed under autocast; vectors are stored in float32.
+            The multi-vector part's documents are encoded in it too (its record names it).
         approximate: None builds an approximate index from `ann.EXACT_BELOW` documents on (faiss installed and a
             similarity it serves: cosine, dot, euclidean), True always (an error where it cannot), False never.
         calibration_queries: texts like the queries the index will serve. The approximate index's nprobe is chosen
@@ -290,7 +291,7 @@ def _build_index(
         shutil.rmtree(staging / LEXICAL_DIR)
     records = _write_parts(
         staging, vectors, row_ids, similarity, sparse=sparse, token_model=token_model, multivector=multivector,
-        compact=compact, batch_size=batch_size, shard_size=shard_size or 10_000, calibration=calibration,
+        compact=compact, batch_size=batch_size, shard_size=shard_size or 10_000, calibration=calibration, dtype=dtype,
     )  # fmt: skip
     search = neighbour_search(vectors, embeddings, similarity, approximate, calibration=calibration)
     if calibration is not None and search is None and not (records.get("compact") or {}).get("approximate"):
@@ -319,7 +320,7 @@ def _build_index(
 def _write_parts(
     staging: Path, vectors: np.ndarray, row_ids: Sequence[Any], similarity: str, *, sparse: Any, token_model: Any,
     multivector: tuple[Any, Any, str], compact: tuple[Any, ...], batch_size: int, shard_size: int,
-    calibration: np.ndarray | None = None,
+    calibration: np.ndarray | None = None, dtype: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The parts a build writes after the vectors, into `staging` (each made anew, or its folder left by a stopped
     build removed): the learned-sparse part (a second pass over the staged texts), the multi-vector part (resumed
@@ -337,7 +338,7 @@ def _write_parts(
         stored = datasets.Dataset.from_file(str(staging / TEXTS_FILE))
         records["multivector"] = write_multivector_part(
             staging / MULTIVECTOR_DIR, stored, *token_model, precision=multivector[2],
-            corpus_key=corpus_fingerprint(row_ids), batch_size=batch_size, shard_size=shard_size,
+            corpus_key=corpus_fingerprint(row_ids), batch_size=batch_size, shard_size=shard_size, dtype=dtype,
         )  # fmt: skip
         del stored
     else:
