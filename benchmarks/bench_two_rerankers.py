@@ -78,8 +78,8 @@ def main() -> None:
         seconds[name] = time.perf_counter() - start
         by[name] = {q: [hit["id"] for hit in found] for q, found in zip(judged, scored, strict=True)}  # its order
 
-    def fused(*names: str) -> dict[str, list[str]]:
-        sources = [by.get(name) or orders[name] for name in names]
+    def fused(*names: str) -> dict[str, list[str]]:  # rerankers first: equal RRF scores keep their order, as in eval
+        sources = [by[name] for name in names if name in by] + [orders[name] for name in names if name not in by]
         return {q: then_rest(reciprocal_rank_fusion([s[q] for s in sources]), first[q]) for q in judged}
 
     table = {"hybrid first stage (RRF of " + ", ".join(lists) + ")": first}
