@@ -76,6 +76,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from hf_siamese.data.beir import read_beir
     from hf_siamese.formats.loading import load_model
+    from hf_siamese.retrieval.exact import unit_rows
     from hf_siamese.retrieval.index.additions import set_precision
     from hf_siamese.retrieval.index.compact import bytes_per_document, rescore_rows
 
@@ -111,8 +112,8 @@ def main() -> None:
                 print(f"| {split} | ours | {cells} |")
             for count in [int(c) for c in args.candidates.split(",") if c] if precision == "binary" else []:
                 part = index.compact
-                unit = queries / np.linalg.norm(queries, axis=1, keepdims=True)
-                _, found = part._candidates(unit, count)
+                unit = unit_rows(np.ascontiguousarray(queries, dtype=np.float32))  # as its search takes them
+                _, found = part.candidates(unit, count)
                 _, rows = rescore_rows(unit, found, index.embeddings, part.similarity, 10)
                 ndcg, _ = metrics(rows, index, dataset, judged)
                 size = bytes_per_document(precision, index.dim)

@@ -131,7 +131,7 @@ class SiameseEncodingMixin:
         workers = cpu_workers if cpu_workers is not None else torch.get_num_threads()
         workers = min(workers, len(source)) if not streamed else 1
         dtype = cpu_dtype(dtype, device)
-        runner, use_autocast = self._encode_runner(dtype, len(source), streamed)
+        runner, use_autocast = encode_runner(self, dtype, len(source), streamed)
 
         def embed(batch: dict[str, torch.Tensor]) -> torch.Tensor:
             # Autocast and no_grad are per thread: set them in the thread that runs the batch.
@@ -156,10 +156,6 @@ class SiameseEncodingMixin:
         if device.type != self.device.type or (device.index is not None and device != self.device):
             self.to(device)
         return device
-
-    def _encode_runner(self, dtype: torch.dtype | None, batches: int, streamed: bool) -> tuple[Any, bool]:
-        """`low_precision.encode_runner` for this model."""
-        return encode_runner(self, dtype, batches, streamed)
 
     def _run_in_eval_mode(
         self, embed: Any, source: Any, workers: int, fast_attention: Any, show_progress_bar: bool

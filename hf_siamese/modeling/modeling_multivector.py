@@ -274,7 +274,7 @@ class MultiVectorModel(MultiVectorPreTrainedModel):
         `dtype`: run the encoder in this dtype (`torch.bfloat16`; `torch.float16` on a GPU), as the dense model's
         encode does (`low_precision.encode_runner`: a copy of the weights in `dtype` from a few batches on, else
         autocast; float32 on a CPU that only emulates it); the vectors come back float32. On a CPU with AMX,
-        bfloat16 measured 3x float32's documents/s on SciFact abstracts, the token vectors within cosine 0.9998.
+        bfloat16 measured 2.6x float32's documents/s on SciFact abstracts, the token vectors within cosine 0.9998.
 
         Returns a list of `(n_kept_tokens, dim)` tensors, one per text (one string: its tensor); with `padded=True`
         a tuple `(vectors (n, max_kept, dim), mask (n, max_kept))` instead: the kept vectors left-aligned, zeros

@@ -75,7 +75,7 @@ def test_probing_every_list_gives_the_exact_compact_search(parts, precision: str
     # the IVF itself holds every row with its code: at every list its compact scores are the exact scan's
     index = compact_ivf.load_ivf(part.folder, precision)
     scores, rows = compact_ivf.ivf_candidates(part, index, queries, 300, part.approximate["lists"])
-    exact_scores, exact_rows = exact._candidates(queries, 300)
+    exact_scores, exact_rows = exact.candidates(queries, 300)
     assert np.array_equal(np.sort(scores, axis=1), np.sort(exact_scores, axis=1))
     if precision == "int8":  # float scores: no ties to break otherwise
         assert np.array_equal(np.sort(rows, axis=1), np.sort(exact_rows, axis=1))

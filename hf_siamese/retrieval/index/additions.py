@@ -101,7 +101,7 @@ def add_multivector(
     overwrite: bool = False,
     batch_size: int = 32,
     shard_size: int = 10_000,
-    dtype: str | Any = None,
+    dtype: Any = None,
 ) -> Any:
     """Add the multi-vector part to an index folder: its stored texts encoded by `multivector_model` (a folder or Hub
     id, or a loaded `MultiVectorModel` with `tokenizer`) in `dtype` (None: float32; "bfloat16"), the token vectors

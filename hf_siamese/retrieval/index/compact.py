@@ -212,9 +212,10 @@ class CompactPart:
             return None
         return probes
 
-    def _candidates(self, queries: np.ndarray, depth: int, probes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, rows) of the `depth` best rows of each query by the codes alone, best first: through the IVF at
-        `probes` lists, else all of them."""
+    def candidates(self, queries: np.ndarray, depth: int, probes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, rows) of the `depth` best rows of each query by the codes alone, best first, no rescoring: through
+        the IVF at `probes` lists, else all of them. `queries`: contiguous float32 rows, unit rows for cosine (as
+        `search` passes them)."""
         if probes is not None:
             if self._ivf is None:
                 self._ivf = load_ivf(self.folder, self.precision)
@@ -261,9 +262,9 @@ class CompactPart:
         queries = unit_rows(queries) if self.similarity == "cosine" else queries
         count = len(self.codes)
         if not rescore:
-            return self._candidates(queries, min(k, count), probes)
+            return self.candidates(queries, min(k, count), probes)
         depth = min(count, rescore * max(k, RESCORE_FLOOR) + TIE_MARGIN)
-        _, rows = self._candidates(queries, depth, probes)
+        _, rows = self.candidates(queries, depth, probes)
         return rescore_rows(queries, rows, vectors, self.similarity, min(k, count))
 
 
